@@ -1,0 +1,125 @@
+"""Run directories and checkpoints: config and vocab as text, tensors via `weights_only` loading.
+
+A run directory holds:
+  config.yaml          the resolved config
+  vocab.src.txt        one token a line (ids are line numbers)
+  vocab.tgt.txt
+  best.pt, last.pt     checkpoints; last.pt also carries optimizer, progress and RNG state
+  metrics.jsonl        one JSON object per log/validation event
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from mt.config import Config, load_config
+from mt.errors import CheckpointError
+from mt.model import Seq2Seq, make_model
+from mt.vocab import PAD, Vocab
+
+CONFIG, SRC_VOCAB, TGT_VOCAB, BEST, LAST = ("config.yaml", "vocab.src.txt", "vocab.tgt.txt",
+                                             "best.pt", "last.pt")
+
+
+def atomic_write(path: Path, write) -> None:
+    """Call write(tmp_path), then rename over path: a crash never leaves a partial file there."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def save_checkpoint(path: Path, state: dict) -> None:
+    atomic_write(path, lambda tmp: torch.save(state, tmp))
+
+
+def load_checkpoint(path: Path) -> dict:
+    """Load tensors and plain containers only: `weights_only=True` refuses any pickled code."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else "unsafe content"
+        raise CheckpointError(f"{path}: refused to load: not a plain weights file ({first})") from None
+    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise CheckpointError(f"{path}: truncated or corrupted checkpoint ({first})") from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise CheckpointError(f"{path}: not an mt checkpoint (no model weights)")
+    return state
+
+
+def find_checkpoint(run: Path) -> Path:
+    """A run directory's best checkpoint (else last), or the checkpoint file given."""
+    run = Path(run)
+    if run.is_dir():
+        for name in (BEST, LAST):
+            if (run / name).is_file():
+                return run / name
+        raise CheckpointError(f"{run}: no checkpoint (best.pt or last.pt) in this run directory")
+    if run.is_file():
+        return run
+    raise CheckpointError(f"{run}: no such run directory or checkpoint file")
+
+
+@dataclass
+class Run:
+    cfg: Config
+    model: Seq2Seq
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    step: int
+
+
+def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
+    """Rebuild the model from a run directory's text config and vocab, then load its weights."""
+    ckpt = find_checkpoint(Path(run))
+    run_dir = ckpt.parent
+    if not (run_dir / CONFIG).is_file():
+        raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory")
+    cfg = load_config(run_dir / CONFIG)
+    src_vocab, tgt_vocab = Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB)
+    state = load_checkpoint(ckpt)
+    model = make_model(cfg.model, len(src_vocab), len(tgt_vocab), PAD)
+    load_weights(model, state, ckpt)
+    model.to(device).eval()
+    return Run(cfg, model, src_vocab, tgt_vocab, int(state.get("step", 0)))
+
+
+def load_weights(model: torch.nn.Module, state: dict, where: Path) -> None:
+    """Copy weights in, failing with one line when shapes or names disagree with the config/vocab."""
+    weights = state["model"]
+    own = model.state_dict()
+    missing = sorted(set(own) - set(weights))
+    unexpected = sorted(set(weights) - set(own))
+    if missing or unexpected:
+        raise CheckpointError(
+            f"{where}: checkpoint does not match the run's config "
+            f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+    for name, tensor in own.items():
+        if not isinstance(weights[name], torch.Tensor) or weights[name].shape != tensor.shape:
+            w = weights[name]
+            got = tuple(w.shape) if isinstance(w, torch.Tensor) else type(w).__name__
+            raise CheckpointError(
+                f"{where}: checkpoint does not match the run's config/vocabulary: "
+                f"{name} is {got} in the file, {tuple(tensor.shape)} expected")
+    model.load_state_dict(weights)

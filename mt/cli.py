@@ -1,0 +1,120 @@
+"""The `mt` command line: parse, dispatch, and turn user errors into one line and an exit code."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import typer
+
+from mt.errors import MTError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Train Transformer translation models, translate files, score with BLEU.")
+data_app = typer.Typer(no_args_is_help=True, help="Fetch public corpora.")
+app.add_typer(data_app, name="data")
+
+DEVICE = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda.")
+
+
+@app.callback()
+def _global(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors "
+                                        "(or set MT_DEBUG=1).")) -> None:
+    if debug:
+        os.environ["MT_DEBUG"] = "1"
+
+
+def _device(name: str) -> str:
+    from mt.train import pick_device
+
+    return str(pick_device(name))
+
+
+@app.command()
+def train(
+    config: Path = typer.Argument(None, help="YAML config (see configs/); optional with --resume."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config value: --set train.lr=3e-4"),
+    out: Path = typer.Option(None, "--out", help="Run directory [default: runs/<config name>]."),
+    device: str = DEVICE,
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from last.pt."),
+) -> None:
+    """Train a model; writes config, vocab, checkpoints and metrics.jsonl to the run directory."""
+    from mt.train import train as run_training
+
+    result = run_training(config, set_, out, device, resume)
+    print(json.dumps(result))
+
+
+def _decode_overrides(run: Path, beam: int | None):
+    from mt.checkpoint import find_checkpoint
+    from mt.config import load_config
+
+    cfg = load_config(find_checkpoint(run).parent / "config.yaml").decode
+    if beam is not None:
+        cfg.beam = beam
+    return cfg
+
+
+@app.command("eval")
+def evaluate(
+    run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
+    split: str = typer.Option("test", "--split", help="val or test split of the run's data."),
+    src: str = typer.Option(None, "--src", help="Source file to translate instead of a split."),
+    ref: str = typer.Option(None, "--ref", help="Reference translations for --src."),
+    output: str = typer.Option(None, "--output", help="Also write the translations here."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    device: str = DEVICE,
+) -> None:
+    """Translate a test set and print sacreBLEU BLEU and chrF with their signatures."""
+    from mt.evaluate import evaluate as run_eval
+
+    if split not in ("val", "test"):
+        raise MTError(f"--split {split}: expected val or test")
+    r = run_eval(run, split, src, ref, output, device=_device(device))
+    if as_json:
+        print(json.dumps(r))
+    else:
+        print(f"BLEU = {r['bleu']:.2f}  {r['bleu_signature']}")
+        print(f"chrF = {r['chrf']:.2f}  {r['chrf_signature']}")
+
+
+@app.command()
+def translate(
+    run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
+    input: str = typer.Option("-", "-i", "--input", help="Source text, one sentence a line; - is stdin."),
+    output: str = typer.Option("-", "-o", "--output", help="Where translations go; - is stdout."),
+    device: str = DEVICE,
+) -> None:
+    """Translate line by line: exactly one output line per input line, in order."""
+    from mt.translate import translate_file
+
+    translate_file(run, input, output, device=_device(device))
+
+
+@data_app.command("multi30k")
+def data_multi30k(
+    dest: Path = typer.Option(Path("data/multi30k"), "--dest", help="Where the files go."),
+    from_: Path = typer.Option(None, "--from", help="Copy from this directory instead of "
+                               "downloading (e.g. ../shared/data/multi30k)."),
+) -> None:
+    """Get Multi30k task 1 de/en (train, val, test_2016_flickr) and check its line counts."""
+    from mt.corpora import multi30k
+
+    multi30k(dest, from_)
+
+
+def main() -> None:
+    try:
+        app()
+    except MTError as e:
+        if os.environ.get("MT_DEBUG"):
+            raise
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(e.exit_code)
+    except KeyboardInterrupt:
+        if os.environ.get("MT_DEBUG"):
+            raise
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)

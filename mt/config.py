@@ -1,0 +1,226 @@
+"""One tree of dataclasses (data, model, train, decode), loaded from YAML and validated once."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from mt.errors import ConfigError
+
+
+@dataclass
+class DataConfig:
+    src_lang: str = "en"  # spaCy language code of the source side
+    tgt_lang: str = "de"
+    dir: str = "data/toy"  # files are {dir}/{split}.{lang}, plain or .gz
+    train: str = "train"  # split names (file stems) inside dir
+    val: str = "val"
+    test: str = "test"
+    lowercase: bool = False  # lowercase both sides before tokenizing
+    max_len: int = 100  # training pairs with more tokens on either side are dropped
+    min_freq: int = 1  # vocabulary: drop rarer tokens
+    max_size: int = 0  # vocabulary: keep the most frequent tokens; 0 = no limit
+    shared_vocab: bool = False  # one vocabulary for both sides
+
+
+@dataclass
+class ModelConfig:
+    d_model: int = 256
+    n_heads: int = 4
+    n_enc_layers: int = 3
+    n_dec_layers: int = 3
+    d_ff: int = 1024
+    dropout: float = 0.1
+    pre_norm: bool = True  # LayerNorm before each sublayer (False: after, as in the 2017 paper)
+    tie_output: bool = True  # target embedding shares weights with the output projection
+    tie_all: bool = False  # source embedding too; needs data.shared_vocab
+    max_positions: int = 256  # longest sequence the positional table covers
+
+
+@dataclass
+class TrainConfig:
+    seed: int = 1
+    max_tokens: int = 4096  # batch budget: padded source + target tokens
+    max_epochs: int = 20
+    max_steps: int = 0  # 0 = no limit
+    lr: float = 5e-4  # peak learning rate, reached after warmup
+    warmup: int = 1000  # linear warmup steps, then inverse-square-root decay
+    label_smoothing: float = 0.1
+    clip_norm: float = 1.0  # 0 = no clipping
+    eval_every: int = 500  # validate (and save) every N steps, and at each epoch end
+    eval_bleu: bool = True  # greedy-decode the validation set for BLEU
+    metric: str = "bleu"  # early stopping and `best`: bleu (higher) or loss (lower)
+    patience: int = 0  # stop after N validations without improvement; 0 = never
+    log_every: int = 100  # steps between metrics-log lines
+    amp: str = "auto"  # autocast on CUDA: auto (bf16 if supported), bf16, fp16, none
+    threads: int = 0  # CPU threads for torch; 0 = torch's default
+
+
+@dataclass
+class DecodeConfig:
+    beam: int = 1  # 1 = greedy
+    max_len_a: float = 1.5  # output at most a * src_len + b tokens
+    max_len_b: int = 10
+    batch_tokens: int = 4096  # source tokens per decoding batch
+
+
+@dataclass
+class Config:
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
+
+
+def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] = ()) -> Config:
+    """Read YAML (or start from defaults), apply `a.b=value` overrides, build and validate."""
+    raw: dict = {}
+    where = "config"
+    if path is not None:
+        path = Path(path)
+        where = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: config file not found") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise ConfigError(f"{path}: cannot read config ({e})") from None
+        try:
+            raw = yaml.safe_load(text) or {}
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            line = f" line {mark.line + 1}" if mark is not None else ""
+            problem = getattr(e, "problem", None) or "invalid YAML"
+            raise ConfigError(f"{path}:{line}: {problem}") from None
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: expected a mapping of sections, got {type(raw).__name__}")
+    for item in overrides:
+        _apply_override(raw, item)
+    cfg = _build(Config, raw, where, "")
+    validate(cfg, where)
+    return cfg
+
+
+def config_from_dict(raw: dict, where: str = "config") -> Config:
+    cfg = _build(Config, raw, where, "")
+    validate(cfg, where)
+    return cfg
+
+
+def _apply_override(raw: dict, item: str) -> None:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set train.lr=3e-4")
+    try:
+        parsed = yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        parsed = value
+    node = raw
+    *parents, last = key.split(".")
+    for p in parents:
+        node = node.setdefault(p, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {key}: '{p}' is not a section")
+    node[last] = parsed
+
+
+def _nearest(name: str, options: typing.Iterable[str]) -> str:
+    match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.5)
+    return f"; did you mean '{match[0]}'?" if match else ""
+
+
+def _build(cls, raw: object, where: str, prefix: str):
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: '{prefix.rstrip('.')}' must be a section (a mapping)")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    kwargs = {}
+    for key, value in raw.items():
+        if key not in names:
+            raise ConfigError(
+                f"{where}: unknown key '{prefix}{key}'{_nearest(str(key), names)}"
+            )
+        kind = hints[key]
+        if dataclasses.is_dataclass(kind):
+            kwargs[key] = _build(kind, value, where, f"{prefix}{key}.")
+        else:
+            kwargs[key] = _coerce(value, kind, where, f"{prefix}{key}")
+    return cls(**kwargs)
+
+
+def _coerce(value: object, kind: type, where: str, key: str):
+    if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
+        kinds = typing.get_args(kind)
+    else:
+        kinds = (kind,)
+    for k in kinds:
+        if k is type(None) and value is None:
+            return None
+        if k is bool and isinstance(value, bool):
+            return value
+        if k is int and isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if k is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if k is str and isinstance(value, str):
+            return value
+    names = " or ".join(getattr(k, "__name__", str(k)) for k in kinds)
+    raise ConfigError(f"{where}: '{key}' must be {names}, got {value!r}")
+
+
+def validate(cfg: Config, where: str = "config") -> None:
+    """Range checks that types alone cannot express; fail before any work starts."""
+    d, m, t, dec = cfg.data, cfg.model, cfg.train, cfg.decode
+    checks = [
+        (m.d_model > 0, "model.d_model must be positive"),
+        (m.n_heads > 0, "model.n_heads must be positive"),
+        (m.d_model % max(m.n_heads, 1) == 0,
+         f"model.d_model ({m.d_model}) must be divisible by model.n_heads ({m.n_heads})"),
+        (m.n_enc_layers > 0 and m.n_dec_layers > 0, "model layer counts must be positive"),
+        (m.d_ff > 0, "model.d_ff must be positive"),
+        (0.0 <= m.dropout < 1.0, "model.dropout must be in [0, 1)"),
+        (m.max_positions > 0, "model.max_positions must be positive"),
+        (not m.tie_all or d.shared_vocab, "model.tie_all needs data.shared_vocab: true"),
+        (d.max_len > 0, "data.max_len must be positive"),
+        (d.max_len <= m.max_positions - 2,
+         f"data.max_len ({d.max_len}) must leave room for <bos>/<eos> within "
+         f"model.max_positions ({m.max_positions})"),
+        (d.min_freq >= 1, "data.min_freq must be at least 1"),
+        (d.max_size >= 0, "data.max_size must be 0 (no limit) or positive"),
+        (t.max_tokens > 0, "train.max_tokens must be positive"),
+        (t.max_epochs > 0, "train.max_epochs must be positive"),
+        (t.max_steps >= 0, "train.max_steps must be 0 (no limit) or positive"),
+        (t.lr > 0, "train.lr must be positive"),
+        (t.warmup >= 0, "train.warmup must be 0 or positive"),
+        (0.0 <= t.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
+        (t.clip_norm >= 0, "train.clip_norm must be 0 (off) or positive"),
+        (t.eval_every > 0, "train.eval_every must be positive"),
+        (t.log_every > 0, "train.log_every must be positive"),
+        (t.patience >= 0, "train.patience must be 0 (off) or positive"),
+        (t.metric in ("bleu", "loss"), f"train.metric must be 'bleu' or 'loss', got {t.metric!r}"),
+        (t.metric != "bleu" or t.eval_bleu, "train.metric: bleu needs train.eval_bleu: true"),
+        (t.amp in ("auto", "bf16", "fp16", "none"),
+         f"train.amp must be auto, bf16, fp16 or none, got {t.amp!r}"),
+        (t.threads >= 0, "train.threads must be 0 (default) or positive"),
+        (dec.beam >= 1, "decode.beam must be at least 1"),
+        (dec.max_len_a >= 0 and dec.max_len_b >= 0, "decode.max_len_a/b must be non-negative"),
+        (dec.max_len_a > 0 or dec.max_len_b > 0, "decode.max_len_a and max_len_b are both 0"),
+        (dec.batch_tokens > 0, "decode.batch_tokens must be positive"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise ConfigError(f"{where}: {message}")

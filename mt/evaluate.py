@@ -1,0 +1,53 @@
+"""Scoring with sacreBLEU (BLEU and chrF) on detokenized output against raw references."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from sacrebleu.metrics import BLEU, CHRF
+
+from mt.checkpoint import atomic_write, load_run
+from mt.config import DecodeConfig
+from mt.data import read_parallel, split_path
+from mt.errors import DataError
+from mt.translate import Translator
+from tqdm import tqdm
+
+
+def score(hyps: list[str], refs: list[str]) -> dict:
+    """Corpus BLEU and chrF with sacreBLEU's default settings, and their signatures."""
+    if len(hyps) != len(refs):
+        raise DataError(f"{len(hyps)} hypotheses but {len(refs)} references")
+    bleu, chrf = BLEU(), CHRF()
+    b, c = bleu.corpus_score(hyps, [refs]), chrf.corpus_score(hyps, [refs])
+    return {"bleu": round(b.score, 2), "chrf": round(c.score, 2), "sentences": len(hyps),
+            "bleu_signature": str(bleu.get_signature()),
+            "chrf_signature": str(chrf.get_signature())}
+
+
+def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
+             ref: str | None = None, output: str | None = None,
+             decode: DecodeConfig | None = None, device: str = "cpu") -> dict:
+    """Translate a split of the run's data (or --src/--ref files) and score it."""
+    run = load_run(run_path, device)
+    if src is None:
+        d = run.cfg.data
+        name = {"val": d.val, "test": d.test}.get(split or "test", split)
+        src_path, ref_path = split_path(d.dir, name, d.src_lang), split_path(d.dir, name, d.tgt_lang)
+    else:
+        if ref is None:
+            raise DataError("--src needs --ref (the reference translations)")
+        src_path, ref_path = Path(src), Path(ref)
+    src_lines, ref_lines = read_parallel(src_path, ref_path)
+    stream = Translator(run, decode, device).translate_stream(src_lines)
+    hyps = list(tqdm(stream, total=len(src_lines), desc="eval", unit=" lines", disable=None,
+                     file=sys.stderr))
+    if output:
+        out = Path(output)
+        atomic_write(out, lambda tmp: Path(tmp).write_text(
+            "".join(h + "\n" for h in hyps), encoding="utf-8"))
+    result = score(hyps, ref_lines)
+    result.update(src=str(src_path), ref=str(ref_path), step=run.step)
+    return result
+

@@ -1,0 +1,243 @@
+"""Transformer encoder-decoder with an explicit decoding cache.
+
+Shapes: B batch, S source length, T target length, D model, H heads, Dh head dim, V vocab.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mt.config import ModelConfig
+
+KV = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, H, L, Dh) each
+
+
+def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+              is_causal: bool = False, dropout: float = 0.0, need_weights: bool = False
+              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Scaled dot-product attention; mask is boolean, True where attention is allowed.
+
+    q (B, H, T, Dh), k/v (B, H, L, Dh), mask broadcastable to (B, H, T, L) -> (B, H, T, Dh).
+    The fused kernel cannot return weights, so they are computed by hand only when asked.
+    """
+    if not need_weights:
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout,
+                                             is_causal=is_causal)
+        return out, None
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, L)
+    if is_causal:
+        mask = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = scores.softmax(dim=-1)
+    return F.dropout(weights, dropout, training=dropout > 0) @ v, weights
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, dropout: float):
+        super().__init__()
+        self.n_heads, self.dropout = n_heads, dropout
+        self.q_proj = nn.Linear(d_model, d_model)
+        self.kv_proj = nn.Linear(d_model, 2 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        B, L, D = x.shape
+        return x.view(B, L, self.n_heads, D // self.n_heads).transpose(1, 2)  # (B, H, L, Dh)
+
+    def project_kv(self, x: torch.Tensor) -> KV:
+        k, v = self.kv_proj(x).chunk(2, dim=-1)  # (B, L, D) each
+        return self._split(k), self._split(v)
+
+    def forward(self, x: torch.Tensor, kv: KV, mask: torch.Tensor | None, is_causal: bool = False,
+                need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        B, T, D = x.shape
+        # 1) project the queries (keys and values arrive projected, possibly cached)
+        q = self._split(self.q_proj(x))  # (B, H, T, Dh)
+        # 2) attend
+        p = self.dropout if self.training else 0.0
+        out, weights = attention(q, kv[0], kv[1], mask, is_causal, p, need_weights)
+        # 3) concatenate heads and project back
+        out = out.transpose(1, 2).reshape(B, T, D)
+        return self.out_proj(out), weights
+
+
+class FeedForward(nn.Module):
+    def __init__(self, d_model: int, d_ff: int, dropout: float):
+        super().__init__()
+        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), nn.Dropout(dropout),
+                                 nn.Linear(d_ff, d_model))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class Residual(nn.Module):
+    """x + sublayer, with LayerNorm before the sublayer (pre-norm) or after the sum (post-norm)."""
+
+    def __init__(self, d_model: int, dropout: float, pre_norm: bool):
+        super().__init__()
+        self.norm, self.drop, self.pre_norm = nn.LayerNorm(d_model), nn.Dropout(dropout), pre_norm
+
+    def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
+        if self.pre_norm:
+            return x + self.drop(sublayer(self.norm(x)))
+        return self.norm(x + self.drop(sublayer(x)))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.res1 = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
+        self.res2 = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
+
+    def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        x = self.res1(x, lambda y: self.attn(y, self.attn.project_kv(y), src_mask)[0])
+        return self.res2(x, self.ff)
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, cfg: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.res = nn.ModuleList(Residual(cfg.d_model, cfg.dropout, cfg.pre_norm) for _ in range(3))
+
+    def forward(self, x: torch.Tensor, past: KV | None, cross: KV, src_mask: torch.Tensor,
+                self_mask: torch.Tensor | None, is_causal: bool) -> tuple[torch.Tensor, KV]:
+        """x (B, T, D) are the new positions; past holds keys/values of earlier ones."""
+        new_kv: KV = ()  # filled inside the sublayer, where the (pre-)normed input is at hand
+
+        def self_attend(y):
+            nonlocal new_kv
+            k, v = self.self_attn.project_kv(y)
+            if past is not None:
+                k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+            new_kv = (k, v)
+            return self.self_attn(y, new_kv, self_mask, is_causal)[0]
+
+        x = self.res[0](x, self_attend)
+        x = self.res[1](x, lambda y: self.cross_attn(y, cross, src_mask)[0])
+        return self.res[2](x, self.ff), new_kv
+
+
+@dataclass
+class DecoderCache:
+    """Everything incremental decoding carries between steps; rows follow the batch (B)."""
+
+    pos: int  # target positions decoded so far
+    src_mask: torch.Tensor  # (B, 1, 1, S)
+    cross: list[KV]  # per layer: encoder keys/values, computed once
+    past: list[KV | None]  # per layer: self-attention keys/values so far, (B, H, pos, Dh)
+
+    def reorder(self, index: torch.Tensor) -> DecoderCache:
+        """Select/repeat batch rows (beam search moves hypotheses; finished rows are dropped)."""
+        pick = lambda kv: None if kv is None else (kv[0][index], kv[1][index])  # noqa: E731
+        return DecoderCache(self.pos, self.src_mask[index], [pick(kv) for kv in self.cross],
+                            [pick(kv) for kv in self.past])
+
+
+class PositionalEncoding(nn.Module):
+    """Fixed sinusoids (Vaswani et al. 2017)."""
+
+    def __init__(self, d_model: int, max_positions: int):
+        super().__init__()
+        pos = torch.arange(max_positions).unsqueeze(1)
+        freq = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+        table = torch.zeros(max_positions, d_model)
+        table[:, 0::2] = torch.sin(pos * freq)
+        table[:, 1::2] = torch.cos(pos * freq)
+        self.register_buffer("table", table, persistent=False)
+
+    def forward(self, start: int, length: int) -> torch.Tensor:
+        if start + length > self.table.size(0):
+            raise ValueError(f"sequence of {start + length} positions exceeds "
+                             f"model.max_positions={self.table.size(0)}")
+        return self.table[start:start + length]  # (L, D)
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, pad_id: int):
+        super().__init__()
+        self.cfg, self.pad_id = cfg, pad_id
+        D = cfg.d_model
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, D, padding_idx=pad_id)
+        self.src_embed = (self.tgt_embed if cfg.tie_all
+                          else nn.Embedding(src_vocab_size, D, padding_idx=pad_id))
+        self.positions = PositionalEncoding(D, cfg.max_positions)
+        self.drop = nn.Dropout(cfg.dropout)
+        self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_enc_layers))
+        self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_dec_layers))
+        # Pre-norm stacks leave the residual stream unnormalized: close each with a LayerNorm.
+        self.enc_norm = nn.LayerNorm(D) if cfg.pre_norm else nn.Identity()
+        self.dec_norm = nn.LayerNorm(D) if cfg.pre_norm else nn.Identity()
+        self.generator = nn.Linear(D, tgt_vocab_size, bias=False)
+        self._init_weights()
+        if cfg.tie_output or cfg.tie_all:
+            self.generator.weight = self.tgt_embed.weight
+
+    def _init_weights(self) -> None:
+        for name, p in self.named_parameters():
+            if p.dim() > 1 and "embed" not in name:
+                nn.init.xavier_uniform_(p)
+        for emb in {self.src_embed, self.tgt_embed}:
+            nn.init.normal_(emb.weight, std=self.cfg.d_model ** -0.5)
+            with torch.no_grad():
+                emb.weight[self.pad_id].zero_()
+
+    def _embed(self, emb: nn.Embedding, ids: torch.Tensor, start: int) -> torch.Tensor:
+        x = emb(ids) * math.sqrt(self.cfg.d_model)  # (B, L, D)
+        return self.drop(x + self.positions(start, ids.size(1)).to(x.dtype))
+
+    def src_mask(self, src: torch.Tensor) -> torch.Tensor:
+        return (src != self.pad_id)[:, None, None, :]  # (B, 1, 1, S)
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
+        """src (B, S) -> memory (B, S, D)."""
+        x = self._embed(self.src_embed, src, 0)
+        for layer in self.encoder:
+            x = layer(x, src_mask)
+        return self.enc_norm(x)
+
+    def start_cache(self, memory: torch.Tensor, src_mask: torch.Tensor) -> DecoderCache:
+        cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
+        return DecoderCache(0, src_mask, cross, [None] * len(self.decoder))
+
+    def decode(self, tgt: torch.Tensor, cache: DecoderCache) -> tuple[torch.Tensor, DecoderCache]:
+        """tgt (B, T): the next T target tokens -> logits (B, T, V) and the extended cache.
+
+        Training passes the whole shifted target to a fresh cache; incremental decoding
+        passes one token at a time.
+        """
+        T, P = tgt.size(1), cache.pos
+        x = self._embed(self.tgt_embed, tgt, P)
+        # A fresh multi-token call is plain causal attention; after a prefix, queries at
+        # P..P+T-1 may see keys 0..P+i, which needs an explicit mask; one new token sees all.
+        is_causal = P == 0 and T > 1
+        self_mask = None
+        if P > 0 and T > 1:
+            self_mask = torch.ones(T, P + T, dtype=torch.bool, device=tgt.device).tril(P)
+        past = []
+        for layer, kv, cross in zip(self.decoder, cache.past, cache.cross):
+            x, new_kv = layer(x, kv, cross, cache.src_mask, self_mask, is_causal)
+            past.append(new_kv)
+        logits = self.generator(self.dec_norm(x))
+        return logits, DecoderCache(P + T, cache.src_mask, cache.cross, past)
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced logits (B, T, V) for training."""
+        src_mask = self.src_mask(src)
+        memory = self.encode(src, src_mask)
+        return self.decode(tgt_in, self.start_cache(memory, src_mask))[0]
+
+
+def make_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, pad_id: int) -> Seq2Seq:
+    return Seq2Seq(cfg, src_vocab_size, tgt_vocab_size, pad_id)

@@ -1,0 +1,70 @@
+"""Token <-> id maps with fixed special ids, built from the training split only, saved as text."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from pathlib import Path
+
+from mt.errors import CheckpointError
+
+PAD, UNK, BOS, EOS = 0, 1, 2, 3
+SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
+
+
+class Vocab:
+    def __init__(self, tokens: list[str]):
+        if tokens[: len(SPECIALS)] != SPECIALS:
+            raise ValueError(f"a vocabulary must start with {SPECIALS}")
+        self.itos = list(tokens)
+        self.stoi = {t: i for i, t in enumerate(self.itos)}
+        if len(self.stoi) != len(self.itos):
+            raise ValueError("duplicate tokens in vocabulary")
+
+    @classmethod
+    def build(cls, sentences: Iterable[list[str]], min_freq: int = 1, max_size: int = 0) -> Vocab:
+        counts = Counter(tok for sent in sentences for tok in sent)
+        for s in SPECIALS:
+            counts.pop(s, None)
+        # Most frequent first; ties broken alphabetically so builds are reproducible.
+        ranked = sorted((t for t, c in counts.items() if c >= min_freq), key=lambda t: (-counts[t], t))
+        if max_size > 0:
+            ranked = ranked[:max_size]
+        return cls(SPECIALS + ranked)
+
+    def __len__(self) -> int:
+        return len(self.itos)
+
+    def encode(self, tokens: list[str]) -> list[int]:
+        return [self.stoi.get(t, UNK) for t in tokens]
+
+    def decode(self, ids: Iterable[int]) -> list[str]:
+        """Ids to tokens, stopping at <eos> and skipping the other specials."""
+        out = []
+        for i in ids:
+            if i == EOS:
+                break
+            if i >= len(SPECIALS):
+                out.append(self.itos[i])
+            elif i == UNK:
+                out.append(SPECIALS[UNK])
+        return out
+
+    def save(self, path: Path) -> None:
+        Path(path).write_text("\n".join(self.itos) + "\n", encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: Path) -> Vocab:
+        path = Path(path)
+        try:
+            tokens = path.read_text(encoding="utf-8").split("\n")
+        except FileNotFoundError:
+            raise CheckpointError(f"{path}: vocabulary file missing from the run directory") from None
+        except (OSError, UnicodeDecodeError) as e:
+            raise CheckpointError(f"{path}: cannot read vocabulary ({e})") from None
+        if tokens and tokens[-1] == "":
+            tokens.pop()
+        try:
+            return cls(tokens)
+        except ValueError as e:
+            raise CheckpointError(f"{path}: not a valid vocabulary ({e})") from None
