@@ -47,14 +47,24 @@ def train(
     print(json.dumps(result))
 
 
-def _decode_overrides(run: Path, beam: int | None):
-    from mt.checkpoint import find_checkpoint
-    from mt.config import load_config
+# Decoding options; each one given overrides the run's saved `decode:` section (README, Decoding).
+BEAM = typer.Option(None, "--beam", help="Beam size; 1 is greedy.")
+LENGTH_NORM = typer.Option(None, "--length-norm", help="Beam scores: gnmt, average or none.")
+LENGTH_PENALTY = typer.Option(None, "--length-penalty", help="GNMT alpha (0 = no penalty).")
+MIN_LEN = typer.Option(None, "--min-len", help="No end of sentence before this many tokens.")
+MAX_LEN_A = typer.Option(None, "--max-len-a", help="Output at most a * source length + b tokens.")
+MAX_LEN_B = typer.Option(None, "--max-len-b", help="See --max-len-a.")
+BATCH_TOKENS = typer.Option(None, "--batch-tokens", help="Source tokens per batch (x beam).")
 
-    cfg = load_config(find_checkpoint(run).parent / "config.yaml").decode
-    if beam is not None:
-        cfg.beam = beam
-    return cfg
+
+def _decode_set(beam: int | None, nbest: int | None, length_norm: str | None,
+                length_penalty: float | None, min_len: int | None, max_len_a: float | None,
+                max_len_b: int | None, batch_tokens: int | None) -> list[str]:
+    """The decoding options given, as `decode.key=value` config overrides."""
+    given = {"beam": beam, "nbest": nbest, "length_norm": length_norm,
+             "length_penalty": length_penalty, "min_len": min_len, "max_len_a": max_len_a,
+             "max_len_b": max_len_b, "batch_tokens": batch_tokens}
+    return [f"decode.{key}={value}" for key, value in given.items() if value is not None]
 
 
 @app.command("eval")
@@ -66,13 +76,22 @@ def evaluate(
     output: str = typer.Option(None, "--output", help="Also write the translations here."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     device: str = DEVICE,
+    beam: int | None = BEAM,
+    length_norm: str | None = LENGTH_NORM,
+    length_penalty: float | None = LENGTH_PENALTY,
+    min_len: int | None = MIN_LEN,
+    max_len_a: float | None = MAX_LEN_A,
+    max_len_b: int | None = MAX_LEN_B,
+    batch_tokens: int | None = BATCH_TOKENS,
 ) -> None:
     """Translate a test set and print sacreBLEU BLEU and chrF with their signatures."""
     from mt.evaluate import evaluate as run_eval
 
     if split not in ("val", "test"):
         raise MTError(f"--split {split}: expected val or test")
-    r = run_eval(run, split, src, ref, output, device=_device(device))
+    decode_set = _decode_set(beam, None, length_norm, length_penalty, min_len, max_len_a,
+                             max_len_b, batch_tokens)
+    r = run_eval(run, split, src, ref, output, device=_device(device), decode_set=decode_set)
     if as_json:
         print(json.dumps(r))
     else:
@@ -86,11 +105,26 @@ def translate(
     input: str = typer.Option("-", "-i", "--input", help="Source text, one sentence a line; - is stdin."),
     output: str = typer.Option("-", "-o", "--output", help="Where translations go; - is stdout."),
     device: str = DEVICE,
+    beam: int | None = BEAM,
+    nbest: int | None = typer.Option(None, "--nbest", help="Write the N best per input line "
+                                     "as index<TAB>score<TAB>text lines (N <= beam)."),
+    length_norm: str | None = LENGTH_NORM,
+    length_penalty: float | None = LENGTH_PENALTY,
+    min_len: int | None = MIN_LEN,
+    max_len_a: float | None = MAX_LEN_A,
+    max_len_b: int | None = MAX_LEN_B,
+    batch_tokens: int | None = BATCH_TOKENS,
 ) -> None:
-    """Translate line by line: exactly one output line per input line, in order."""
+    """Translate line by line: exactly one output line per input line, in order.
+
+    With --nbest (or decode.nbest > 1): up to N lines per input line, see README, Decoding.
+    """
     from mt.translate import translate_file
 
-    translate_file(run, input, output, device=_device(device))
+    decode_set = _decode_set(beam, nbest, length_norm, length_penalty, min_len, max_len_a,
+                             max_len_b, batch_tokens)
+    translate_file(run, input, output, device=_device(device), decode_set=decode_set,
+                   nbest=nbest is not None)
 
 
 @data_app.command("multi30k")

@@ -62,12 +62,19 @@ class TrainConfig:
     threads: int = 0  # CPU threads for torch; 0 = torch's default
 
 
+LENGTH_NORMS = ("gnmt", "average", "none")  # how beam search compares outputs of different lengths
+
+
 @dataclass
 class DecodeConfig:
     beam: int = 1  # 1 = greedy
+    nbest: int = 1  # hypotheses kept per sentence, best first (at most beam)
+    length_norm: str = "gnmt"  # gnmt: score / ((5 + len) / 6) ** alpha; average: / len; none
+    length_penalty: float = 0.6  # alpha of gnmt (0 = none); larger favours longer outputs
+    min_len: int = 0  # no <eos> before this many output tokens (the max length still wins)
     max_len_a: float = 1.5  # output at most a * src_len + b tokens
     max_len_b: int = 10
-    batch_tokens: int = 4096  # source tokens per decoding batch
+    batch_tokens: int = 4096  # source tokens per decoding batch, times beam (bounds memory)
 
 
 @dataclass
@@ -117,6 +124,14 @@ def config_from_dict(raw: dict, where: str = "config") -> Config:
     cfg = _build(Config, raw, where, "")
     validate(cfg, where)
     return cfg
+
+
+def override(cfg: Config, overrides: typing.Sequence[str], where: str) -> Config:
+    """A copy of cfg with `a.b=value` overrides (e.g. command-line options), validated again."""
+    raw = cfg.to_dict()
+    for item in overrides:
+        _apply_override(raw, item)
+    return config_from_dict(raw, where)
 
 
 def _apply_override(raw: dict, item: str) -> None:
@@ -217,6 +232,12 @@ def validate(cfg: Config, where: str = "config") -> None:
          f"train.amp must be auto, bf16, fp16 or none, got {t.amp!r}"),
         (t.threads >= 0, "train.threads must be 0 (default) or positive"),
         (dec.beam >= 1, "decode.beam must be at least 1"),
+        (1 <= dec.nbest <= dec.beam,
+         f"decode.nbest ({dec.nbest}) must be between 1 and decode.beam ({dec.beam})"),
+        (dec.length_norm in LENGTH_NORMS,
+         f"decode.length_norm must be gnmt, average or none, got {dec.length_norm!r}"),
+        (dec.length_penalty >= 0, "decode.length_penalty must be 0 or positive"),
+        (dec.min_len >= 0, "decode.min_len must be 0 or positive"),
         (dec.max_len_a >= 0 and dec.max_len_b >= 0, "decode.max_len_a/b must be non-negative"),
         (dec.max_len_a > 0 or dec.max_len_b > 0, "decode.max_len_a and max_len_b are both 0"),
         (dec.batch_tokens > 0, "decode.batch_tokens must be positive"),

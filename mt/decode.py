@@ -1,14 +1,43 @@
-"""Search over the model's encode/decode interface: batched greedy decoding with a KV cache.
+"""Search over the model's encode/decode interface: batched greedy and beam search, KV-cached.
 
-Shapes: B batch, S source length, V vocab.
+Shapes: B batch (b: sentences still running), S source length, T target length, V vocab, K beam.
+
+Scores. A hypothesis of n tokens is scored by its log-probability L (the sum over its tokens
+and the closing <eos>) divided by a length penalty lp(n + 1), the length counting <eos>:
+    gnmt      ((5 + m) / 6) ** alpha      (Wu et al. 2016; alpha = decode.length_penalty)
+    average   m                           (plain per-token average)
+    none      1
+Every lp is >= 1 and non-decreasing in m for alpha >= 0. Both searches emit <eos> no earlier
+than `min_len` tokens and must emit it after `max_len_a * src_len + max_len_b` tokens. Like
+greedy always did, neither forbids other tokens (a trained model does not emit <pad>/<bos>).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
+from mt.config import LENGTH_NORMS, DecodeConfig
 from mt.model import Seq2Seq
-from mt.vocab import BOS, EOS
+from mt.vocab import BOS, EOS, PAD
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]  # target ids without <bos>/<eos>
+    score: float  # length-penalised log-probability (see the module docstring)
+
+
+def length_penalty(length: torch.Tensor | int, norm: str, alpha: float) -> torch.Tensor | float:
+    """lp(m) for hypotheses of m tokens, <eos> included; scores are log-probability / lp."""
+    if norm == "gnmt":
+        return ((5 + length) / 6) ** alpha
+    if norm == "average":
+        return length * 1.0
+    if norm == "none":
+        return length * 0.0 + 1.0  # a tensor for a tensor, like the others
+    raise ValueError(f"unknown length normalisation {norm!r}; expected one of {LENGTH_NORMS}")
 
 
 def max_lengths(src_mask: torch.Tensor, a: float, b: int, limit: int) -> torch.Tensor:
@@ -17,13 +46,22 @@ def max_lengths(src_mask: torch.Tensor, a: float, b: int, limit: int) -> torch.T
     return (a * src_len + b).long().clamp(min=1, max=limit - 1)
 
 
+def _forbid(scores: torch.Tensor, t: int, min_len: int) -> torch.Tensor:
+    """In place on next-token scores (n, V) at step t: no <eos> before min_len."""
+    if t < min_len:
+        scores[:, EOS] = float("-inf")
+    return scores
+
+
 @torch.no_grad()
 def greedy(model: Seq2Seq, src: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10,
-           ) -> list[list[int]]:
+           min_len: int = 0) -> list[list[int]]:
     """src (B, S) -> for each sentence the argmax token ids, without <bos>/<eos>.
 
     The encoder runs once; each step feeds only the newest token and extends the cache.
     Finished sentences leave the batch, so later steps cost only what is still running.
+    Greedy keeps its own loop rather than running beam search with K=1: it needs no
+    log-softmax, no finished lists and no bound, and training validates with it.
     """
     src_mask = model.src_mask(src)
     cache = model.start_cache(model.encode(src, src_mask), src_mask)
@@ -35,7 +73,7 @@ def greedy(model: Seq2Seq, src: torch.Tensor, max_len_a: float = 1.5, max_len_b:
     prev = torch.full((B, 1), BOS, dtype=torch.long, device=src.device)
     for t in range(int(limits.max()) + 1):
         logits, cache = model.decode(prev, cache)
-        tok = logits[:, -1].argmax(-1)  # (b,)
+        tok = _forbid(logits[:, -1], t, min_len).argmax(-1)  # (b,)
         tok = torch.where(limits[rows] <= t, torch.full_like(tok, EOS), tok)
         hyp = torch.cat([hyp, tok[:, None]], dim=1)
         done = tok == EOS
@@ -48,3 +86,119 @@ def greedy(model: Seq2Seq, src: torch.Tensor, max_len_a: float = 1.5, max_len_b:
             rows, hyp, tok, cache = rows[keep], hyp[keep], tok[keep], cache.reorder(keep)
         prev = tok[:, None]
     return out
+
+
+@torch.no_grad()
+def sequence_scores(model: Seq2Seq, src: torch.Tensor, hyps: list[list[int]],
+                    cfg: DecodeConfig) -> list[float]:
+    """Teacher-forced scores of given outputs (e.g. greedy's), on the same scale as beam's."""
+    lengths = torch.tensor([len(h) + 1 for h in hyps], device=src.device)  # <eos> counted
+    tgt_in = torch.full((len(hyps), int(lengths.max())), PAD, dtype=torch.long)
+    tgt_out = tgt_in.clone()
+    for i, h in enumerate(hyps):
+        tgt_in[i, : len(h) + 1] = torch.tensor([BOS] + h)
+        tgt_out[i, : len(h) + 1] = torch.tensor(h + [EOS])
+    tgt_in, tgt_out = tgt_in.to(src.device), tgt_out.to(src.device)
+    lprobs = model(src, tgt_in).float().log_softmax(-1)  # (B, T, V)
+    picked = lprobs.gather(-1, tgt_out[..., None]).squeeze(-1)  # (B, T)
+    inside = torch.arange(tgt_out.size(1), device=src.device) < lengths[:, None]  # (B, T)
+    logp = picked.masked_fill(~inside, 0.0).sum(-1)
+    return (logp / length_penalty(lengths, cfg.length_norm, cfg.length_penalty)).tolist()
+
+
+def _done(t: int, limits: torch.Tensor, nth_best: torch.Tensor, best_live: torch.Tensor,
+          norm: str, alpha: float) -> torch.Tensor:
+    """Which sentences stop after step t: (b,) from limits, the score of the n-th best finished
+    hypothesis (-inf while fewer) and the log-probability of the best live beam, each (b,).
+
+    A sentence stops at its length limit, or when no live beam can enter its n-best list any
+    more. Log-probabilities only decrease, so a live beam of log-probability L <= 0 at best
+    finishes with no further loss at the length m (t + 2 <= m <= limit + 1, <eos> counted)
+    where lp(m) is largest: its score is at most L / max(lp(t + 2), lp(limit + 1)), lp being
+    monotone. Other live beams have a lower L, so once that bound cannot beat the n-th best,
+    nothing finishing later can, and the list is final. (Bounding by lp(t + 2) alone, as if
+    the beam had to end now, is not safe when lp grows with length.)
+    """
+    best_lp = length_penalty(limits + 1, norm, alpha).clamp(min=length_penalty(t + 2, norm, alpha))
+    return (limits <= t) | (nth_best >= best_live / best_lp)
+
+
+def beam_step(lprobs: torch.Tensor, scores: torch.Tensor
+              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The search rule: lprobs (b, K, V) next-token log-probs, scores (b, K) of the live beams
+    -> the 2K best continuations per sentence as (scores, tokens, beams), each (b, 2K), best first.
+
+    All live beams have the same length, so ranking by raw log-probability is ranking by
+    penalised score. 2K candidates leave K that do not end even if K of them end in <eos>.
+    """
+    b, K, V = lprobs.shape
+    top, flat = (scores[:, :, None] + lprobs).view(b, K * V).topk(2 * K, dim=-1)
+    return top, flat % V, flat // V
+
+
+@torch.no_grad()
+def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[list[Hypothesis]]:
+    """src (B, S) -> for each sentence up to cfg.nbest distinct hypotheses, best first.
+
+    The flat batch holds K rows per running sentence. The encoder runs once and its cache is
+    tiled to B*K rows; each step takes one topk over K*V and moves the beams with one
+    `cache.reorder`, which also drops the rows of sentences that are done.
+
+    A sentence stops when its n-best list is final (see `_done`); the search ends when every
+    sentence has stopped.
+    """
+    K, n, V = cfg.beam, min(cfg.nbest, cfg.beam), model.generator.out_features
+    norm, alpha = cfg.length_norm, cfg.length_penalty
+    src_mask = model.src_mask(src)
+    cache = model.start_cache(model.encode(src, src_mask), src_mask)
+    limits = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.cfg.max_positions)
+    B, dev = src.size(0), src.device
+    first_limit = int(limits.min())  # no row is forced to end before this step
+    cache = cache.reorder(torch.arange(B, device=dev).repeat_interleave(K))  # tile: (B*K) rows
+    rows = torch.arange(B, device=dev)  # original sentence of each running sentence
+    scores = torch.full((B, K), float("-inf"), device=dev)  # (b, K) log-probs of live beams
+    scores[:, 0] = 0.0  # K identical empty beams: start from one so candidates are distinct
+    kept = torch.full((B, n), float("-inf"), device=dev)  # (b, n) n best finished scores
+    hyp = torch.empty(B * K, 0, dtype=torch.long, device=dev)  # (b*K, t) tokens so far
+    prev = torch.full((B * K, 1), BOS, dtype=torch.long, device=dev)
+    finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    for t in range(int(limits.max()) + 1):
+        logits, cache = model.decode(prev, cache)
+        lprobs = logits[:, -1].float().log_softmax(-1)  # (b*K, V)
+        eos = lprobs[:, EOS].clone()
+        lprobs = _forbid(lprobs, t, cfg.min_len)
+        if t >= first_limit:  # some rows must end now: <eos> (even before min_len) or nothing
+            at_limit = (limits[rows] <= t).repeat_interleave(K)[:, None]  # (b*K, 1)
+            lprobs = lprobs.masked_fill(at_limit, float("-inf"))
+            lprobs[:, EOS] = torch.where(at_limit[:, 0], eos, lprobs[:, EOS])
+        b = rows.numel()
+        top, tokens, beams = beam_step(lprobs.view(b, K, V), scores)  # (b, 2K) each
+
+        # 1) candidates ranked in the top K that end in <eos> finish
+        ends = (tokens == EOS) & top.isfinite()
+        ends[:, K:] = False
+        final = torch.where(ends, top / length_penalty(t + 1, norm, alpha), float("-inf"))
+        if ends.any():
+            kept = torch.cat([kept, final], dim=1).topk(n, dim=-1).values
+            sent, rank = ends.nonzero().unbind(-1)
+            prefixes = hyp[sent * K + beams[sent, rank]].tolist()
+            scored = final[sent, rank].tolist()
+            for s, toks, sc in zip(rows[sent].tolist(), prefixes, scored, strict=True):
+                finished[s].append(Hypothesis(toks, sc))
+
+        # 2) the K best candidates that do not end stay live, best first
+        order = torch.arange(2 * K, device=dev) + (tokens == EOS) * 2 * K
+        live = order.topk(K, dim=-1, largest=False).indices  # (b, K)
+        scores, tokens, beams = top.gather(1, live), tokens.gather(1, live), beams.gather(1, live)
+
+        # 3) sentences that are done leave the batch
+        done = _done(t, limits[rows], kept[:, -1], scores[:, 0], norm, alpha)
+        keep = (~done).nonzero().flatten()  # (b',) sentences that go on
+        if keep.numel() == 0:
+            break
+        moved = (keep[:, None] * K + beams[keep]).flatten()  # (b'*K,) rows each new beam extends
+        cache = cache.reorder(moved)
+        prev = tokens[keep].reshape(-1, 1)
+        hyp = torch.cat([hyp[moved], prev], dim=1)
+        rows, scores, kept = rows[keep], scores[keep], kept[keep]
+    return [sorted(f, key=lambda h: -h.score)[:n] for f in finished]

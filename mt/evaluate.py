@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import sys
+import typing
 from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
 
 from mt.checkpoint import atomic_write, load_run
-from mt.config import DecodeConfig
+from mt.config import DecodeConfig, override
 from mt.data import read_parallel, split_path
 from mt.errors import DataError
 from mt.translate import Translator
@@ -28,9 +29,14 @@ def score(hyps: list[str], refs: list[str]) -> dict:
 
 def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
              ref: str | None = None, output: str | None = None,
-             decode: DecodeConfig | None = None, device: str = "cpu") -> dict:
-    """Translate a split of the run's data (or --src/--ref files) and score it."""
+             decode: DecodeConfig | None = None, device: str = "cpu",
+             decode_set: typing.Sequence[str] = ()) -> dict:
+    """Translate a split of the run's data (or --src/--ref files) and score it.
+
+    decode_set: `decode.key=value` overrides of the run's saved config (command-line options).
+    """
     run = load_run(run_path, device)
+    decode = decode or override(run.cfg, decode_set, "command line").decode
     if src is None:
         d = run.cfg.data
         name = {"val": d.val, "test": d.test}.get(split or "test", split)

@@ -15,7 +15,7 @@ import shutil
 import signal
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import torch
@@ -353,7 +353,8 @@ class Trainer:
         result = {"val_loss": round(nll_sum / n, 4), "val_ppl": round(math.exp(nll_sum / n), 2)}
         if self.cfg.train.eval_bleu:
             run = Run(self.cfg, self.model, self.src_vocab, self.tgt_vocab, self.progress.step)
-            hyps = Translator(run, device=self.device).translate(self.val_src)
+            greedy = replace(self.cfg.decode, beam=1, nbest=1)  # fast, whatever decode.beam is
+            hyps = Translator(run, greedy, device=self.device).translate(self.val_src)
             scores = score(hyps, self.val_ref)
             result.update(val_bleu=scores["bleu"], val_chrf=scores["chrf"])
         self.model.train()

@@ -6,21 +6,33 @@ from __future__ import annotations
 import io
 import itertools
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
 from mt.checkpoint import Run, atomic_write, load_run
-from mt.config import DecodeConfig
+from mt.config import DecodeConfig, override
 from mt.data import _fill, iter_lines, pad
-from mt.decode import greedy
+from mt.decode import Hypothesis, beam_search, greedy, sequence_scores
 from mt.errors import DataError
 from mt.log import warn
 from mt.tokenizer import Tokenizer
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
+
+
+@dataclass
+class Translation:
+    text: str  # detokenized, on one line
+    score: float  # length-penalised log-probability (see mt.decode); 0.0 for an empty input
+
+
+def format_nbest(index: int, translations: list[Translation]) -> str:
+    """The n-best format: one `index<TAB>score<TAB>text` line per translation, best first."""
+    return "".join(f"{index}\t{t.score:.4f}\t{t.text}\n" for t in translations)
 
 
 class Translator:
@@ -36,32 +48,56 @@ class Translator:
 
     def translate(self, lines: list[str]) -> list[str]:
         """One output per input, in order; empty (or all-whitespace) input gives empty output."""
+        return [best[0].text for best in self._translate(lines, scored=False)]
+
+    def translate_nbest(self, lines: list[str]) -> list[list[Translation]]:
+        """Up to decode.nbest distinct translations per input, best first, in input order.
+
+        An empty (or all-whitespace) input has one translation: the empty one, scored 0.0.
+        """
+        return self._translate(lines, scored=True)
+
+    def _translate(self, lines: list[str], scored: bool) -> list[list[Translation]]:
         ids = []
         for toks in self.src_tok.tokenize_many(lines):
             if len(toks) > self.max_src:
                 self.truncated += 1
                 toks = toks[: self.max_src]
             ids.append(self.run.src_vocab.encode(toks))
-        out = [""] * len(lines)
+        out = [[Translation("", 0.0)] for _ in lines]
         order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
-        for group in _fill(order, lambda i: (len(ids[i]), 0), self.decode_cfg.batch_tokens):
+        K = self.decode_cfg.beam  # beam search decodes K rows per sentence: budget K x tokens
+        for group in _fill(order, lambda i: (K * len(ids[i]), 0), self.decode_cfg.batch_tokens):
             src = pad([ids[i] for i in group]).to(self.device)
-            for i, hyp in zip(group, self._search(src)):
-                text = self.tgt_tok.detokenize(self.run.tgt_vocab.decode(hyp))
-                # Only plain spaces inside a line, so no reader splits it into two.
-                out[i] = " ".join(text.split())
+            for i, hyps in zip(group, self._search(src, scored), strict=True):
+                out[i] = [Translation(self._detokenize(h.tokens), h.score) for h in hyps]
         return out
 
-    def _search(self, src: torch.Tensor) -> list[list[int]]:
-        c = self.decode_cfg
-        self.run.model.eval()
-        return greedy(self.run.model, src, c.max_len_a, c.max_len_b)
+    def _detokenize(self, ids: list[int]) -> str:
+        text = self.tgt_tok.detokenize(self.run.tgt_vocab.decode(ids))
+        # Only plain spaces inside a line, so no reader splits it into two.
+        return " ".join(text.split())
+
+    def _search(self, src: torch.Tensor, scored: bool) -> list[list[Hypothesis]]:
+        c, model = self.decode_cfg, self.run.model
+        model.eval()
+        if c.beam > 1:
+            return beam_search(model, src, c)
+        hyps = greedy(model, src, c.max_len_a, c.max_len_b, c.min_len)
+        # Greedy does not score; rescore (one teacher-forced pass) only when scores are shown.
+        scores = sequence_scores(model, src, hyps, c) if scored else [float("nan")] * len(hyps)
+        return [[Hypothesis(h, s)] for h, s in zip(hyps, scores, strict=True)]
 
     def translate_stream(self, lines: Iterable[str]) -> Iterator[str]:
         """Translate an iterable of lines chunk by chunk, yielding outputs in input order."""
+        return (best[0].text for best in self.translate_nbest_stream(lines, scored=False))
+
+    def translate_nbest_stream(self, lines: Iterable[str], scored: bool = True
+                               ) -> Iterator[list[Translation]]:
+        """translate_nbest over an iterable of lines, chunk by chunk, in input order."""
         it = iter(lines)
         while chunk := list(itertools.islice(it, CHUNK_LINES)):
-            yield from self.translate(chunk)
+            yield from self._translate(chunk, scored)
         if self.truncated:
             warn(f"{self.truncated} source line(s) longer than model.max_positions "
                  f"({self.max_src} tokens) were truncated")
@@ -69,18 +105,31 @@ class Translator:
 
 
 def translate_file(run_path: Path, src: str, out: str, decode: DecodeConfig | None = None,
-                   device: str = "cpu") -> int:
-    """`mt translate`: '-' means stdin/stdout. A file output appears only when complete."""
+                   device: str = "cpu", decode_set: Sequence[str] = (), nbest: bool = False
+                   ) -> int:
+    """`mt translate`: '-' means stdin/stdout. A file output appears only when complete.
+
+    decode_set: `decode.key=value` overrides of the run's saved config (command-line options).
+    The n-best format (`format_nbest`) is written when `nbest` is set or decode.nbest > 1.
+    """
     run = load_run(run_path, device)
+    decode = decode or override(run.cfg, decode_set, "command line").decode
     translator = Translator(run, decode, device)
     if src != "-" and not Path(src).is_file():
         raise DataError(f"{src}: input file not found")
+    nbest = nbest or decode.nbest > 1
     lines = iter_lines(src)
     bar = tqdm(desc="translate", unit=" lines", disable=None, file=sys.stderr)
     count = 0
 
     def write_all(handle) -> None:
         nonlocal count
+        if nbest:
+            for i, translations in enumerate(translator.translate_nbest_stream(lines)):
+                handle.write(format_nbest(i, translations))
+                count += 1
+                bar.update()
+            return
         for hyp in translator.translate_stream(lines):
             handle.write(hyp + "\n")
             count += 1

@@ -1,0 +1,146 @@
+"""Decoding speed and BLEU, side by side: a naive decoder, mt's batched greedy, mt's beam search.
+
+    python scripts/bench_decode.py RUN [--src FILE --ref FILE] [--limit N] [--naive-limit 200]
+        [--beam 5] [--batch-tokens N] [--device auto]
+
+Defaults to Multi30k test_2016_flickr (1000 sentences, de -> en). The naive decoder is what
+annotated-transformer users write: one sentence at a time, and at every step the whole prefix
+is decoded again from scratch (a fresh cache, so nothing carries over between steps). It follows
+the same rules as mt's greedy (argmax, same length limit), so its output should match greedy's.
+It is slow, so it runs on the first --naive-limit sentences only; its sentences/s come from
+that subset, and its BLEU is shown next to greedy's BLEU on the same subset.
+
+Each decoder translates a few sentences first, untimed (warm-up). Times include tokenization
+and detokenization. This is a benchmark to run by hand on an otherwise idle machine, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from mt.checkpoint import load_run
+from mt.config import DecodeConfig, override
+from mt.data import read_parallel
+from mt.decode import max_lengths
+from mt.evaluate import score
+from mt.model import Seq2Seq
+from mt.train import pick_device
+from mt.translate import Translator
+from mt.vocab import BOS, EOS
+
+DATA = Path("data/multi30k")
+WARMUP = 8  # sentences translated untimed before each measurement
+
+
+@torch.no_grad()
+def naive_greedy(model: Seq2Seq, src_ids: list[int], cfg: DecodeConfig,
+                 device: torch.device) -> list[int]:
+    """One sentence; each step re-decodes the whole prefix with a fresh cache (no reuse)."""
+    src = torch.tensor([src_ids], device=device)
+    src_mask = model.src_mask(src)
+    memory = model.encode(src, src_mask)
+    limit = int(max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.cfg.max_positions))
+    prefix = [BOS]
+    for t in range(limit + 1):
+        fresh = model.start_cache(memory, src_mask)
+        logits, _ = model.decode(torch.tensor([prefix], device=device), fresh)
+        scores = logits[0, -1]
+        if t < cfg.min_len:
+            scores[EOS] = float("-inf")
+        tok = EOS if t >= limit else int(scores.argmax())
+        if tok == EOS:
+            break
+        prefix.append(tok)
+    return prefix[1:]
+
+
+def naive_translate(translator: Translator, lines: list[str]) -> list[str]:
+    run, device = translator.run, translator.device
+    out = []
+    for line in lines:
+        ids = run.src_vocab.encode(translator.src_tok.tokenize(line)[: translator.max_src])
+        hyp = naive_greedy(run.model, ids, translator.decode_cfg, device) if ids else []
+        out.append(translator._detokenize(hyp))
+    return out
+
+
+def timed(fn, lines: list[str], device: torch.device) -> tuple[list[str], float]:
+    fn(lines[:WARMUP])
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    out = fn(lines)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    return out, time.perf_counter() - start
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("run", type=Path, help="run directory (uses best.pt) or checkpoint file")
+    p.add_argument("--src", type=Path, default=DATA / "test_2016_flickr.de.gz")
+    p.add_argument("--ref", type=Path, default=DATA / "test_2016_flickr.en.gz")
+    p.add_argument("--limit", type=int, default=0, help="use the first N sentences (0 = all)")
+    p.add_argument("--naive-limit", type=int, default=200,
+                   help="sentences for the naive decoder (a subset: it is slow)")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--batch-tokens", type=int, default=0,
+                   help="decode.batch_tokens for greedy and beam (0 = the run's config)")
+    p.add_argument("--device", default="auto", help="auto, cpu or cuda")
+    args = p.parse_args()
+
+    device = pick_device(args.device)
+    run = load_run(args.run, device)
+    src, ref = read_parallel(args.src, args.ref)
+    if args.limit:
+        src, ref = src[: args.limit], ref[: args.limit]
+    n_naive = min(args.naive_limit, len(src)) if args.naive_limit > 0 else 0
+    sets = [] if not args.batch_tokens else [f"decode.batch_tokens={args.batch_tokens}"]
+    base = override(run.cfg, sets + ["decode.nbest=1"], "bench").decode
+    greedy_cfg = override(run.cfg, sets + ["decode.beam=1", "decode.nbest=1"], "bench").decode
+    beam_cfg = override(run.cfg, sets + [f"decode.beam={args.beam}", "decode.nbest=1"],
+                        "bench").decode
+    greedy_tr = Translator(run, greedy_cfg, device)
+    beam_tr = Translator(run, beam_cfg, device)
+
+    print(f"checkpoint {args.run} (step {run.step}) on {device}, torch threads "
+          f"{torch.get_num_threads()}; {len(src)} sentences from {args.src}")
+    print(f"decode: batch_tokens {base.batch_tokens} (x beam for beam search), "
+          f"max_len {base.max_len_a} * src + {base.max_len_b}, min_len {base.min_len}, "
+          f"beam scores {base.length_norm} (alpha {base.length_penalty})", flush=True)
+
+    rows = []
+    if n_naive:
+        naive_hyps, t_naive = timed(lambda x: naive_translate(greedy_tr, x), src[:n_naive], device)
+        rows.append(("naive (no cache, 1 sentence)", n_naive, t_naive,
+                     score(naive_hyps, ref[:n_naive])["bleu"]))
+    greedy_hyps, t_greedy = timed(greedy_tr.translate, src, device)
+    rows.append(("mt greedy (batched, cached)", len(src), t_greedy,
+                 score(greedy_hyps, ref)["bleu"]))
+    beam_hyps, t_beam = timed(beam_tr.translate, src, device)
+    rows.append((f"mt beam {args.beam}", len(src), t_beam, score(beam_hyps, ref)["bleu"]))
+
+    print(f"\n{'decoder':<30} {'sentences':>9} {'seconds':>9} {'sent/s':>9} {'BLEU':>7}")
+    for name, n, secs, bleu in rows:
+        print(f"{name:<30} {n:>9} {secs:>9.2f} {n / secs:>9.1f} {bleu:>7.2f}")
+    print()
+    greedy_rate = len(src) / t_greedy
+    if n_naive:
+        same = sum(a == b for a, b in zip(naive_hyps, greedy_hyps, strict=False))
+        subset_bleu = score(greedy_hyps[:n_naive], ref[:n_naive])["bleu"]
+        speedup = greedy_rate / (n_naive / t_naive)
+        print(f"naive: sentences/s measured on the first {n_naive} sentences only; greedy BLEU "
+              f"on that subset {subset_bleu:.2f}; identical outputs {same}/{n_naive}")
+        print(f"greedy / naive speed      {speedup:8.1f}x   (target >= 30x)")
+    print(f"beam {args.beam} / greedy time     {t_beam / t_greedy:8.2f}x   (target <= 3x)")
+    gain = rows[-1][3] - rows[-2][3]
+    print(f"beam {args.beam} - greedy BLEU     {gain:+8.2f}    (target >= 0)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,340 @@
+"""Beam search and batch translation: equivalence with greedy and with exhaustive search,
+cache reordering, n-best lists, order through length-sorted batches, the n-best CLI format."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+import torch
+import torch.nn.functional as F
+from conftest import TOY, assert_user_error, run_mt
+
+from mt import decode
+from mt.checkpoint import load_run
+from mt.config import DecodeConfig, ModelConfig, load_config
+from mt.data import pad
+from mt.decode import beam_search, greedy, length_penalty
+from mt.errors import ConfigError
+from mt.model import DecoderCache, make_model
+from mt.translate import Translator
+from mt.vocab import BOS, EOS, PAD, UNK
+
+CONTENT = [PAD, UNK, BOS, 4, 5]  # with V=6, every token a search may emit before <eos>
+
+
+def small_model(V: int, seed: int, d_model: int = 32):
+    torch.manual_seed(seed)
+    cfg = ModelConfig(d_model=d_model, n_heads=4, n_enc_layers=2, n_dec_layers=2,
+                      d_ff=2 * d_model, dropout=0.0, max_positions=64)
+    return make_model(cfg, V, V, PAD).eval()
+
+
+def random_src(B: int, S: int, V: int, seed: int) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, V, (B, S), generator=g)
+    for i in range(1, B):
+        src[i, S - i:] = PAD  # varied source lengths, so varied length limits
+    return src
+
+
+def teacher_forced_logprob(model, src: torch.Tensor, outputs: list[list[int]]) -> torch.Tensor:
+    """log p(y <eos> | x) of each output for one source (1, S), from one full forward pass."""
+    tgt_in = pad([[BOS] + y for y in outputs])
+    tgt_out = pad([y + [EOS] for y in outputs])
+    inside = torch.arange(tgt_out.size(1)) <= torch.tensor([len(y) for y in outputs])[:, None]
+    with torch.no_grad():
+        lp = F.log_softmax(model(src.expand(len(outputs), -1), tgt_in).float(), -1)
+    picked = lp.gather(-1, tgt_out[..., None]).squeeze(-1)
+    return picked.masked_fill(~inside, 0.0).sum(-1)
+
+
+# --- beam 1 is greedy -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", range(4))
+def test_beam_of_one_equals_greedy_on_random_model(seed):
+    V = 8  # small enough that <eos> comes at varied steps, not only at the length limit
+    model, src = small_model(V, seed), random_src(6, 7, V, seed)
+    lengths = set()
+    for min_len in (0, 2):
+        g = greedy(model, src, 1.0, 3, min_len)
+        for norm, alpha in (("none", 0.0), ("gnmt", 0.0)):
+            cfg = DecodeConfig(beam=1, length_norm=norm, length_penalty=alpha, min_len=min_len,
+                               max_len_a=1.0, max_len_b=3)
+            assert [h[0].tokens for h in beam_search(model, src, cfg)] == g
+        lengths |= {len(h) for h in g}
+    assert len(lengths) > 2  # <eos> came early and late: the comparison says something
+
+
+def test_beam_of_one_equals_greedy_on_trained_model(tiny_run):
+    run = load_run(tiny_run)
+    src = _toy_batch(run, 40)
+    g = greedy(run.model, src, 1.5, 5)
+    cfg = DecodeConfig(beam=1, length_norm="none", max_len_a=1.5, max_len_b=5)
+    assert [h[0].tokens for h in beam_search(run.model, src, cfg)] == g
+    assert all(0 < len(h) < 30 for h in g)  # the model translates: it ends its sentences
+
+
+def _toy_batch(run, n: int) -> torch.Tensor:
+    lines = (TOY / "test.en").read_text(encoding="utf-8").splitlines()[:n]
+    return pad([run.src_vocab.encode(t) for t in Translator(run).src_tok.tokenize_many(lines)])
+
+
+# --- beam search is exact when the beam holds everything -------------------------------------
+
+SETTINGS = [("none", 0.0, 0), ("none", 0.0, 2), ("average", 0.0, 0), ("gnmt", 0.6, 0),
+            ("gnmt", 1.0, 1), ("gnmt", 2.0, 2)]  # length_norm, length_penalty, min_len
+
+
+def test_wide_beam_equals_exhaustive_search():
+    """V=6: 5 tokens besides <eos>, so outputs of at most L=3 tokens number 1+5+25+125. With
+    K = 6 * 25 every prefix stays live and every ending ranks in the top K, so beam search
+    must return the exhaustive n-best, length penalty and all."""
+    V, L, K, n = 6, 3, 150, 5
+    best_lengths = set()
+    for norm, alpha, min_len in SETTINGS:
+        beats_greedy = 0
+        for seed in range(3):
+            model = small_model(V, seed, d_model=16)
+            with torch.no_grad():
+                model.generator.weight *= 3  # peaked distributions: a less uniform problem
+            src = random_src(3, 5, V, seed)
+            cfg = DecodeConfig(beam=K, nbest=n, length_norm=norm, length_penalty=alpha,
+                               min_len=min_len, max_len_a=0.0, max_len_b=L)
+            found = beam_search(model, src, cfg)
+            outputs = [list(y) for m in range(min_len, L + 1)
+                       for y in itertools.product(CONTENT, repeat=m)]
+            lp = torch.tensor([length_penalty(len(y) + 1, norm, alpha) for y in outputs])
+            for i in range(src.size(0)):
+                s = src[i:i + 1, : int((src[i] != PAD).sum())]
+                scores = teacher_forced_logprob(model, s, outputs) / lp
+                top = scores.topk(n).indices.tolist()
+                assert [h.tokens for h in found[i]] == [outputs[j] for j in top], (norm, alpha)
+                assert [h.score for h in found[i]] == pytest.approx(scores[top].tolist(),
+                                                                    abs=1e-4)
+                best_lengths.add(len(outputs[top[0]]))
+                beats_greedy += outputs[top[0]] != greedy(model, s, 0.0, L, min_len)[0]
+        assert beats_greedy > 0, (norm, alpha, min_len)  # the search problem is not trivial
+    assert len(best_lengths) > 2
+
+
+def test_length_penalty_formulas():
+    assert length_penalty(7, "gnmt", 1.0) == pytest.approx(2.0)
+    assert length_penalty(7, "gnmt", 0.0) == pytest.approx(1.0)
+    assert length_penalty(7, "average", 0.6) == pytest.approx(7.0)
+    assert length_penalty(7, "none", 0.6) == pytest.approx(1.0)
+
+
+# --- n-best lists ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("norm", ["gnmt", "average", "none"])
+def test_nbest_sorted_distinct_and_scored_like_teacher_forcing(norm):
+    V = 12
+    model, src = small_model(V, 3), random_src(4, 6, V, 3)
+    cfg = DecodeConfig(beam=6, nbest=6, length_norm=norm, length_penalty=1.0, max_len_b=6)
+    for i, hyps in enumerate(beam_search(model, src, cfg)):
+        assert len(hyps) == 6
+        scores = [h.score for h in hyps]
+        assert scores == sorted(scores, reverse=True)
+        assert len({tuple(h.tokens) for h in hyps}) == 6
+        assert all(EOS not in h.tokens for h in hyps)
+        s = src[i:i + 1, : int((src[i] != PAD).sum())]
+        lp = torch.tensor([length_penalty(len(h.tokens) + 1, norm, 1.0) for h in hyps])
+        want = teacher_forced_logprob(model, s, [h.tokens for h in hyps]) / lp
+        assert scores == pytest.approx(want.tolist(), abs=1e-4)
+
+
+def test_nbest_is_a_prefix_of_a_longer_nbest():
+    """The stopping rule makes the n-best list final: asking for more cannot change it."""
+    V = 12
+    model, src = small_model(V, 5), random_src(4, 6, V, 5)
+    long = beam_search(model, src, DecodeConfig(beam=5, nbest=5, length_norm="average"))
+    short = beam_search(model, src, DecodeConfig(beam=5, nbest=2, length_norm="average"))
+    assert [[h.tokens for h in x] for x in short] == [[h.tokens for h in x[:2]] for x in long]
+
+
+def test_min_len_and_max_len_are_respected():
+    V = 6
+    model, src = small_model(V, 0, d_model=16), random_src(4, 6, V, 0)
+    src_lens = (src != PAD).sum(-1).tolist()
+    cfg = DecodeConfig(beam=4, nbest=4, max_len_a=0.5, max_len_b=2)
+    assert min(len(h.tokens) for hyps in beam_search(model, src, cfg) for h in hyps) < 3
+    cfg.min_len = 3
+    for hyps, n in zip(beam_search(model, src, cfg), src_lens, strict=True):
+        assert len(hyps) == 4 and all(3 <= len(h.tokens) <= int(0.5 * n + 2) for h in hyps)
+    # the limit wins over min_len: no sentence is left without an output
+    cfg = DecodeConfig(beam=4, min_len=10, max_len_a=0.0, max_len_b=2)
+    assert all(len(h[0].tokens) == 2 for h in beam_search(model, src, cfg))
+
+
+def test_batch_equals_each_sentence_alone():
+    """Sentences leave the flat batch as they finish; the rest must not notice."""
+    V = 10
+    model, src = small_model(V, 2), random_src(5, 8, V, 2)
+    cfg = DecodeConfig(beam=4, nbest=3, length_norm="average", max_len_b=4)
+    together = beam_search(model, src, cfg)
+    for i in range(src.size(0)):
+        alone = beam_search(model, src[i:i + 1, : int((src[i] != PAD).sum())], cfg)[0]
+        assert [h.tokens for h in together[i]] == [h.tokens for h in alone]
+        assert [h.score for h in together[i]] == pytest.approx([h.score for h in alone],
+                                                               abs=1e-4)
+
+
+# --- the cache -------------------------------------------------------------------------------
+
+@torch.no_grad()
+def test_reordered_cache_matches_redecoding_the_reordered_prefixes():
+    V, B, K = 12, 3, 4
+    model, src = small_model(V, 4), random_src(B, 6, V, 4)
+    g = torch.Generator().manual_seed(4)
+    src_mask = model.src_mask(src)
+    cache = model.start_cache(model.encode(src, src_mask), src_mask)
+    rows = torch.arange(B).repeat_interleave(K)  # source sentence of each row
+    cache = cache.reorder(rows)
+    prefix = torch.full((B * K, 1), BOS)
+    for _ in range(5):
+        logits, cache = model.decode(prefix[:, -1:], cache)
+        full, _ = model.decode(prefix, model.start_cache(
+            model.encode(src[rows], src_mask[rows]), src_mask[rows]))
+        torch.testing.assert_close(logits[:, -1], full[:, -1], atol=1e-5, rtol=1e-4)
+        # move rows as a beam would: repeat some, drop some, and drop a whole sentence once
+        index = torch.randint(0, rows.numel(), (rows.numel(),), generator=g)
+        if prefix.size(1) == 3:
+            index = index[rows[index] != rows[0]]
+        cache, rows = cache.reorder(index), rows[index]
+        prefix = torch.cat([prefix[index], torch.randint(4, V, (index.numel(), 1),
+                                                         generator=g)], dim=1)
+
+
+def test_one_cache_reorder_per_step(monkeypatch):
+    calls = {"reorder": 0, "decode": 0}
+    reorder, model = DecoderCache.reorder, small_model(12, 6)
+    decode = model.decode
+
+    def counting_reorder(self, index):
+        calls["reorder"] += 1
+        return reorder(self, index)
+
+    def counting_decode(tgt, cache):
+        calls["decode"] += 1
+        return decode(tgt, cache)
+
+    monkeypatch.setattr(DecoderCache, "reorder", counting_reorder)
+    monkeypatch.setattr(model, "decode", counting_decode)
+    beam_search(model, random_src(4, 6, 12, 6), DecodeConfig(beam=4, max_len_b=5))
+    # one to tile the encoder's cache to B*K rows, then one after every step but the last
+    assert calls["decode"] > 3 and calls["reorder"] == calls["decode"]
+
+
+# --- Translator: batching, order, empty lines ------------------------------------------------
+
+LINES = ["Today you have eight hundred seventy nine cats.", "", "Yesterday we had sixty houses.",
+         "   ", "Today they buy three hundred fifty two cars.", "We have two dogs.",
+         "Yesterday you had seven hundred old cars and nine cats.", ""]
+
+
+def test_translator_keeps_order_and_empty_lines_through_sorted_batches(tiny_run):
+    run = load_run(tiny_run)
+    cfg = DecodeConfig(beam=3, nbest=2, max_len_b=5, batch_tokens=60)  # several batches
+    translator = Translator(run, cfg)
+    sizes = []
+    search = translator._search
+    translator._search = lambda src, scored: sizes.append(src.numel()) or search(src, scored)
+    together = translator.translate_nbest(LINES)
+    assert len(sizes) > 1 and max(sizes) * 3 <= 60  # the budget counts tokens x beam
+    for line, got in zip(LINES, together, strict=True):
+        alone = Translator(run, cfg).translate_nbest([line])[0]
+        assert [t.text for t in got] == [t.text for t in alone]
+        assert [t.score for t in got] == pytest.approx([t.score for t in alone], abs=1e-4)
+        if line.strip():
+            assert len(got) == 2 and got[0].text and got[0].score >= got[1].score
+        else:
+            assert [(t.text, t.score) for t in got] == [("", 0.0)]
+    assert translator.translate(LINES) == [t[0].text for t in together]
+
+
+def test_greedy_translator_scores_match_beam_of_one(tiny_run):
+    run = load_run(tiny_run)
+    greedy_cfg = DecodeConfig(beam=1, length_norm="none", max_len_b=5)
+    got = Translator(run, greedy_cfg).translate_nbest(LINES[:3])
+    scores = [t[0].score for t in got]
+    assert scores[1] == 0.0 and all(s < 0 for s in scores[::2])
+    run.model.eval()
+    src = pad([run.src_vocab.encode(Translator(run).src_tok.tokenize(LINES[0]))])
+    want = beam_search(run.model, src, greedy_cfg)[0][0].score
+    assert scores[0] == pytest.approx(want, abs=1e-4)
+
+
+# --- configuration and command line ----------------------------------------------------------
+
+@pytest.mark.parametrize("setting,needle", [
+    ("decode.nbest=3", "decode.nbest"), ("decode.length_norm=mean", "decode.length_norm"),
+    ("decode.length_penalty=-1", "decode.length_penalty"), ("decode.min_len=-1", "min_len")])
+def test_decode_config_is_validated(setting, needle):
+    with pytest.raises(ConfigError, match=needle):
+        load_config(None, ["decode.beam=2", setting])
+
+
+def test_cli_nbest_format(tiny_run):
+    text = "\n".join(LINES) + "\n"
+    r = run_mt("translate", str(tiny_run), "--beam", "3", "--nbest", "2", "--device", "cpu",
+               input=text)
+    assert r.code == 0, r.err
+    rows = [line.split("\t") for line in r.out.splitlines()]
+    assert all(len(row) == 3 for row in rows)
+    index = [int(row[0]) for row in rows]
+    assert index == sorted(index) and set(index) == set(range(len(LINES)))
+    for i, line in enumerate(LINES):
+        mine = [row for row in rows if int(row[0]) == i]
+        scores = [float(row[1]) for row in mine]
+        if line.strip():
+            assert len(mine) == 2 and scores[0] >= scores[1] and mine[0][2] != mine[1][2]
+        else:
+            assert mine == [[str(i), "0.0000", ""]]
+    # without --nbest: exactly one line per input line, the best of the n-best
+    plain = run_mt("translate", str(tiny_run), "--beam", "3", "--device", "cpu", input=text)
+    assert plain.code == 0, plain.err
+    assert plain.out.split("\n")[:-1] == [[row[2] for row in rows if int(row[0]) == i][0]
+                                         for i in range(len(LINES))]
+
+
+def test_cli_decoding_options_override_the_run_config(tiny_run, tmp_path):
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("\n".join(LINES[::2]) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(LINES[::2]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    r = run_mt("eval", str(tiny_run), "--src", str(src), "--ref", str(ref), "--output", str(out),
+               "--beam", "2", "--max-len-a", "0", "--max-len-b", "2", "--min-len", "2",
+               "--length-penalty", "1.5", "--batch-tokens", "8", "--device", "cpu")
+    assert r.code == 0, r.err
+    words = [len(line.split()) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(words) == 4 and all(1 <= w <= 2 for w in words)
+    bad = run_mt("translate", str(tiny_run), "--beam", "2", "--nbest", "3", input="a\n")
+    assert_user_error(bad, 3, "decode.nbest")
+
+
+@pytest.mark.parametrize("norm,alpha", [("average", 0.0), ("gnmt", 1.0), ("gnmt", 2.0)])
+def test_stopping_early_changes_nothing(tiny_run, monkeypatch, norm, alpha):
+    """Running every sentence to its length limit finds the same n-best lists: the stopping
+    bound is safe even when the length penalty rewards longer outputs (a trained model,
+    confident enough that long continuations cost little)."""
+    run = load_run(tiny_run)
+    src = _toy_batch(run, 40)
+    cfg = DecodeConfig(beam=4, nbest=4, length_norm=norm, length_penalty=alpha)
+    early = beam_search(run.model, src, cfg)
+    monkeypatch.setattr(decode, "_done", lambda t, limits, *rest: limits <= t)
+    late = beam_search(run.model, src, cfg)
+    for a, b in zip(early, late, strict=True):
+        assert [h.tokens for h in a] == [h.tokens for h in b]
+
+
+def test_search_stops_long_before_the_length_limit(tiny_run, monkeypatch):
+    """Sentences stop when no live beam can still win, not at the limit (steps counted)."""
+    run = load_run(tiny_run)
+    src, steps, decode = _toy_batch(run, 8), [], run.model.decode
+    monkeypatch.setattr(run.model, "decode", lambda tgt, c: steps.append(1) or decode(tgt, c))
+    for norm in ("gnmt", "average", "none"):
+        steps.clear()
+        cfg = DecodeConfig(beam=4, length_norm=norm, max_len_a=0.0, max_len_b=60)
+        hyps = beam_search(run.model, src, cfg)
+        assert all(len(h[0].tokens) < 20 for h in hyps) and len(steps) < 30
