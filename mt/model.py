@@ -188,7 +188,11 @@ class Seq2Seq(nn.Module):
         for name, p in self.named_parameters():
             if p.dim() > 1 and "embed" not in name:
                 nn.init.xavier_uniform_(p)
-        for emb in {self.src_embed, self.tgt_embed}:
+        # A list, not a set: a set's order varies between runs, and so would the initial weights.
+        embeddings = [self.tgt_embed]
+        if self.src_embed is not self.tgt_embed:
+            embeddings.append(self.src_embed)
+        for emb in embeddings:
             nn.init.normal_(emb.weight, std=self.cfg.d_model ** -0.5)
             with torch.no_grad():
                 emb.weight[self.pad_id].zero_()

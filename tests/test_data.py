@@ -1,0 +1,57 @@
+import gzip
+
+import pytest
+import torch
+
+from mt.data import ParallelData, read_lines, read_parallel, split_path
+from mt.errors import DataError
+from mt.vocab import BOS, EOS, PAD
+
+
+def test_plain_and_gzip_read_the_same(tmp_path):
+    text = "eins\nzwei\r\n\ndrei\n"
+    (tmp_path / "a.de").write_text(text, encoding="utf-8")
+    with gzip.open(tmp_path / "b.de.gz", "wt", encoding="utf-8") as f:
+        f.write(text)
+    assert read_lines(tmp_path / "a.de") == read_lines(tmp_path / "b.de.gz") == [
+        "eins", "zwei", "", "drei"]
+    assert split_path(tmp_path, "b", "de").name == "b.de.gz"
+
+
+def test_mismatched_parallel_files_name_both(tmp_path):
+    (tmp_path / "x.en").write_text("a\nb\nc\n")
+    (tmp_path / "x.de").write_text("a\nb\n")
+    with pytest.raises(DataError, match=r"x.en has 3 lines, .*x.de has 2"):
+        read_parallel(tmp_path / "x.en", tmp_path / "x.de")
+
+
+def test_length_filter_counts_drops():
+    data = ParallelData([[5] * 3, [5] * 9, [], [5]], [[6] * 2, [6] * 2, [6], [6] * 9])
+    assert data.filter_length(5) == 3 and len(data) == 1
+
+
+def test_batches_fit_budget_and_cover_everything():
+    torch.manual_seed(0)
+    lens = torch.randint(1, 30, (500, 2)).tolist()
+    data = ParallelData([[7] * s for s, _ in lens], [[8] * t for _, t in lens])
+    batches = data.batches(max_tokens=300, seed=1)
+    seen = 0
+    for b in batches:
+        assert b.src.numel() + b.tgt_in.numel() <= 300 or b.src.size(0) == 1
+        assert (b.tgt_in[:, 0] == BOS).all()
+        # tgt_out is tgt_in shifted left, ending in <eos> for every row.
+        n = (b.tgt_out != PAD).sum(1)
+        assert (b.tgt_out[torch.arange(len(n)), n - 1] == EOS).all()
+        words = (b.tgt_out[:, :-1] != PAD) & (b.tgt_out[:, :-1] != EOS)
+        assert torch.equal(b.tgt_in[:, 1:][words], b.tgt_out[:, :-1][words])
+        seen += b.src.size(0)
+    assert seen == 500
+    # Length bucketing keeps padding low: most of a batch is real tokens.
+    real = sum((b.src != PAD).sum().item() for b in batches)
+    assert real / sum(b.src.numel() for b in batches) > 0.8
+    # Same seed, same batches; another seed, another order.
+    again = data.batches(max_tokens=300, seed=1)
+    assert all(torch.equal(a.src, b.src) for a, b in zip(batches, again))
+    other = data.batches(max_tokens=300, seed=2)
+    assert any(a.src.shape != b.src.shape or not torch.equal(a.src, b.src)
+               for a, b in zip(batches, other))

@@ -1,0 +1,93 @@
+"""End to end: a tiny model trained for real on the toy corpus, then the CLI on top of it."""
+
+import json
+
+import torch
+
+from conftest import ROOT, TINY, assert_user_error, run_mt
+from mt.checkpoint import load_checkpoint
+from mt.train import train
+
+
+def read_metrics(run):
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_tiny_model_learns_the_toy_task(tiny_run):
+    events = read_metrics(tiny_run)
+    losses = [e["loss"] for e in events if e["event"] == "train"]
+    bleus = [e["val_bleu"] for e in events if e["event"] == "valid"]
+    assert losses[-1] < losses[0] / 3, losses
+    assert bleus[0] < 50 and max(bleus) > 80, bleus
+    for name in ("config.yaml", "vocab.src.txt", "vocab.tgt.txt", "best.pt", "last.pt"):
+        assert (tiny_run / name).is_file(), name
+
+
+def test_cli_eval_and_translate(tiny_run, tmp_path):
+    r = run_mt("eval", str(tiny_run), "--split", "test", "--json", "--output",
+               str(tmp_path / "hyp.txt"))
+    assert r.code == 0, r.err
+    result = json.loads(r.out)
+    assert result["bleu"] > 80 and result["chrf"] > 90, result
+    assert result["bleu_signature"].startswith("nrefs:1|case:mixed")
+    assert len((tmp_path / "hyp.txt").read_text().splitlines()) == 300
+
+    plain = run_mt("eval", str(tiny_run / "best.pt"), "--split", "val")
+    assert plain.code == 0 and plain.out.startswith("BLEU = ") and "chrF = " in plain.out
+
+    src = "Yesterday we saw forty two red dogs.\n\nI need seven hundred eleven books.\n\n"
+    r = run_mt("translate", str(tiny_run), input=src)
+    assert r.code == 0, r.err
+    lines = r.out.split("\n")
+    assert len(lines) == 5 and lines[1] == "" and lines[3] == "" and lines[4] == ""
+    assert "zwei und vierzig" in lines[0] and lines[0].startswith("Gestern")
+    assert "sieben hundert elf" in lines[2]
+
+    (tmp_path / "in.txt").write_text(src)
+    r = run_mt("translate", str(tiny_run), "-i", str(tmp_path / "in.txt"), "-o",
+               str(tmp_path / "out.txt"))
+    assert r.code == 0, r.err
+    assert (tmp_path / "out.txt").read_text() == "\n".join(lines[:4]) + "\n"
+
+
+def test_bad_input_gives_one_line_errors(tiny_run, tmp_path):
+    assert_user_error(run_mt("translate", str(tiny_run), "-i", str(tmp_path / "nope.txt")),
+                      4, "nope.txt", "not found")
+    assert_user_error(run_mt("train", str(tmp_path / "missing.yaml")), 3, "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model:\n  d_modle: 64\n")
+    assert_user_error(run_mt("train", str(bad), "--out", str(tmp_path / "r1")), 3,
+                      "model.d_modle", "d_model")
+    assert not (tmp_path / "r1").exists()  # failed before any work
+
+    (tmp_path / "train.en").write_text("a\nb\nc\n")
+    (tmp_path / "train.de").write_text("a\nb\n")
+    (tmp_path / "val.en").write_text("a\n")
+    (tmp_path / "val.de").write_text("a\n")
+    args = ["train", str(ROOT / "configs/toy.yaml"), "--set", f"data.dir={tmp_path}"]
+    assert_user_error(run_mt(*args, "--out", str(tmp_path / "r2")), 4, "train.en has 3 lines",
+                      "train.de has 2")
+    (tmp_path / "train.en").write_text("")
+    (tmp_path / "train.de").write_text("")
+    assert_user_error(run_mt(*args, "--out", str(tmp_path / "r3")), 4, "train.en", "empty")
+    (tmp_path / "empty.en").write_text("")
+    (tmp_path / "empty.de").write_text("")
+    assert_user_error(run_mt("eval", str(tiny_run), "--src", str(tmp_path / "empty.en"), "--ref",
+                             str(tmp_path / "empty.de")), 4, "empty.en", "empty")
+
+
+def test_resume_continues_exactly(tmp_path):
+    """Train 2N steps straight, or N then --resume to 2N: the same weights, bit for bit."""
+    common = [*TINY, "model.dropout=0.1", "train.eval_bleu=false", "train.metric=loss",
+              "train.eval_every=1000"]
+    cfg = ROOT / "configs" / "toy.yaml"
+    train(cfg, [*common, "train.max_steps=24"], tmp_path / "straight", "cpu", False)
+    train(cfg, [*common, "train.max_steps=12"], tmp_path / "split", "cpu", False)
+    train(cfg, [*common, "train.max_steps=24"], tmp_path / "split", "cpu", True)
+    a = load_checkpoint(tmp_path / "straight" / "last.pt")
+    b = load_checkpoint(tmp_path / "split" / "last.pt")
+    assert a["step"] == b["step"] == 24
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    c = load_checkpoint(tmp_path / "split" / "best.pt")
+    assert set(c) == {"model", "step"}  # best.pt carries weights only
