@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from mt.config import Config, load_config
-from mt.errors import CheckpointError
+from mt.errors import CheckpointError, FileSystemError, os_error_message
 from mt.model import Seq2Seq, make_model
 from mt.vocab import PAD, Vocab
 
@@ -29,9 +29,19 @@ CONFIG, SRC_VOCAB, TGT_VOCAB, BEST, LAST = ("config.yaml", "vocab.src.txt", "voc
 
 
 def atomic_write(path: Path, write) -> None:
-    """Call write(tmp_path), then rename over path: a crash never leaves a partial file there."""
+    """Call write(tmp_path), then rename over path: a crash never leaves a partial file there.
+
+    The old file at path stays as it was until the new one is complete; on any failure the
+    temporary file is removed. OS errors (permissions, a full disk) become FileSystemError
+    naming path.
+    """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if path.is_dir():
+        raise FileSystemError(f"{path}: is a directory; give a file name")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise FileSystemError(os_error_message(e, path)) from None
     os.close(fd)
     umask = os.umask(0)
     os.umask(umask)
@@ -41,29 +51,55 @@ def atomic_write(path: Path, write) -> None:
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
         os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise FileSystemError(os_error_message(e, path)) from None
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
-    atomic_write(path, lambda tmp: torch.save(state, tmp))
+    def write(tmp: str) -> None:
+        # Through a Python file, so a full disk raises OSError rather than a bare RuntimeError.
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+
+    atomic_write(path, write)
 
 
 def load_checkpoint(path: Path) -> dict:
-    """Load tensors and plain containers only: `weights_only=True` refuses any pickled code."""
+    """Load tensors and plain containers only: `weights_only=True` refuses any pickled code.
+
+    Anything wrong with the file is a CheckpointError: refused (it holds other Python objects),
+    truncated or corrupted, or not an mt checkpoint.
+    """
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
+    damaged = f"{path}: truncated or corrupted checkpoint"
+    advice = "; use another checkpoint, e.g. last.pt or best.pt"
+    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; never unpickle others
+        raise CheckpointError(f"{damaged}, or not one written by mt (not a PyTorch zip "
+                              f"archive){advice}")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else "unsafe content"
-        raise CheckpointError(f"{path}: refused to load: not a plain weights file ({first})") from None
-    except (RuntimeError, EOFError, OSError, zipfile.BadZipFile, ValueError) as e:
+        found = [line.strip() for line in str(e).splitlines() if "GLOBAL" in line.upper()]
+        if not found:
+            raise CheckpointError(f"{damaged} (its pickled data is malformed){advice}") from None
+        # torch's own message suggests weights_only=False, which would run the file's code.
+        raise CheckpointError(
+            f"{path}: refused to load: the file holds Python objects, not just tensors "
+            f"({found[0]}); only load checkpoints written by mt from a source you trust"
+        ) from None
+    except Exception as e:  # malformed input makes torch.load raise many kinds of error
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise CheckpointError(f"{path}: truncated or corrupted checkpoint ({first})") from None
-    if not isinstance(state, dict) or "model" not in state:
+        first = first.split(". ")[0]  # torch's messages run on for several sentences
+        if not any(c.isalpha() for c in first):  # e.g. KeyError: 101
+            first = f"{type(e).__name__} {first}"
+        raise CheckpointError(f"{damaged} ({first}){advice}") from None
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise CheckpointError(f"{path}: not an mt checkpoint (no model weights)")
     return state
 
@@ -95,7 +131,8 @@ def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
     ckpt = find_checkpoint(Path(run))
     run_dir = ckpt.parent
     if not (run_dir / CONFIG).is_file():
-        raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory")
+        raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory (a "
+                              "checkpoint needs the config.yaml and vocab files saved beside it)")
     cfg = load_config(run_dir / CONFIG)
     src_vocab, tgt_vocab = Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB)
     state = load_checkpoint(ckpt)
@@ -106,7 +143,7 @@ def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
 
 
 def load_weights(model: torch.nn.Module, state: dict, where: Path) -> None:
-    """Copy weights in, failing with one line when shapes or names disagree with the config/vocab."""
+    """Copy weights in; one-line error when shapes or names disagree with the config/vocab."""
     weights = state["model"]
     own = model.state_dict()
     missing = sorted(set(own) - set(weights))
@@ -121,5 +158,6 @@ def load_weights(model: torch.nn.Module, state: dict, where: Path) -> None:
             got = tuple(w.shape) if isinstance(w, torch.Tensor) else type(w).__name__
             raise CheckpointError(
                 f"{where}: checkpoint does not match the run's config/vocabulary: "
-                f"{name} is {got} in the file, {tuple(tensor.shape)} expected")
+                f"{name} is {got} in the file, {tuple(tensor.shape)} expected; were config.yaml "
+                "or the vocab files changed? Use the ones saved with this checkpoint")
     model.load_state_dict(weights)

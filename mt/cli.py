@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import traceback
 from pathlib import Path
 
 import typer
 
-from mt.errors import MTError
+from mt.errors import FileSystemError, MTError, os_error_message
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train Transformer translation models, translate files, score with BLEU.")
@@ -35,7 +37,8 @@ def _device(name: str) -> str:
 @app.command()
 def train(
     config: Path = typer.Argument(None, help="YAML config (see configs/); optional with --resume."),
-    set_: list[str] = typer.Option([], "--set", help="Override a config value: --set train.lr=3e-4"),
+    set_: list[str] = typer.Option([], "--set",
+                                   help="Override a config value: --set train.lr=3e-4"),
     out: Path = typer.Option(None, "--out", help="Run directory [default: runs/<config name>]."),
     device: str = DEVICE,
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from last.pt."),
@@ -88,7 +91,7 @@ def evaluate(
     from mt.evaluate import evaluate as run_eval
 
     if split not in ("val", "test"):
-        raise MTError(f"--split {split}: expected val or test")
+        raise typer.BadParameter(f"{split!r}: expected val or test", param_hint="'--split'")
     decode_set = _decode_set(beam, None, length_norm, length_penalty, min_len, max_len_a,
                              max_len_b, batch_tokens)
     r = run_eval(run, split, src, ref, output, device=_device(device), decode_set=decode_set)
@@ -102,7 +105,8 @@ def evaluate(
 @app.command()
 def translate(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
-    input: str = typer.Option("-", "-i", "--input", help="Source text, one sentence a line; - is stdin."),
+    input: str = typer.Option("-", "-i", "--input",
+                              help="Source text, one sentence a line; - is stdin."),
     output: str = typer.Option("-", "-o", "--output", help="Where translations go; - is stdout."),
     device: str = DEVICE,
     beam: int | None = BEAM,
@@ -139,16 +143,71 @@ def data_multi30k(
     multi30k(dest, from_)
 
 
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM (outside training, which saves first): unwinds the stack, so partial
+    output files are removed, then exits 128 + the signal number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+try:  # usage errors: Click's, which Typer vendors (under TyperException) in newer versions
+    from typer import TyperException as UsageErrors
+except ImportError:
+    from click import ClickException as UsageErrors
+
+
+def _interrupt(signum, frame) -> None:
+    raise Interrupted(signum)
+
+
+def _fail(message: str, code: int) -> None:
+    # One line, whatever the message quotes: control characters and line separators escaped.
+    message = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
+                      for c in message)
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
 def main() -> None:
+    """Run the app. User errors become one `error: ...` line and an exit code (README, Errors);
+    --debug or MT_DEBUG=1 re-raises them with the traceback. Anything else is a bug in mt and
+    keeps its traceback."""
+    for s in (signal.SIGINT, signal.SIGTERM):
+        if signal.getsignal(s) is not signal.SIG_IGN:  # a background job keeps ignoring Ctrl-C
+            signal.signal(s, _interrupt)
     try:
-        app()
+        # Not standalone: Click would print usage errors in a box and swallow Ctrl-C.
+        code = app(standalone_mode=False, prog_name="mt")
+    except UsageErrors as e:
+        if type(e).__name__ == "NoArgsIsHelpError":  # plain `mt`: the help, as Typer shows it
+            e.show()
+            sys.exit(e.exit_code)
+        if os.environ.get("MT_DEBUG"):
+            raise
+        ctx = getattr(e, "ctx", None)
+        hint = f" (see '{ctx.command_path if ctx is not None else 'mt'} --help')"
+        _fail(" ".join(e.format_message().split()) + hint, e.exit_code)
+    except typer.Abort:
+        _fail("aborted", 1)
     except MTError as e:
         if os.environ.get("MT_DEBUG"):
             raise
-        print(f"error: {e}", file=sys.stderr)
-        sys.exit(e.exit_code)
-    except KeyboardInterrupt:
+        _fail(str(e), e.exit_code)
+    except OSError as e:  # permission denied, disk full, ...: the user's to fix, not a bug
         if os.environ.get("MT_DEBUG"):
             raise
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        _fail(os_error_message(e), FileSystemError.exit_code)
+    except (Interrupted, KeyboardInterrupt) as e:
+        if os.environ.get("MT_DEBUG"):
+            raise
+        signum = getattr(e, "signum", signal.SIGINT)
+        print("interrupted" if signum == signal.SIGINT else "terminated", file=sys.stderr)
+        sys.exit(128 + signum)
+    except Exception:
+        traceback.print_exc()
+        print("internal error: this is a bug in mt; please report it with the traceback above",
+              file=sys.stderr)
+        sys.exit(1)
+    sys.exit(code if isinstance(code, int) else 0)

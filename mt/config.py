@@ -115,6 +115,7 @@ def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] 
             raise ConfigError(f"{path}: expected a mapping of sections, got {type(raw).__name__}")
     for item in overrides:
         _apply_override(raw, item)
+        _check_override(raw, item)
     cfg = _build(Config, raw, where, "")
     validate(cfg, where)
     return cfg
@@ -149,6 +150,22 @@ def _apply_override(raw: dict, item: str) -> None:
         if not isinstance(node, dict):
             raise ConfigError(f"--set {key}: '{p}' is not a section")
     node[last] = parsed
+
+
+def _check_override(raw: dict, item: str) -> None:
+    """Blame `--set item`, not the config file, for an unknown key or a value of the wrong type."""
+    key = item.partition("=")[0]
+    cls, node, prefix = Config, raw, ""
+    for name in key.split("."):
+        if not dataclasses.is_dataclass(cls):
+            raise ConfigError(f"--set {item}: '{prefix.rstrip('.')}' is a value, not a section")
+        hints = typing.get_type_hints(cls)
+        if name not in hints:
+            raise ConfigError(f"--set {item}: unknown key '{prefix}{name}'{_nearest(name, hints)}")
+        cls, node, prefix = hints[name], node[name], f"{prefix}{name}."
+    if dataclasses.is_dataclass(cls):
+        raise ConfigError(f"--set {item}: '{key}' is a section; set one of its keys")
+    _coerce(node, cls, f"--set {item}", key)
 
 
 def _nearest(name: str, options: typing.Iterable[str]) -> str:
@@ -245,3 +262,9 @@ def validate(cfg: Config, where: str = "config") -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(f"{where}: {message}")
+    from mt.tokenizer import has_tokenizer  # imports spaCy: only once the cheap checks pass
+
+    for key, lang in (("data.src_lang", d.src_lang), ("data.tgt_lang", d.tgt_lang)):
+        if not has_tokenizer(lang):
+            raise ConfigError(f"{where}: {key}: no spaCy tokenizer for language {lang!r}; use a "
+                              "spaCy language code such as en, de, fr, or xx (multi-language)")

@@ -1,5 +1,7 @@
 """User-facing errors: each becomes one line on stderr and a distinct exit code (see README)."""
 
+import errno
+
 
 class MTError(Exception):
     """An error the user can fix; printed without a traceback."""
@@ -21,3 +23,26 @@ class CheckpointError(MTError):
 
 class RunError(MTError):
     exit_code = 6
+
+
+class FileSystemError(MTError):
+    """Reading or writing failed in the operating system: permissions, a full disk, and so on."""
+
+    exit_code = 7
+
+
+_ADVICE = {
+    errno.ENOSPC: "free some disk space and try again",
+    errno.EDQUOT: "free some space within your disk quota and try again",
+    errno.EACCES: "check the permissions",
+    errno.EPERM: "check the permissions",
+    errno.EROFS: "choose a writable location",
+}
+
+
+def os_error_message(e: OSError, path: object = None) -> str:
+    """One line for an OSError: the file, what went wrong, and what to do when that is clear."""
+    where = path if path is not None else e.filename
+    text = e.strerror or str(e) or type(e).__name__
+    advice = _ADVICE.get(e.errno)
+    return (f"{where}: " if where else "") + text + (f"; {advice}" if advice else "")

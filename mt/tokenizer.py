@@ -10,6 +10,15 @@ from sacremoses import MosesDetokenizer
 from mt.errors import ConfigError
 
 
+def has_tokenizer(lang: str) -> bool:
+    """Whether spaCy has a rule-based tokenizer for this language code (as `spacy.blank` needs)."""
+    try:
+        spacy.util.get_lang_class(lang)
+    except (ImportError, KeyError, ValueError):
+        return False
+    return True
+
+
 class Tokenizer:
     """Splits a line into tokens and joins tokens back into text for one language."""
 

@@ -25,18 +25,27 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from mt import log
-from mt.checkpoint import (BEST, CONFIG, LAST, SRC_VOCAB, TGT_VOCAB, Run, load_checkpoint,
-                           load_weights, save_checkpoint)
+from mt.checkpoint import (
+    BEST,
+    CONFIG,
+    LAST,
+    SRC_VOCAB,
+    TGT_VOCAB,
+    Run,
+    load_checkpoint,
+    load_weights,
+    save_checkpoint,
+)
 from mt.config import Config, load_config
 from mt.data import ParallelData, read_parallel, split_path
-from mt.errors import ConfigError, RunError
+from mt.errors import CheckpointError, ConfigError, DataError, RunError
 from mt.evaluate import score
 from mt.model import Seq2Seq, make_model
 from mt.tokenizer import Tokenizer
 from mt.translate import Translator
 from mt.vocab import PAD, Vocab
 
-MAX_BAD_STEPS = 5  # consecutive non-finite losses before the run is stopped
+MAX_BAD_STEPS = 5  # consecutive steps with a non-finite loss or gradient before the run stops
 
 
 def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float,
@@ -120,21 +129,31 @@ class Trainer:
 
     # --- set-up -----------------------------------------------------------------------------
     def _prepare_run_dir(self) -> None:
-        self.run_dir.mkdir(parents=True, exist_ok=True)
+        """Checks that need no data: fail here, before minutes of loading and tokenizing."""
+        if self.run_dir.exists() and not self.run_dir.is_dir():
+            raise RunError(f"{self.run_dir}: exists and is not a directory; choose another --out")
+        try:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise RunError(f"{self.run_dir}: cannot create the run directory ({e.strerror}); "
+                           "choose another --out") from None
         if not os.access(self.run_dir, os.W_OK):
-            raise RunError(f"{self.run_dir}: run directory is not writable")
+            raise RunError(f"{self.run_dir}: run directory is not writable; choose another --out")
         # An flock dies with its process, so a crashed run never leaves a stale lock behind.
-        self._lock = open(self.run_dir / ".lock", "w")
+        # Append mode: opening it changes nothing in a run that is then refused.
+        self._lock = open(self.run_dir / ".lock", "a")
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise RunError(f"{self.run_dir}: another training run is using this directory") from None
+            raise RunError(f"{self.run_dir}: another training run is using this directory; wait "
+                           "for it to finish or choose another --out") from None
         has_run = (self.run_dir / LAST).exists() or (self.run_dir / CONFIG).exists()
         if has_run and not self.resume:
             raise RunError(f"{self.run_dir}: holds a run already; add --resume to continue it, "
                            "or choose another --out")
         if self.resume and not (self.run_dir / LAST).exists():
-            raise RunError(f"{self.run_dir}: nothing to resume (no {LAST})")
+            raise RunError(f"{self.run_dir}: nothing to resume (no {LAST}: the run stopped "
+                           "before its first checkpoint); choose another --out or delete it")
         free = shutil.disk_usage(self.run_dir).free
         if free < 50 * 2**20:
             raise RunError(f"{self.run_dir}: only {free // 2**20} MiB free on disk")
@@ -160,14 +179,16 @@ class Trainer:
             self.tgt_vocab = (self.src_vocab if d.shared_vocab
                               else Vocab.build(tgt_toks, d.min_freq, d.max_size))
         if src_toks is None:
-            self.train_data = ParallelData.from_text(src_lines, tgt_lines, self.src_tok, self.tgt_tok,
-                                                     self.src_vocab, self.tgt_vocab)
+            self.train_data = ParallelData.from_text(src_lines, tgt_lines, self.src_tok,
+                                                     self.tgt_tok, self.src_vocab, self.tgt_vocab)
         else:
             self.train_data = ParallelData([self.src_vocab.encode(t) for t in src_toks],
                                            [self.tgt_vocab.encode(t) for t in tgt_toks])
         dropped = self.train_data.filter_length(d.max_len)
         if not len(self.train_data):
-            raise RunError(f"no training pairs left after dropping those over data.max_len={d.max_len}")
+            raise DataError(f"{split_path(d.dir, d.train, d.src_lang)}: no training pairs left "
+                            f"after dropping empty ones and those over data.max_len={d.max_len} "
+                            "tokens")
         self.val_data = ParallelData.from_text(val_src, val_tgt, self.src_tok, self.tgt_tok,
                                                self.src_vocab, self.tgt_vocab)
         self.val_data.filter_length(self.cfg.model.max_positions - 2)
@@ -186,9 +207,13 @@ class Trainer:
         if self.resume:
             state = load_checkpoint(self.run_dir / LAST)
             load_weights(self.model, state, self.run_dir / LAST)
-            self.optimizer.load_state_dict(state["optimizer"])
-            self.progress = Progress(**state["progress"])
-            self._set_rng(state["rng"])
+            try:
+                self.optimizer.load_state_dict(state["optimizer"])
+                self.progress = Progress(**state["progress"])
+                self._set_rng(state["rng"])
+            except (KeyError, TypeError, ValueError, RuntimeError) as e:
+                raise CheckpointError(f"{self.run_dir / LAST}: cannot resume from it: training "
+                                      f"state missing or invalid ({e!r})") from None
             log.info(f"resumed {self.run_dir} at step {self.progress.step}")
         elif self.main:
             self.cfg.save(self.run_dir / CONFIG)
@@ -249,8 +274,8 @@ class Trainer:
             self.bar.close()
         if self.stop_reason == "signal":
             self._save(LAST, full=True)
-            raise RunError(f"interrupted at step {self.progress.step}; saved {self.run_dir / LAST}; "
-                           "continue with --resume")
+            raise RunError(f"interrupted at step {self.progress.step}; saved "
+                           f"{self.run_dir / LAST}; continue with --resume")
         if self.checkpointed_at != self.progress.step:
             with contextlib.suppress(Stop):
                 self._checkpoint()
@@ -264,6 +289,9 @@ class Trainer:
         return {"step": self.progress.step, "best": self.progress.best, **final}
 
     def _on_signal(self, signum, frame) -> None:
+        if self.stop_reason == "signal":  # a second Ctrl-C: the user will not wait for the save
+            raise RunError(f"interrupted twice: stopped without saving; {self.run_dir / LAST}, "
+                           "if there is one, holds the previous checkpoint")
         self.stop_reason = "signal"  # acted on between steps, so no step is left half-done
 
     def _epochs(self) -> None:
@@ -287,7 +315,8 @@ class Trainer:
                 if p.step % t.log_every == 0:
                     rate = tokens / max(time.perf_counter() - clock, 1e-9)
                     self._log({"event": "train", "step": p.step, "epoch": p.epoch,
-                               "loss": round(loss, 4), "lr": self._lr(), "tok_per_s": round(rate)})
+                               "loss": round(loss, 4) if math.isfinite(loss) else None,
+                               "lr": self._lr(), "tok_per_s": round(rate)})
                 if self.stop_reason == "signal":
                     raise Stop
                 if p.step % t.eval_every == 0:
@@ -315,26 +344,37 @@ class Trainer:
         loss = loss / batch.n_tgt_tokens
         self.optimizer.zero_grad(set_to_none=True)
         if not torch.isfinite(loss):
-            # Skip the update but keep the step: the next batch may well be fine.
-            self.bad_steps += 1
-            self.skipped_steps += 1
-            self._log({"event": "nonfinite_loss", "step": p.step + 1})
-            log.warn(f"step {p.step + 1}: loss is {loss.item()}; update skipped")
-            if self.bad_steps >= MAX_BAD_STEPS:
-                self._save(LAST, full=True)
-                raise RunError(f"loss was not finite for {self.bad_steps} steps in a row; stopped "
-                               f"at step {p.step} (lower train.lr or check the data)")
-            p.step += 1
-            return float("nan")
-        self.bad_steps = 0
+            return self._skip("nonfinite_loss", f"loss is {loss.item()}")
         self.scaler.scale(loss).backward()
-        if t.clip_norm > 0:
-            self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm)
+        self.scaler.unscale_(self.optimizer)  # a no-op without fp16
+        norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm or math.inf)
+        if not torch.isfinite(norm) and not self.scaler.is_enabled():
+            # A finite loss can still overflow in backward; stepping would write NaN weights.
+            # (fp16's scaler skips such steps itself, and lowers its scale.)
+            return self._skip("nonfinite_grad", f"gradient norm is {norm.item()}")
+        self.bad_steps = 0
         self.scaler.step(self.optimizer)
         self.scaler.update()
         p.step += 1
         return loss.item()
+
+    def _skip(self, event: str, why: str) -> float:
+        """Skip the update but keep the step (the next batch may well be fine); count it, and
+        stop the run, saving last.pt, after MAX_BAD_STEPS in a row."""
+        p = self.progress
+        self.optimizer.zero_grad(set_to_none=True)
+        self.bad_steps += 1
+        self.skipped_steps += 1
+        self._log({"event": event, "step": p.step + 1, "in_a_row": self.bad_steps,
+                   "skipped_steps": self.skipped_steps})
+        log.warn(f"step {p.step + 1}: {why}; update skipped ({self.bad_steps} in a row)")
+        if self.bad_steps >= MAX_BAD_STEPS:
+            self._save(LAST, full=True)
+            raise RunError(f"loss or gradients were not finite for {self.bad_steps} steps in a "
+                           f"row; stopped at step {p.step}, saved {self.run_dir / LAST} "
+                           "(lower train.lr or check the data)")
+        p.step += 1
+        return float("nan")
 
     # --- validation -------------------------------------------------------------------------
     @torch.no_grad()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from mt.checkpoint import Run, atomic_write, load_run
 from mt.config import DecodeConfig, override
 from mt.data import _fill, iter_lines, pad
 from mt.decode import Hypothesis, beam_search, greedy, sequence_scores
-from mt.errors import DataError
+from mt.errors import DataError, FileSystemError
 from mt.log import warn
 from mt.tokenizer import Tokenizer
 
@@ -104,6 +105,23 @@ class Translator:
             self.truncated = 0
 
 
+def _check_paths(src: str, out: str) -> None:
+    """Fail on a missing input or an unwritable output before the model is loaded."""
+    if src != "-" and Path(src).is_dir():
+        raise DataError(f"{src}: is a directory, expected a text file")
+    if src != "-" and not Path(src).is_file():
+        raise DataError(f"{src}: input file not found")
+    if out == "-":
+        return
+    out_path = Path(out)
+    if out_path.is_dir():
+        raise DataError(f"{out}: is a directory; give a file name for the translations")
+    if not out_path.parent.is_dir():
+        raise DataError(f"{out}: output directory {out_path.parent} does not exist")
+    if not os.access(out_path.parent, os.W_OK):
+        raise FileSystemError(f"{out}: output directory {out_path.parent} is not writable")
+
+
 def translate_file(run_path: Path, src: str, out: str, decode: DecodeConfig | None = None,
                    device: str = "cpu", decode_set: Sequence[str] = (), nbest: bool = False
                    ) -> int:
@@ -112,11 +130,10 @@ def translate_file(run_path: Path, src: str, out: str, decode: DecodeConfig | No
     decode_set: `decode.key=value` overrides of the run's saved config (command-line options).
     The n-best format (`format_nbest`) is written when `nbest` is set or decode.nbest > 1.
     """
+    _check_paths(src, out)
     run = load_run(run_path, device)
     decode = decode or override(run.cfg, decode_set, "command line").decode
     translator = Translator(run, decode, device)
-    if src != "-" and not Path(src).is_file():
-        raise DataError(f"{src}: input file not found")
     nbest = nbest or decode.nbest > 1
     lines = iter_lines(src)
     bar = tqdm(desc="translate", unit=" lines", disable=None, file=sys.stderr)
@@ -142,8 +159,6 @@ def translate_file(run_path: Path, src: str, out: str, decode: DecodeConfig | No
         stdout.detach()  # flush, but leave sys.stdout open
     else:
         out_path = Path(out)
-        if not out_path.parent.is_dir():
-            raise DataError(f"{out}: output directory does not exist")
 
         def write(tmp: str) -> None:
             with open(tmp, "w", encoding="utf-8", newline="\n") as f:

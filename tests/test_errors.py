@@ -1,0 +1,675 @@
+"""Bad input, faults and untrusted files: one `error:` line, a distinct exit code, nothing lost.
+
+Most cases run `mt` in this process (`cli`), which is the same `main()` as the command but
+spares a Python start per case; the end-to-end ones (signals, locks, pipes, --debug) run it
+in a subprocess.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import io
+import json
+import math
+import os
+import pickle
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+import mt.translate
+from conftest import ROOT, TINY, TOY, Result, assert_user_error, run_mt
+from mt.checkpoint import atomic_write, load_checkpoint, load_run, save_checkpoint
+from mt.cli import main
+from mt.config import load_config
+from mt.errors import CheckpointError, ConfigError, FileSystemError, RunError
+from mt.train import MAX_BAD_STEPS, Trainer
+from mt.translate import CHUNK_LINES, Translator, translate_file
+
+CONFIG = ROOT / "configs" / "toy.yaml"
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """Run `mt ARGS` in this process: exit code, stdout and stderr, as a user would see them."""
+    monkeypatch.chdir(ROOT)  # as run_mt: configs name data/toy relative to the repository
+
+    def run(*args: str, stdin: bytes | None = None) -> Result:
+        monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
+        monkeypatch.setenv("MT_DEBUG", "")
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        code = 0
+        try:
+            with own_signals():
+                main()
+        except SystemExit as e:
+            code = e.code
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run
+
+
+@contextlib.contextmanager
+def own_signals():
+    """main() installs SIGINT/SIGTERM handlers; give pytest its own back."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+
+
+@pytest.fixture(scope="session")
+def tiny(tiny_run):
+    return load_run(tiny_run)
+
+
+def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file's bytes and modification time, to show that nothing was touched."""
+    return {str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def leftovers(directory: Path) -> list[str]:
+    return [p.name for p in directory.iterdir() if p.name.endswith(".tmp")]
+
+
+def corpus(root: Path, n: int = 60, edit=None) -> Path:
+    """A small copy of the toy corpus; edit(src_lines, tgt_lines) may change the training pair."""
+    d = root / "corpus"
+    d.mkdir()
+    for split, count in (("train", n), ("val", 20)):
+        src = (TOY / f"{split}.en").read_bytes().split(b"\n")[:count]
+        tgt = (TOY / f"{split}.de").read_bytes().split(b"\n")[:count]
+        if split == "train" and edit:
+            edit(src, tgt)
+        (d / f"{split}.en").write_bytes(b"".join(line + b"\n" for line in src))
+        (d / f"{split}.de").write_bytes(b"".join(line + b"\n" for line in tgt))
+    return d
+
+
+def small_config(data_dir: Path, *sets: str) -> list[str]:
+    """--set options: the tiny model on a small corpus, validating by loss only (no BLEU)."""
+    options = [*TINY, f"data.dir={data_dir}", "train.eval_bleu=false", "train.metric=loss", *sets]
+    return [arg for s in options for arg in ("--set", s)]
+
+
+# --- one error path ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, needle", [
+    (["train", CONFIG, "--bogus"], "No such option: --bogus"),
+    (["translate"], "Missing argument"),
+    (["translate", "run", "--device"], "--device"),
+    (["eval", "run", "--split", "dev"], "--split"),
+])
+def test_usage_errors_are_one_line_with_exit_2(cli, args, needle):
+    r = cli(*args)
+    assert_user_error(r, 2, needle, "--help")
+    assert "Usage:" not in r.err and "╭" not in r.err  # no Click/Rich box, just the line
+
+
+def test_user_error_has_no_traceback_but_debug_shows_it(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    assert_user_error(run_mt("train", str(missing)), 3, str(missing), "not found")
+    r = run_mt("--debug", "train", str(missing))
+    assert r.code != 0 and "Traceback" in r.err and "ConfigError" in r.err, r.err
+
+
+def test_mt_debug_env_reraises(monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["mt", "train", "/nonexistent/c.yaml"])
+    monkeypatch.setenv("MT_DEBUG", "1")
+    with pytest.raises(ConfigError, match="not found"), own_signals():
+        main()
+
+
+@pytest.mark.parametrize("err, needles", [
+    (PermissionError(errno.EACCES, "Permission denied", "/x/out.txt"),
+     ["/x/out.txt: Permission denied", "check the permissions"]),
+    (OSError(errno.ENOSPC, "No space left on device", "/x/out.txt"),
+     ["/x/out.txt: No space left on device", "free some disk space"]),
+])
+def test_os_errors_from_anywhere_are_user_errors_with_exit_7(cli, monkeypatch, err, needles):
+    def fail(*args, **kwargs):
+        raise err
+
+    monkeypatch.setattr(mt.translate, "translate_file", fail)
+    assert_user_error(cli("translate", "run"), 7, *needles)
+
+
+def test_internal_errors_keep_their_traceback(cli, monkeypatch):
+    def bug(*args, **kwargs):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(mt.translate, "translate_file", bug)
+    r = cli("translate", "run")
+    assert r.code == 1
+    assert "Traceback" in r.err and "ValueError: a bug" in r.err
+    assert "internal error" in r.err and not r.err.startswith("error:")
+
+
+# --- configs ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("yaml_text, sets, needles", [
+    ("model:\n  d_model: 64\n n_heads: [\n", [], ["line 3"]),
+    ("model:\n  d_modle: 64\n", [], ["model.d_modle", "did you mean 'd_model'"]),
+    ("train:\n  lr: fast\n", [], ["train.lr", "must be float", "'fast'"]),
+    ("train:\n  max_tokens: 2.5\n", [], ["train.max_tokens", "must be int"]),
+    ("model:\n  d_ff: -1\n", [], ["model.d_ff must be positive"]),
+    ("model:\n  dropout: 1.0\n", [], ["model.dropout must be in [0, 1)"]),
+    ("model:\n  d_model: 100\n  n_heads: 3\n", [], ["divisible", "model.n_heads (3)"]),
+    ("data:\n  src_lang: zz\n", [], ["data.src_lang", "'zz'", "spaCy"]),
+    ("", ["trian.lr=1"], ["--set trian.lr=1", "did you mean 'train'"]),
+    ("", ["train.max_tokens=abc"], ["--set train.max_tokens=abc", "must be int"]),
+    ("", ["model.dropout=1.5"], ["model.dropout must be in [0, 1)"]),
+    ("", ["data.tgt_lang=zz"], ["data.tgt_lang", "'zz'"]),
+    ("", ["train.lr"], ["--set 'train.lr'", "key=value"]),
+])
+def test_config_errors_are_caught_at_load_before_any_work(cli, tmp_path, yaml_text, sets,
+                                                          needles):
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml_text)
+    out = tmp_path / "run"
+    r = cli("train", config, "--out", out, *[a for s in sets for a in ("--set", s)])
+    assert_user_error(r, 3, *needles)
+    assert not out.exists()  # refused before the run directory was made
+
+
+def test_error_stays_on_one_line_whatever_it_quotes(cli):
+    r = cli("train", CONFIG, "--set", "model.d_model=a\u2028b\nc\x85d")
+    assert_user_error(r, 3, "--set model.d_model=a\\u2028b\\nc\\x85d", "must be int")
+
+
+def test_missing_config_is_named(cli, tmp_path):
+    assert_user_error(cli("train", tmp_path / "none.yaml"), 3, "none.yaml", "not found")
+
+
+# --- data -------------------------------------------------------------------------------------
+
+def test_mismatched_parallel_files_name_both_and_their_counts(cli, tmp_path):
+    data = corpus(tmp_path, edit=lambda src, tgt: tgt.pop())
+    r = cli("train", CONFIG, "--out", tmp_path / "run", *small_config(data))
+    assert_user_error(r, 4, "train.en has 60 lines", "train.de has 59")
+
+
+def test_empty_and_missing_training_files(cli, tmp_path):
+    data = corpus(tmp_path, n=0)
+    r = cli("train", CONFIG, "--out", tmp_path / "r1", *small_config(data))
+    assert_user_error(r, 4, "train.en", "empty")
+    (data / "train.en").write_text("\n\n")
+    (data / "train.de").write_text("eins\n\n")
+    r = cli("train", CONFIG, "--out", tmp_path / "r3", *small_config(data))
+    assert_user_error(r, 4, "train.en", "no training pairs left")
+    r = cli("train", CONFIG, "--out", tmp_path / "r2", *small_config(tmp_path / "nowhere"))
+    assert_user_error(r, 4, "nowhere/train.en", "not found")
+
+
+def test_training_data_invalid_utf8_is_replaced_and_long_lines_dropped(tmp_path, capsys):
+    def edit(src, tgt):
+        src[2] = b"one \xff\xfe two"  # line 3
+        src[4] = tgt[4] = b" ".join([b"seven"] * 45)  # over data.max_len (40): dropped
+        src[5] = tgt[5] = b""  # empty: dropped
+
+    data = corpus(tmp_path, edit=edit)
+    cfg = load_config(CONFIG, [*TINY, f"data.dir={data}"])
+    trainer = Trainer(cfg, tmp_path / "run", "cpu")
+    trainer._load_data()
+    err = capsys.readouterr().err
+    assert "train.en: 1 line(s) had invalid UTF-8 (first at line 3)" in err
+    assert "58 training pairs (2 dropped" in err
+    assert any("\ufffd" in token for token in trainer.src_vocab.itos)  # the pair was kept
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_input(cli, tmp_path, tiny_run):
+    src = tmp_path / "in.txt"
+    src.write_text("one\n")
+    src.chmod(0)
+    assert_user_error(cli("translate", tiny_run, "-i", src), 4, "in.txt", "Permission denied")
+
+
+def test_translate_checks_paths_before_loading_the_model(cli, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("one two\n")
+    run = tmp_path / "no-such-run"  # never reached: the path errors come first
+    assert_user_error(cli("translate", run, "-i", tmp_path / "nope.txt"), 4, "nope.txt",
+                      "not found")
+    assert_user_error(cli("translate", run, "-i", tmp_path), 4, "is a directory")
+    assert_user_error(cli("translate", run, "-i", src, "-o", tmp_path), 4, "is a directory")
+    assert_user_error(cli("translate", run, "-i", src, "-o", tmp_path / "no" / "out.txt"), 4,
+                      "output directory", "does not exist")
+
+
+def test_translate_invalid_utf8_from_file_and_stdin(cli, tmp_path, tiny_run):
+    data = b"one two\n\xff\xfe three\n\nfour \xc3\n"
+    src = tmp_path / "in.txt"
+    src.write_bytes(data)
+    for args, stdin, name in ((["-i", src], None, str(src)), ([], data, "-")):
+        r = cli("translate", tiny_run, *args, stdin=stdin)
+        assert r.code == 0, r.err
+        assert r.out.count("\n") == 4 and r.out.split("\n")[2] == "", r.out
+        assert f"{name}: 2 line(s) had invalid UTF-8 (first at line 2)" in r.err
+
+
+# --- checkpoints from elsewhere ---------------------------------------------------------------
+
+class Payload:
+    """Unpickling this runs a command; a safe loader must refuse before it does."""
+
+    marker = ""
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+@pytest.fixture
+def run_copy(tiny_run, tmp_path) -> Path:
+    return Path(shutil.copytree(tiny_run, tmp_path / "run"))
+
+
+def test_checkpoint_with_code_is_refused_and_never_run(cli, run_copy, tmp_path):
+    marker = tmp_path / "pwned"
+    Payload.marker = str(marker)
+    os.system(f"touch {tmp_path / 'control'}")  # the payload does work when it is run
+    assert (tmp_path / "control").exists()
+    torch.save({"model": Payload(), "step": 1}, run_copy / "best.pt")
+    with pytest.raises(CheckpointError, match="refused to load"):
+        load_checkpoint(run_copy / "best.pt")
+    r = cli("translate", run_copy, stdin=b"one\n")
+    assert_user_error(r, 5, "best.pt", "refused to load", "posix.system")
+    assert "weights_only" not in r.err  # never advise the unsafe way
+    (run_copy / "best.pt").write_bytes(pickle.dumps({"model": Payload()}))  # a bare pickle
+    assert_user_error(cli("translate", run_copy, stdin=b"one\n"), 5, "best.pt",
+                      "not a PyTorch zip archive")
+    assert not marker.exists()
+
+
+def garbled_pickle(good: bytes) -> bytes:
+    """The checkpoint's zip archive with its pickle replaced by text."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(good)) as src, zipfile.ZipFile(buf, "w") as dst:
+        for name in src.namelist():
+            dst.writestr(name, b"not a pickle" if name.endswith("data.pkl") else src.read(name))
+    return buf.getvalue()
+
+
+def test_truncated_corrupted_and_foreign_checkpoints(cli, run_copy):
+    ckpt = run_copy / "best.pt"
+    good = ckpt.read_bytes()
+    for content in (good[: len(good) // 2], good[:100], b"", os.urandom(4096),
+                    b"model: weights\n", garbled_pickle(good)):
+        ckpt.write_bytes(content)
+        assert_user_error(cli("translate", run_copy, stdin=b"one\n"), 5, "best.pt",
+                          "truncated or corrupted")
+    torch.save({"weights": torch.zeros(3)}, ckpt)
+    assert_user_error(cli("translate", run_copy, stdin=b"one\n"), 5, "not an mt checkpoint")
+
+
+def test_checkpoint_that_does_not_fit_the_vocabulary(cli, run_copy):
+    vocab = run_copy / "vocab.tgt.txt"
+    vocab.write_text(vocab.read_text() + "extra1\nextra2\n")
+    assert_user_error(cli("translate", run_copy, stdin=b"one\n"), 5, "does not match",
+                      "vocab")
+
+
+def test_checkpoint_that_does_not_fit_the_config(cli, run_copy):
+    config = run_copy / "config.yaml"
+    config.write_text(config.read_text().replace("d_ff: 128", "d_ff: 96"))
+    assert_user_error(cli("translate", run_copy, stdin=b"one\n"), 5, "does not match")
+
+
+@pytest.mark.parametrize("name", ["vocab.src.txt", "vocab.tgt.txt", "config.yaml"])
+def test_run_directory_missing_a_file(cli, run_copy, name):
+    (run_copy / name).unlink()
+    assert_user_error(cli("translate", run_copy, stdin=b"one\n"), 5, name, "missing")
+
+
+def test_resume_needs_the_training_state(cli, run_copy):
+    shutil.copy(run_copy / "best.pt", run_copy / "last.pt")  # weights only
+    r = cli("train", "--out", run_copy, "--resume", "--device", "cpu")
+    assert_user_error(r, 5, "last.pt", "cannot resume")
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+def test_second_training_into_a_locked_directory_is_refused(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    with open(run / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running `mt train` holds it
+        before = snapshot(run)
+        r = run_mt("train", str(CONFIG), "--out", str(run), "--device", "cpu")
+    assert_user_error(r, 6, str(run), "another training run")
+    assert snapshot(run) == before
+
+
+def test_locked_directory_refused_even_with_resume(cli, run_copy):
+    with open(run_copy / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        before = snapshot(run_copy)
+        r = cli("train", "--out", run_copy, "--resume", "--device", "cpu")
+    assert_user_error(r, 6, "another training run")
+    assert snapshot(run_copy) == before
+
+
+def test_existing_run_is_refused_without_resume_and_left_untouched(cli, run_copy):
+    before = snapshot(run_copy)
+    r = cli("train", CONFIG, "--out", run_copy, "--device", "cpu")
+    assert_user_error(r, 6, str(run_copy), "holds a run already", "--resume")
+    assert snapshot(run_copy) == before
+
+
+def test_unwritable_run_directory_is_reported_before_training(cli, tmp_path, monkeypatch):
+    nowhere = ["--set", f"data.dir={tmp_path / 'no-data'}"]  # reading data would fail: it must
+    a_file = tmp_path / "file"                                # not get that far
+    a_file.write_text("x")
+    assert_user_error(cli("train", CONFIG, "--out", a_file, *nowhere), 6, "not a directory")
+    assert_user_error(cli("train", CONFIG, "--out", a_file / "run", *nowhere), 6,
+                      "cannot create the run directory")
+    read_only, access = tmp_path / "ro", os.access  # chmod would not stop root: pretend
+
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != read_only
+                        and access(path, mode))
+    assert_user_error(cli("train", CONFIG, "--out", read_only, *nowhere), 6, "not writable")
+
+
+def nonfinite(net):
+    return lambda src, tgt_in: net(src, tgt_in) * float("nan")
+
+
+def test_nonfinite_loss_skips_the_update_is_logged_and_stops_the_run(tmp_path, capsys):
+    cfg = load_config(CONFIG, [*TINY, f"data.dir={corpus(tmp_path)}"])
+    trainer = Trainer(cfg, tmp_path / "run", "cpu")
+    trainer._prepare_run_dir()
+    trainer._load_data()
+    trainer._build()
+    batch = trainer.train_data.batches(cfg.train.max_tokens)[0]
+    weights = lambda: {k: v.clone() for k, v in trainer.model.state_dict().items()}  # noqa: E731
+    start, good_net = weights(), trainer.net
+
+    trainer.net = nonfinite(good_net)
+    for _ in range(MAX_BAD_STEPS - 1):
+        assert math.isnan(trainer._step(batch))
+    assert all(torch.equal(start[k], v) for k, v in weights().items())  # no update applied
+    trainer.net = good_net
+    assert math.isfinite(trainer._step(batch)) and trainer.bad_steps == 0  # a good step resets
+    trained = weights()
+    assert not all(torch.equal(start[k], v) for k, v in trained.items())
+
+    trainer.net = nonfinite(good_net)
+    with pytest.raises(RunError, match=f"not finite for {MAX_BAD_STEPS} steps in a row") as e:
+        for _ in range(MAX_BAD_STEPS):
+            trainer._step(batch)
+    assert "last.pt" in str(e.value) and "train.lr" in str(e.value)
+    saved = load_checkpoint(tmp_path / "run" / "last.pt")["model"]
+    assert all(torch.equal(trained[k], v) and v.isfinite().all() for k, v in saved.items())
+    events = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    skipped = [e for e in events if e["event"] == "nonfinite_loss"]
+    assert len(skipped) == 2 * MAX_BAD_STEPS - 1
+    assert skipped[-1]["in_a_row"] == MAX_BAD_STEPS
+    assert skipped[-1]["skipped_steps"] == 2 * MAX_BAD_STEPS - 1
+    assert "update skipped" in capsys.readouterr().err
+
+
+def test_nonfinite_gradient_skips_the_update(tmp_path):
+    cfg = load_config(CONFIG, [*TINY, f"data.dir={corpus(tmp_path)}", "train.clip_norm=0"])
+    trainer = Trainer(cfg, tmp_path / "run", "cpu")
+    trainer._prepare_run_dir()
+    trainer._load_data()
+    trainer._build()
+    batch = trainer.train_data.batches(cfg.train.max_tokens)[0]
+    start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    param = next(trainer.model.parameters())
+    hook = param.register_hook(lambda g: g * float("inf"))  # a finite loss, overflowing grads
+    assert math.isnan(trainer._step(batch))
+    hook.remove()
+    assert all(torch.equal(start[k], v) for k, v in trainer.model.state_dict().items())
+    events = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert [e["event"] for e in events] == ["nonfinite_grad"]
+
+
+def start_training(run: Path, data: Path) -> subprocess.Popen:
+    args = ["train", str(CONFIG), "--out", str(run), "--device", "cpu",
+            *small_config(data, "train.max_epochs=1000", "train.log_every=1")]
+    return subprocess.Popen([sys.executable, "-m", "mt", *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "MT_DEBUG": ""},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def wait_for_steps(p: subprocess.Popen, metrics: Path, steps: int, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert p.poll() is None, p.communicate()
+        if metrics.exists() and sum('"train"' in line for line in metrics.open()) >= steps:
+            return
+        time.sleep(0.2)
+    p.kill()
+    pytest.fail("training made no progress")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_saves_last_checkpoint_and_resume_continues(tmp_path, sig):
+    run = tmp_path / "run"
+    p = start_training(run, corpus(tmp_path, n=200))
+    wait_for_steps(p, run / "metrics.jsonl", 3)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=300)
+    r = Result(p.returncode, out, err)
+    assert_user_error(r, 6, "interrupted at step", "last.pt", "--resume")
+    step = int(re.search(r"interrupted at step (\d+)", err).group(1))
+    state = load_checkpoint(run / "last.pt")
+    assert state["step"] == state["progress"]["step"] == step >= 3
+    if sig == signal.SIGINT:
+        return  # the same path; resume once is enough
+    r = run_mt("train", "--out", str(run), "--resume", "--device", "cpu",
+               "--set", f"train.max_steps={step + 2}")
+    assert r.code == 0, r.err
+    assert f"at step {step}" in r.err
+    assert json.loads(r.out.splitlines()[-1])["step"] == step + 2
+
+
+def test_a_second_signal_stops_at_once(tmp_path):
+    trainer = Trainer(load_config(CONFIG, TINY), tmp_path / "run", "cpu")
+    trainer._on_signal(signal.SIGINT, None)
+    assert trainer.stop_reason == "signal"  # the first only asks the loop to save and stop
+    with pytest.raises(RunError, match="interrupted twice: stopped without saving"):
+        trainer._on_signal(signal.SIGINT, None)
+
+
+# --- partial writes ---------------------------------------------------------------------------
+
+def test_atomic_write_failure_leaves_the_old_file_and_no_temp_file(tmp_path):
+    target = tmp_path / "out.txt"
+    target.write_text("old\n")
+
+    def crash(tmp):
+        Path(tmp).write_text("half of the ne")
+        raise RuntimeError("crash mid-write")
+
+    def disk_full(tmp):
+        Path(tmp).write_text("half of the ne")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    def ctrl_c(tmp):
+        Path(tmp).write_text("half of the ne")
+        raise KeyboardInterrupt
+
+    with pytest.raises(RuntimeError):
+        atomic_write(target, crash)
+    with pytest.raises(FileSystemError, match="out.txt: No space left on device"):
+        atomic_write(target, disk_full)
+    with pytest.raises(KeyboardInterrupt):
+        atomic_write(target, ctrl_c)
+    assert target.read_text() == "old\n"
+    assert leftovers(tmp_path) == []
+    atomic_write(target, lambda tmp: Path(tmp).write_text("new\n"))
+    assert target.read_text() == "new\n" and leftovers(tmp_path) == []
+
+
+def test_checkpoint_save_on_a_full_disk_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    ckpt = tmp_path / "last.pt"
+    save_checkpoint(ckpt, {"model": {"w": torch.ones(3)}, "step": 1})
+    before = ckpt.read_bytes()
+
+    def full(obj, f):
+        f.write(b"PK\x03\x04 partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr("mt.checkpoint.torch.save", full)
+    with pytest.raises(FileSystemError, match="last.pt: No space left on device"):
+        save_checkpoint(ckpt, {"model": {"w": torch.zeros(3)}, "step": 2})
+    assert ckpt.read_bytes() == before and load_checkpoint(ckpt)["step"] == 1
+    assert leftovers(tmp_path) == []
+
+
+# --- translate under load ---------------------------------------------------------------------
+
+def big_input(n: int = 100_000) -> tuple[bytes, int, int]:
+    """n lines, mostly empty or short, some not UTF-8, a few too long: (bytes, bad, long)."""
+    words = "one two three four five six seven eight nine ten".split()
+    lines, bad, long = [], 0, 0
+    for i in range(n):
+        if i % 1000 == 7:
+            lines.append(b"\xff\xfe " + words[i % 10].encode())
+            bad += 1
+        elif i in (500, n // 2, n - 3):
+            lines.append(" ".join(words * 40).encode())  # 400 tokens > 256 positions
+            long += 1
+        elif i % 1000 == 11:
+            lines.append(" \t\x0b\x0c\u0085\u2028\u2029\u3000 ".encode())  # only whitespace
+        elif i % 10 == 3:
+            lines.append(" ".join(words[i % 7: i % 7 + 1 + i % 3]).encode())
+        elif i % 100 == 9:
+            lines.append("two\rthree\u2028four \x00 five".encode())
+        else:
+            lines.append(b"")
+    return b"\n".join(lines) + b"\n", bad, long
+
+
+def test_100k_lines_one_output_line_each(tmp_path, tiny_run):
+    data, bad, long = big_input()
+    out = tmp_path / "out.txt"
+    r = run_mt("translate", str(tiny_run), "-o", str(out), "--device", "cpu", input=data)
+    assert r.code == 0, r.err
+    assert f"-: {bad} line(s) had invalid UTF-8 (first at line 8)" in r.err
+    assert f"{long} source line(s) longer than model.max_positions (256 tokens)" in r.err
+    text = out.read_text(encoding="utf-8")
+    outputs = text.split("\n")
+    assert outputs.pop() == "" and len(outputs) == 100_000
+    assert text.splitlines() == outputs  # no other line separator inside a line
+    for src, hyp in zip(data.split(b"\n"), outputs):
+        assert (hyp == "") == (src.decode("utf-8", "replace").strip() == "")
+    assert leftovers(tmp_path) == []
+
+
+def test_translate_stream_never_reads_ahead_more_than_a_chunk(tiny):
+    consumed = 0
+
+    def endless():
+        nonlocal consumed
+        while True:
+            consumed += 1
+            yield "one two three"
+
+    first = next(iter(Translator(tiny).translate_stream(endless())))
+    assert first and consumed <= CHUNK_LINES
+
+
+def test_stdin_is_translated_while_it_is_still_being_written(tiny_run):
+    p = subprocess.Popen([sys.executable, "-m", "mt", "translate", str(tiny_run)], cwd=ROOT,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    got, first = [], threading.Event()
+
+    def read():
+        for line in p.stdout:
+            got.append(line)
+            first.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    p.stdin.write(b"one two\n" * CHUNK_LINES)
+    p.stdin.flush()
+    try:
+        assert first.wait(timeout=300), "no output before the end of the input"
+        assert p.poll() is None  # still running: stdin is open
+    finally:
+        p.stdin.write(b"three\n" * 10)
+        p.stdin.close()
+        reader.join(timeout=300)
+        p.wait(timeout=60)
+    assert p.returncode == 0, p.stderr.read()
+    assert len(got) == CHUNK_LINES + 10
+
+
+def test_crash_mid_file_leaves_no_partial_output(tmp_path, tiny_run, monkeypatch):
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("one two\n" * 40)
+    out.write_text("previous translations\n")
+    monkeypatch.setattr(mt.translate, "CHUNK_LINES", 5)
+    real = Translator.translate_stream
+
+    def crashing(self, lines):
+        for i, hyp in enumerate(real(self, lines)):
+            if i == 23:
+                raise RuntimeError("crash mid-file")
+            yield hyp
+
+    monkeypatch.setattr(Translator, "translate_stream", crashing)
+    with pytest.raises(RuntimeError, match="crash mid-file"):
+        translate_file(tiny_run, str(src), str(out))
+    assert out.read_text() == "previous translations\n"
+    assert leftovers(tmp_path) == []
+
+
+def test_disk_full_mid_file_is_one_line_and_keeps_the_old_output(cli, tmp_path, tiny_run,
+                                                                  monkeypatch):
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("one two\n" * 10)
+    out.write_text("previous translations\n")
+
+    def full(self, lines):
+        yield "ein"
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Translator, "translate_stream", full)
+    r = cli("translate", tiny_run, "-i", src, "-o", out)
+    assert_user_error(r, 7, f"{out}: No space left on device", "free some disk space")
+    assert out.read_text() == "previous translations\n"
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGTERM, 143, "terminated"),
+                                             (signal.SIGINT, 130, "interrupted")])
+def test_signal_mid_translation_leaves_no_partial_output(tmp_path, tiny_run, sig, code, word):
+    out = tmp_path / "out.txt"
+    out.write_text("previous translations\n")
+    p = subprocess.Popen([sys.executable, "-m", "mt", "translate", str(tiny_run), "-o", str(out)],
+                         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env={**os.environ, "MT_DEBUG": ""},
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p.stdin.write(b"one two\n" * 100)  # less than a chunk: it waits for more, mid-file
+    p.stdin.flush()
+    deadline = time.monotonic() + 300
+    while not leftovers(tmp_path) and time.monotonic() < deadline:  # writing has begun
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.1)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == code, err
+    assert word in err.decode() and "Traceback" not in err.decode()
+    assert out.read_text() == "previous translations\n"
+    assert leftovers(tmp_path) == []
