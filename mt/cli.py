@@ -47,7 +47,8 @@ def train(
     from mt.train import train as run_training
 
     result = run_training(config, set_, out, device, resume)
-    print(json.dumps(result))
+    if int(os.environ.get("RANK", 0)) == 0:  # under torchrun, one summary
+        print(json.dumps(result))
 
 
 # Decoding options; each one given overrides the run's saved `decode:` section (README, Decoding).

@@ -169,8 +169,9 @@ def _check_override(raw: dict, item: str) -> None:
 
 
 def _nearest(name: str, options: typing.Iterable[str]) -> str:
-    match = difflib.get_close_matches(name, list(options), n=1, cutoff=0.5)
-    return f"; did you mean '{match[0]}'?" if match else ""
+    options = list(options)
+    match = difflib.get_close_matches(name, options, n=1, cutoff=0.5)
+    return f"; did you mean '{match[0]}'?" if match else f"; valid keys: {', '.join(options)}"
 
 
 def _build(cls, raw: object, where: str, prefix: str):
@@ -208,6 +209,12 @@ def _coerce(value: object, kind: type, where: str, key: str):
             return value
         if k is float and isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if k is float and isinstance(value, str):
+            # PyYAML reads `3e-4` (no dot) as a string; accept what Python reads as a number.
+            try:
+                return float(value)
+            except ValueError:
+                pass
         if k is str and isinstance(value, str):
             return value
     names = " or ".join(getattr(k, "__name__", str(k)) for k in kinds)

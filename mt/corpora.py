@@ -29,7 +29,8 @@ def multi30k(dest: Path, source: Path | None = None) -> list[Path]:
             if source is not None:
                 origin = Path(source) / name
                 if not origin.is_file():
-                    raise DataError(f"{origin}: not found (expected Multi30k raw files in {source})")
+                    raise DataError(f"{origin}: not found (expected the Multi30k raw files "
+                                    f"in {source})")
                 atomic_write(target, lambda tmp, o=origin: shutil.copyfile(o, tmp))
             else:
                 _download(MULTI30K_URL + name, target)

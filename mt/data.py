@@ -13,9 +13,9 @@ from pathlib import Path
 import torch
 
 from mt.errors import DataError
+from mt.log import warn
 from mt.tokenizer import Tokenizer
 from mt.vocab import BOS, EOS, PAD, Vocab
-from mt.log import warn
 
 
 def open_text(path: str | Path) -> io.TextIOBase:
@@ -89,8 +89,8 @@ class Batch:
     n_tgt_tokens: int  # non-pad target tokens: the loss normalizer
 
     def to(self, device: torch.device) -> Batch:
-        return Batch(self.src.to(device, non_blocking=True), self.tgt_in.to(device, non_blocking=True),
-                     self.tgt_out.to(device, non_blocking=True), self.n_tgt_tokens)
+        move = lambda t: t.to(device, non_blocking=True)  # noqa: E731
+        return Batch(move(self.src), move(self.tgt_in), move(self.tgt_out), self.n_tgt_tokens)
 
 
 def pad(seqs: list[list[int]], value: int = PAD) -> torch.Tensor:

@@ -7,13 +7,13 @@ import typing
 from pathlib import Path
 
 from sacrebleu.metrics import BLEU, CHRF
+from tqdm import tqdm
 
 from mt.checkpoint import atomic_write, load_run
 from mt.config import DecodeConfig, override
 from mt.data import read_parallel, split_path
 from mt.errors import DataError
 from mt.translate import Translator
-from tqdm import tqdm
 
 
 def score(hyps: list[str], refs: list[str]) -> dict:
@@ -40,7 +40,8 @@ def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
     if src is None:
         d = run.cfg.data
         name = {"val": d.val, "test": d.test}.get(split or "test", split)
-        src_path, ref_path = split_path(d.dir, name, d.src_lang), split_path(d.dir, name, d.tgt_lang)
+        src_path = split_path(d.dir, name, d.src_lang)
+        ref_path = split_path(d.dir, name, d.tgt_lang)
     else:
         if ref is None:
             raise DataError("--src needs --ref (the reference translations)")

@@ -147,13 +147,14 @@ class Trainer:
         except BlockingIOError:
             raise RunError(f"{self.run_dir}: another training run is using this directory; wait "
                            "for it to finish or choose another --out") from None
-        has_run = (self.run_dir / LAST).exists() or (self.run_dir / CONFIG).exists()
-        if has_run and not self.resume:
+        # Only a checkpoint makes a run worth keeping: one stopped before its first save starts
+        # afresh (its config and vocab are rewritten).
+        if (self.run_dir / LAST).exists() and not self.resume:
             raise RunError(f"{self.run_dir}: holds a run already; add --resume to continue it, "
                            "or choose another --out")
         if self.resume and not (self.run_dir / LAST).exists():
             raise RunError(f"{self.run_dir}: nothing to resume (no {LAST}: the run stopped "
-                           "before its first checkpoint); choose another --out or delete it")
+                           "before its first checkpoint); run again without --resume")
         free = shutil.disk_usage(self.run_dir).free
         if free < 50 * 2**20:
             raise RunError(f"{self.run_dir}: only {free // 2**20} MiB free on disk")
@@ -255,7 +256,8 @@ class Trainer:
 
     # --- the loop ---------------------------------------------------------------------------
     def fit(self) -> dict:
-        self._prepare_run_dir()
+        if self.main:  # under torchrun, rank 0 alone owns the run directory
+            self._prepare_run_dir()
         self._load_data()
         self._build()
         t = self.cfg.train
@@ -343,7 +345,9 @@ class Trainer:
         loss, _ = label_smoothed_loss(logits, batch.tgt_out, t.label_smoothing)
         loss = loss / batch.n_tgt_tokens
         self.optimizer.zero_grad(set_to_none=True)
-        if not torch.isfinite(loss):
+        # Under DDP every process must take the same branch, or the others wait forever in the
+        # gradient all-reduce: there a bad loss shows up in the (shared) gradient norm below.
+        if self.world == 1 and not torch.isfinite(loss):
             return self._skip("nonfinite_loss", f"loss is {loss.item()}")
         self.scaler.scale(loss).backward()
         self.scaler.unscale_(self.optimizer)  # a no-op without fp16

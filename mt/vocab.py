@@ -27,7 +27,8 @@ class Vocab:
         for s in SPECIALS:
             counts.pop(s, None)
         # Most frequent first; ties broken alphabetically so builds are reproducible.
-        ranked = sorted((t for t, c in counts.items() if c >= min_freq), key=lambda t: (-counts[t], t))
+        kept = (t for t, c in counts.items() if c >= min_freq)
+        ranked = sorted(kept, key=lambda t: (-counts[t], t))
         if max_size > 0:
             ranked = ranked[:max_size]
         return cls(SPECIALS + ranked)
@@ -59,7 +60,8 @@ class Vocab:
         try:
             tokens = path.read_text(encoding="utf-8").split("\n")
         except FileNotFoundError:
-            raise CheckpointError(f"{path}: vocabulary file missing from the run directory") from None
+            raise CheckpointError(f"{path}: vocabulary file missing from the run "
+                                  "directory") from None
         except (OSError, UnicodeDecodeError) as e:
             raise CheckpointError(f"{path}: cannot read vocabulary ({e})") from None
         if tokens and tokens[-1] == "":

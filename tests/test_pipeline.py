@@ -1,6 +1,9 @@
 """End to end: a tiny model trained for real on the toy corpus, then the CLI on top of it."""
 
 import json
+import os
+import subprocess
+import sys
 
 import torch
 
@@ -91,3 +94,19 @@ def test_resume_continues_exactly(tmp_path):
         assert torch.equal(tensor, b["model"][name]), name
     c = load_checkpoint(tmp_path / "split" / "best.pt")
     assert set(c) == {"model", "step"}  # best.pt carries weights only
+
+
+def test_distributed_training_under_torchrun(tmp_path):
+    """Two CPU processes (gloo) train one model: rank 0 alone writes the run directory."""
+    out = tmp_path / "ddp"
+    sets = [*TINY, "train.max_steps=4", "train.eval_bleu=false", "train.metric=loss"]
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "-m", "mt",
+           "train", str(ROOT / "configs/toy.yaml"), "--out", str(out), "--device", "cpu"]
+    for s in sets:
+        cmd += ["--set", s]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    p = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert [json.loads(line)["step"] for line in p.stdout.splitlines()] == [4]
+    assert load_checkpoint(out / "last.pt")["step"] == 4
+    assert len([e for e in read_metrics(out) if e["event"] == "valid"]) == 1

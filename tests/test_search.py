@@ -8,8 +8,8 @@ import itertools
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import TOY, assert_user_error, run_mt
 
+from conftest import TOY, assert_user_error, run_mt
 from mt import decode
 from mt.checkpoint import load_run
 from mt.config import DecodeConfig, ModelConfig, load_config
