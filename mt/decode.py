@@ -140,9 +140,10 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor
 def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[list[Hypothesis]]:
     """src (B, S) -> for each sentence up to cfg.nbest distinct hypotheses, best first.
 
-    The flat batch holds K rows per running sentence. The encoder runs once and its cache is
-    tiled to B*K rows; each step takes one topk over K*V and moves the beams with one
-    `cache.reorder`, which also drops the rows of sentences that are done.
+    The flat batch holds K rows per running sentence. The encoder runs once and its keys and
+    values are shared by the sentence's K rows (`cache.expand`); each step takes one topk over
+    K*V and moves the beams with one `cache.reorder`, which also drops the rows of sentences
+    that are done.
 
     A sentence stops when its n-best list is final (see `_done`); the search ends when every
     sentence has stopped.
@@ -154,7 +155,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[li
     limits = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.cfg.max_positions)
     B, dev = src.size(0), src.device
     first_limit = int(limits.min())  # no row is forced to end before this step
-    cache = cache.reorder(torch.arange(B, device=dev).repeat_interleave(K))  # tile: (B*K) rows
+    cache = cache.expand(K)  # (B*K) rows, K per sentence, sharing the encoder's keys/values
     rows = torch.arange(B, device=dev)  # original sentence of each running sentence
     scores = torch.full((B, K), float("-inf"), device=dev)  # (b, K) log-probs of live beams
     scores[:, 0] = 0.0  # K identical empty beams: start from one so candidates are distinct

@@ -57,11 +57,22 @@ class MultiHeadAttention(nn.Module):
     def forward(self, x: torch.Tensor, kv: KV, mask: torch.Tensor | None, is_causal: bool = False,
                 need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T, D = x.shape
+        H, Dh = self.n_heads, D // self.n_heads
         # 1) project the queries (keys and values arrive projected, possibly cached)
         q = self._split(self.q_proj(x))  # (B, H, T, Dh)
+        # Beam search: G consecutive rows share one sentence's encoder keys/values, so they
+        # attend as one block of G*T queries, (B/G, H, G*T, Dh). Only for cross-attention.
+        G = B // kv[0].size(0)
+        if G > 1:
+            q = q.view(-1, G, H, T, Dh).transpose(1, 2).reshape(-1, H, G * T, Dh)
         # 2) attend
         p = self.dropout if self.training else 0.0
         out, weights = attention(q, kv[0], kv[1], mask, is_causal, p, need_weights)
+        if G > 1:
+            out = out.view(-1, H, G, T, Dh).transpose(1, 2).reshape(B, H, T, Dh)
+            if weights is not None:
+                weights = weights.view(-1, H, G, T, weights.size(-1)).transpose(1, 2)
+                weights = weights.reshape(B, H, T, -1)
         # 3) concatenate heads and project back
         out = out.transpose(1, 2).reshape(B, T, D)
         return self.out_proj(out), weights
@@ -129,20 +140,46 @@ class DecoderLayer(nn.Module):
         return self.res[2](x, self.ff), new_kv
 
 
+def _pick(kv: KV | None, index: torch.Tensor) -> KV | None:
+    return None if kv is None else (kv[0][index], kv[1][index])
+
+
 @dataclass
 class DecoderCache:
-    """Everything incremental decoding carries between steps; rows follow the batch (B)."""
+    """Everything incremental decoding carries between steps.
+
+    Rows (the decoder's batch) come in blocks of `group` consecutive rows per source sentence:
+    1 normally, K in beam search, whose K hypotheses share one copy of the encoder's keys and
+    values rather than K copies (less memory, and nothing to copy when hypotheses move).
+    """
 
     pos: int  # target positions decoded so far
-    src_mask: torch.Tensor  # (B, 1, 1, S)
-    cross: list[KV]  # per layer: encoder keys/values, computed once
-    past: list[KV | None]  # per layer: self-attention keys/values so far, (B, H, pos, Dh)
+    src_mask: torch.Tensor  # (B, 1, 1, S), one per source sentence
+    cross: list[KV]  # per layer: encoder keys/values, computed once, (B, H, S, Dh)
+    past: list[KV | None]  # per layer: self-attention keys/values so far, (B*group, H, pos, Dh)
+    group: int = 1  # rows per source sentence
 
     def reorder(self, index: torch.Tensor) -> DecoderCache:
-        """Select/repeat batch rows (beam search moves hypotheses; finished rows are dropped)."""
-        pick = lambda kv: None if kv is None else (kv[0][index], kv[1][index])  # noqa: E731
-        return DecoderCache(self.pos, self.src_mask[index], [pick(kv) for kv in self.cross],
-                            [pick(kv) for kv in self.past])
+        """Select/repeat rows: beam search moves hypotheses, finished rows are dropped.
+
+        With group > 1, `index` must keep rows in blocks of `group`, each block drawn from a
+        single sentence's rows (as beam search does); sentences are then picked by block.
+        """
+        sent = index if self.group == 1 else index[:: self.group] // self.group
+        b = self.src_mask.size(0)
+        if sent.numel() == b and torch.equal(sent, torch.arange(b, device=sent.device)):
+            src_mask, cross = self.src_mask, self.cross  # same sentences: nothing to copy
+        else:
+            src_mask, cross = self.src_mask[sent], [_pick(kv, sent) for kv in self.cross]
+        return DecoderCache(self.pos, src_mask, cross, [_pick(kv, index) for kv in self.past],
+                            self.group)
+
+    def expand(self, k: int) -> DecoderCache:
+        """Each row becomes k consecutive rows (beam search's hypotheses) sharing its sentence."""
+        rows = torch.arange(self.src_mask.size(0) * self.group, device=self.src_mask.device)
+        return DecoderCache(self.pos, self.src_mask, self.cross,
+                            [_pick(kv, rows.repeat_interleave(k)) for kv in self.past],
+                            self.group * k)
 
 
 class PositionalEncoding(nn.Module):
@@ -234,7 +271,7 @@ class Seq2Seq(nn.Module):
             x, new_kv = layer(x, kv, cross, cache.src_mask, self_mask, is_causal)
             past.append(new_kv)
         logits = self.generator(self.dec_norm(x))
-        return logits, DecoderCache(P + T, cache.src_mask, cache.cross, past)
+        return logits, DecoderCache(P + T, cache.src_mask, cache.cross, past, cache.group)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) for training."""
