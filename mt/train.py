@@ -167,24 +167,19 @@ class Trainer:
                                              split_path(d.dir, d.train, d.tgt_lang))
         val_src, val_tgt = read_parallel(split_path(d.dir, d.val, d.src_lang),
                                          split_path(d.dir, d.val, d.tgt_lang))
+        src_toks = self.src_tok.tokenize_many(src_lines)
+        tgt_toks = self.tgt_tok.tokenize_many(tgt_lines)
         if self.resume:
             self.src_vocab = Vocab.load(self.run_dir / SRC_VOCAB)
             self.tgt_vocab = Vocab.load(self.run_dir / TGT_VOCAB)
-            src_toks, tgt_toks = None, None
-        else:
-            # The vocabulary sees the training split only: no leak from val/test.
-            src_toks = self.src_tok.tokenize_many(src_lines)
-            tgt_toks = self.tgt_tok.tokenize_many(tgt_lines)
-            both = src_toks + tgt_toks if d.shared_vocab else None
-            self.src_vocab = Vocab.build(both or src_toks, d.min_freq, d.max_size)
-            self.tgt_vocab = (self.src_vocab if d.shared_vocab
-                              else Vocab.build(tgt_toks, d.min_freq, d.max_size))
-        if src_toks is None:
-            self.train_data = ParallelData.from_text(src_lines, tgt_lines, self.src_tok,
-                                                     self.tgt_tok, self.src_vocab, self.tgt_vocab)
-        else:
-            self.train_data = ParallelData([self.src_vocab.encode(t) for t in src_toks],
-                                           [self.tgt_vocab.encode(t) for t in tgt_toks])
+        elif d.shared_vocab:
+            self.src_vocab = self.tgt_vocab = Vocab.build(src_toks + tgt_toks, d.min_freq,
+                                                          d.max_size)
+        else:  # from the training split only: no leak from val/test
+            self.src_vocab = Vocab.build(src_toks, d.min_freq, d.max_size)
+            self.tgt_vocab = Vocab.build(tgt_toks, d.min_freq, d.max_size)
+        self.train_data = ParallelData([self.src_vocab.encode(t) for t in src_toks],
+                                       [self.tgt_vocab.encode(t) for t in tgt_toks])
         dropped = self.train_data.filter_length(d.max_len)
         if not len(self.train_data):
             raise DataError(f"{split_path(d.dir, d.train, d.src_lang)}: no training pairs left "

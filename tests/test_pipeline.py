@@ -8,7 +8,7 @@ import sys
 import torch
 
 from conftest import ROOT, TINY, assert_user_error, run_mt
-from mt.checkpoint import load_checkpoint
+from mt.checkpoint import load_checkpoint, load_run
 from mt.train import train
 
 
@@ -110,3 +110,14 @@ def test_distributed_training_under_torchrun(tmp_path):
     assert [json.loads(line)["step"] for line in p.stdout.splitlines()] == [4]
     assert load_checkpoint(out / "last.pt")["step"] == 4
     assert len([e for e in read_metrics(out) if e["event"] == "valid"]) == 1
+
+
+def test_shared_vocab_with_all_embeddings_tied(tmp_path):
+    sets = [*TINY, "train.max_steps=3", "train.eval_bleu=false", "train.metric=loss",
+            "data.shared_vocab=true", "model.tie_all=true"]
+    train(ROOT / "configs" / "toy.yaml", sets, tmp_path / "shared", "cpu", False)
+    src = (tmp_path / "shared" / "vocab.src.txt").read_text()
+    assert src == (tmp_path / "shared" / "vocab.tgt.txt").read_text()
+    assert "Gestern" in src.split("\n") and "Yesterday" in src.split("\n")  # both sides
+    run = load_run(tmp_path / "shared")
+    assert run.model.src_embed is run.model.tgt_embed
