@@ -126,6 +126,7 @@ class Trainer:
         self.skipped_steps = 0
         self.checkpointed_at = -1  # step of the latest validation + save
         self.last_result: dict = {}
+        self.started = time.time()
 
     # --- set-up -----------------------------------------------------------------------------
     def _prepare_run_dir(self) -> None:
@@ -246,6 +247,8 @@ class Trainer:
 
     def _log(self, record: dict) -> None:
         if self.main:
+            # Wall-clock seconds since this process started (a resumed run counts afresh).
+            record["elapsed_s"] = round(time.time() - self.started, 1)
             with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
 
