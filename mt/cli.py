@@ -39,7 +39,7 @@ def train(
     config: Path = typer.Argument(None, help="YAML config (see configs/); optional with --resume."),
     set_: list[str] = typer.Option([], "--set",
                                    help="Override a config value: --set train.lr=3e-4"),
-    out: Path = typer.Option(None, "--out", help="Run directory [default: runs/<config name>]."),
+    out: Path = typer.Option(None, "--out", help="Run directory (default: runs/CONFIG_NAME)."),
     device: str = DEVICE,
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from last.pt."),
 ) -> None:
