@@ -19,9 +19,9 @@ class DataConfig:
     src_lang: str = "en"  # spaCy language code of the source side
     tgt_lang: str = "de"
     dir: str = "data/toy"  # files are {dir}/{split}.{lang}, plain or .gz
-    train: str = "train"  # split names (file stems) inside dir
-    val: str = "val"
-    test: str = "test"
+    train: str = "toy.train"  # split names (file stems) inside dir; the defaults are the toy's
+    val: str = "toy.val"
+    test: str = "toy.test"
     lowercase: bool = False  # lowercase both sides before tokenizing
     max_len: int = 100  # training pairs with more tokens on either side are dropped
     min_freq: int = 1  # vocabulary: drop rarer tokens

@@ -101,7 +101,7 @@ def main() -> None:
     for split, pairs in generate(args.train, args.dev, args.seed).items():
         for lang, col in (("en", 0), ("de", 1)):
             text = "".join(p[col] + "\n" for p in pairs)
-            (args.out / f"{split}.{lang}").write_text(text, encoding="utf-8")
+            (args.out / f"toy.{split}.{lang}").write_text(text, encoding="utf-8")
 
 
 if __name__ == "__main__":

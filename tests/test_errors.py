@@ -93,12 +93,12 @@ def corpus(root: Path, n: int = 60, edit=None) -> Path:
     d = root / "corpus"
     d.mkdir()
     for split, count in (("train", n), ("val", 20)):
-        src = (TOY / f"{split}.en").read_bytes().split(b"\n")[:count]
-        tgt = (TOY / f"{split}.de").read_bytes().split(b"\n")[:count]
+        src = (TOY / f"toy.{split}.en").read_bytes().split(b"\n")[:count]
+        tgt = (TOY / f"toy.{split}.de").read_bytes().split(b"\n")[:count]
         if split == "train" and edit:
             edit(src, tgt)
-        (d / f"{split}.en").write_bytes(b"".join(line + b"\n" for line in src))
-        (d / f"{split}.de").write_bytes(b"".join(line + b"\n" for line in tgt))
+        (d / f"toy.{split}.en").write_bytes(b"".join(line + b"\n" for line in src))
+        (d / f"toy.{split}.de").write_bytes(b"".join(line + b"\n" for line in tgt))
     return d
 
 
@@ -209,12 +209,12 @@ def test_empty_and_missing_training_files(cli, tmp_path):
     data = corpus(tmp_path, n=0)
     r = cli("train", CONFIG, "--out", tmp_path / "r1", *small_config(data))
     assert_user_error(r, 4, "train.en", "empty")
-    (data / "train.en").write_text("\n\n")
-    (data / "train.de").write_text("eins\n\n")
+    (data / "toy.train.en").write_text("\n\n")
+    (data / "toy.train.de").write_text("eins\n\n")
     r = cli("train", CONFIG, "--out", tmp_path / "r3", *small_config(data))
     assert_user_error(r, 4, "train.en", "no training pairs left")
     r = cli("train", CONFIG, "--out", tmp_path / "r2", *small_config(tmp_path / "nowhere"))
-    assert_user_error(r, 4, "nowhere/train.en", "not found")
+    assert_user_error(r, 4, "nowhere/toy.train.en", "not found")
 
 
 def test_training_data_invalid_utf8_is_replaced_and_long_lines_dropped(tmp_path, capsys):

@@ -76,7 +76,7 @@ def test_beam_of_one_equals_greedy_on_trained_model(tiny_run):
 
 
 def _toy_batch(run, n: int) -> torch.Tensor:
-    lines = (TOY / "test.en").read_text(encoding="utf-8").splitlines()[:n]
+    lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:n]
     return pad([run.src_vocab.encode(t) for t in Translator(run).src_tok.tokenize_many(lines)])
 
 
