@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 
 from mt.config import LENGTH_NORMS, DecodeConfig
 from mt.model import Seq2Seq
@@ -64,8 +65,8 @@ def greedy(model: Seq2Seq, src: torch.Tensor, max_len_a: float = 1.5, max_len_b:
     log-softmax, no finished lists and no bound, and training validates with it.
     """
     src_mask = model.src_mask(src)
-    cache = model.start_cache(model.encode(src, src_mask), src_mask)
     limits = max_lengths(src_mask, max_len_a, max_len_b, model.cfg.max_positions)
+    cache = model.start_cache(model.encode(src, src_mask), src_mask, int(limits.max()) + 1)
     B = src.size(0)
     rows = torch.arange(B, device=src.device)  # original sentence of each live row
     out: list[list[int]] = [[] for _ in range(B)]
@@ -123,16 +124,21 @@ def _done(t: int, limits: torch.Tensor, nth_best: torch.Tensor, best_live: torch
     return (limits <= t) | (nth_best >= best_live / best_lp)
 
 
-def beam_step(lprobs: torch.Tensor, scores: torch.Tensor
+def beam_step(lprobs: torch.Tensor, scores: torch.Tensor, K: int
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The search rule: lprobs (b, K, V) next-token log-probs, scores (b, K) of the live beams
+    """The search rule: lprobs (b, k, V) next-token log-probs, scores (b, k) of the live beams
     -> the 2K best continuations per sentence as (scores, tokens, beams), each (b, 2K), best first.
 
     All live beams have the same length, so ranking by raw log-probability is ranking by
     penalised score. 2K candidates leave K that do not end even if K of them end in <eos>.
+    (k is 1 at the first step, when every sentence has one beam: the empty one.)
     """
-    b, K, V = lprobs.shape
-    top, flat = (scores[:, :, None] + lprobs).view(b, K * V).topk(2 * K, dim=-1)
+    b, k, V = lprobs.shape
+    n = min(2 * K, k * V)
+    top, flat = (scores[:, :, None] + lprobs).view(b, k * V).topk(n, dim=-1)
+    if n < 2 * K:  # one beam over fewer than 2K words: pad with impossible candidates
+        top = F.pad(top, (0, 2 * K - n), value=float("-inf"))
+        flat = F.pad(flat, (0, 2 * K - n), value=PAD)
     return top, flat % V, flat // V
 
 
@@ -140,10 +146,10 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor
 def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[list[Hypothesis]]:
     """src (B, S) -> for each sentence up to cfg.nbest distinct hypotheses, best first.
 
-    The flat batch holds K rows per running sentence. The encoder runs once and its keys and
-    values are shared by the sentence's K rows (`cache.expand`); each step takes one topk over
-    K*V and moves the beams with one `cache.reorder`, which also drops the rows of sentences
-    that are done.
+    The flat batch holds K rows per running sentence (one at the first step, where all K
+    beams would be the same empty prefix). The encoder runs once and its keys and values are
+    shared by the sentence's rows; each step takes one topk over k*V and moves the beams with
+    one `cache.reorder`, which also drops the rows of sentences that are done.
 
     A sentence stops when its n-best list is final (see `_done`); the search ends when every
     sentence has stopped.
@@ -151,29 +157,27 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[li
     K, n, V = cfg.beam, min(cfg.nbest, cfg.beam), model.generator.out_features
     norm, alpha = cfg.length_norm, cfg.length_penalty
     src_mask = model.src_mask(src)
-    cache = model.start_cache(model.encode(src, src_mask), src_mask)
     limits = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.cfg.max_positions)
+    cache = model.start_cache(model.encode(src, src_mask), src_mask, int(limits.max()) + 1)
     B, dev = src.size(0), src.device
     first_limit = int(limits.min())  # no row is forced to end before this step
-    cache = cache.expand(K)  # (B*K) rows, K per sentence, sharing the encoder's keys/values
     rows = torch.arange(B, device=dev)  # original sentence of each running sentence
-    scores = torch.full((B, K), float("-inf"), device=dev)  # (b, K) log-probs of live beams
-    scores[:, 0] = 0.0  # K identical empty beams: start from one so candidates are distinct
+    scores = torch.zeros(B, 1, device=dev)  # (b, k) log-probs of live beams
     kept = torch.full((B, n), float("-inf"), device=dev)  # (b, n) n best finished scores
-    hyp = torch.empty(B * K, 0, dtype=torch.long, device=dev)  # (b*K, t) tokens so far
-    prev = torch.full((B * K, 1), BOS, dtype=torch.long, device=dev)
+    hyp = torch.empty(B, 0, dtype=torch.long, device=dev)  # (b*k, t) tokens so far
+    prev = torch.full((B, 1), BOS, dtype=torch.long, device=dev)
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     for t in range(int(limits.max()) + 1):
         logits, cache = model.decode(prev, cache)
-        lprobs = logits[:, -1].float().log_softmax(-1)  # (b*K, V)
+        lprobs = logits[:, -1].float().log_softmax(-1)  # (b*k, V)
+        b, k = scores.shape
         eos = lprobs[:, EOS].clone()
         lprobs = _forbid(lprobs, t, cfg.min_len)
         if t >= first_limit:  # some rows must end now: <eos> (even before min_len) or nothing
-            at_limit = (limits[rows] <= t).repeat_interleave(K)[:, None]  # (b*K, 1)
+            at_limit = (limits[rows] <= t).repeat_interleave(k)[:, None]  # (b*k, 1)
             lprobs = lprobs.masked_fill(at_limit, float("-inf"))
             lprobs[:, EOS] = torch.where(at_limit[:, 0], eos, lprobs[:, EOS])
-        b = rows.numel()
-        top, tokens, beams = beam_step(lprobs.view(b, K, V), scores)  # (b, 2K) each
+        top, tokens, beams = beam_step(lprobs.view(b, k, V), scores, K)  # (b, 2K) each
 
         # 1) candidates ranked in the top K that end in <eos> finish
         ends = (tokens == EOS) & top.isfinite()
@@ -182,7 +186,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[li
         if ends.any():
             kept = torch.cat([kept, final], dim=1).topk(n, dim=-1).values
             sent, rank = ends.nonzero().unbind(-1)
-            prefixes = hyp[sent * K + beams[sent, rank]].tolist()
+            prefixes = hyp.index_select(0, sent * k + beams[sent, rank]).tolist()
             scored = final[sent, rank].tolist()
             for s, toks, sc in zip(rows[sent].tolist(), prefixes, scored, strict=True):
                 finished[s].append(Hypothesis(toks, sc))
@@ -197,9 +201,9 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[li
         keep = (~done).nonzero().flatten()  # (b',) sentences that go on
         if keep.numel() == 0:
             break
-        moved = (keep[:, None] * K + beams[keep]).flatten()  # (b'*K,) rows each new beam extends
-        cache = cache.reorder(moved)
+        moved = (keep[:, None] * k + beams[keep]).flatten()  # (b'*K,) rows each new beam extends
+        cache = cache.reorder(moved, group=K)
         prev = tokens[keep].reshape(-1, 1)
-        hyp = torch.cat([hyp[moved], prev], dim=1)
+        hyp = torch.cat([hyp.index_select(0, moved), prev], dim=1)
         rows, scores, kept = rows[keep], scores[keep], kept[keep]
     return [sorted(f, key=lambda h: -h.score)[:n] for f in finished]

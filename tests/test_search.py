@@ -208,27 +208,28 @@ def test_reordered_cache_matches_redecoding_the_reordered_prefixes():
 
 @torch.no_grad()
 def test_grouped_cache_matches_redecoding_the_reordered_prefixes():
-    """Beam search's cache: K rows per sentence share one copy of the encoder's keys/values."""
+    """Beam search's cache: one row per sentence at first, then K rows per sentence sharing
+    one copy of the encoder's keys/values."""
     V, B, K = 12, 3, 4
     model, src = small_model(V, 4), random_src(B, 6, V, 4)
     g = torch.Generator().manual_seed(5)
     src_mask = model.src_mask(src)
-    cache = model.start_cache(model.encode(src, src_mask), src_mask).expand(K)
-    assert cache.cross[0][0].size(0) == B  # not tiled
-    sents = torch.arange(B)  # source sentence of each block of K rows
-    prefix = torch.full((B * K, 1), BOS)
+    cache = model.start_cache(model.encode(src, src_mask), src_mask)
+    sents, k = torch.arange(B), 1  # source sentence of each block of k rows
+    prefix = torch.full((B, 1), BOS)
     for step in range(5):
         logits, cache = model.decode(prefix[:, -1:], cache)
-        rows = sents.repeat_interleave(K)
+        rows = sents.repeat_interleave(k)
         full, _ = model.decode(prefix, model.start_cache(
             model.encode(src[rows], src_mask[rows]), src_mask[rows]))
         torch.testing.assert_close(logits[:, -1], full[:, -1], atol=1e-5, rtol=1e-4)
         # as beam search moves rows: each block draws from its own sentence's rows; at step 2
         # the first sentence leaves the batch
         keep = torch.arange(sents.numel())[1:] if step == 2 else torch.arange(sents.numel())
-        within = torch.randint(0, K, (keep.numel(), K), generator=g)
-        index = (keep[:, None] * K + within).flatten()
-        cache, sents = cache.reorder(index), sents[keep]
+        within = torch.randint(0, k, (keep.numel(), K), generator=g)
+        index = (keep[:, None] * k + within).flatten()
+        cache, sents, k = cache.reorder(index, group=K), sents[keep], K
+        assert cache.cross[0][0].size(0) == sents.numel()  # one copy per sentence, not K
         prefix = torch.cat([prefix[index], torch.randint(4, V, (index.numel(), 1),
                                                          generator=g)], dim=1)
 
@@ -238,9 +239,9 @@ def test_one_cache_reorder_per_step(monkeypatch):
     reorder, model = DecoderCache.reorder, small_model(12, 6)
     decode = model.decode
 
-    def counting_reorder(self, index):
+    def counting_reorder(self, index, group=None):
         calls["reorder"] += 1
-        return reorder(self, index)
+        return reorder(self, index, group)
 
     def counting_decode(tgt, cache):
         calls["decode"] += 1
@@ -249,7 +250,7 @@ def test_one_cache_reorder_per_step(monkeypatch):
     monkeypatch.setattr(DecoderCache, "reorder", counting_reorder)
     monkeypatch.setattr(model, "decode", counting_decode)
     beam_search(model, random_src(4, 6, 12, 6), DecodeConfig(beam=4, max_len_b=5))
-    # one after every step but the last (the K rows of a sentence come from `expand`)
+    # one after every step but the last
     assert calls["decode"] > 3 and calls["reorder"] == calls["decode"] - 1
 
 
