@@ -73,8 +73,8 @@ def greedy(model: Seq2Seq, src: torch.Tensor, max_len_a: float = 1.5, max_len_b:
     hyp = torch.empty(B, 0, dtype=torch.long, device=src.device)  # (b, t) tokens so far
     prev = torch.full((B, 1), BOS, dtype=torch.long, device=src.device)
     for t in range(int(limits.max()) + 1):
-        logits, cache = model.decode(prev, cache)
-        tok = _forbid(logits[:, -1], t, min_len).argmax(-1)  # (b,)
+        states, cache = model.decode(prev, cache)
+        tok = _forbid(model.generator(states[:, -1]), t, min_len).argmax(-1)  # (b,)
         tok = torch.where(limits[rows] <= t, torch.full_like(tok, EOS), tok)
         hyp = torch.cat([hyp, tok[:, None]], dim=1)
         done = tok == EOS
@@ -168,8 +168,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[li
     prev = torch.full((B, 1), BOS, dtype=torch.long, device=dev)
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     for t in range(int(limits.max()) + 1):
-        logits, cache = model.decode(prev, cache)
-        lprobs = logits[:, -1].float().log_softmax(-1)  # (b*k, V)
+        states, cache = model.decode(prev, cache)
+        lprobs = model.generator(states[:, -1]).float().log_softmax(-1)  # (b*k, V)
         b, k = scores.shape
         eos = lprobs[:, EOS].clone()
         lprobs = _forbid(lprobs, t, cfg.min_len)

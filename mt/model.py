@@ -282,7 +282,8 @@ class Seq2Seq(nn.Module):
         return DecoderCache(0, src_mask, cross, [None] * len(self.decoder), capacity=capacity)
 
     def decode(self, tgt: torch.Tensor, cache: DecoderCache) -> tuple[torch.Tensor, DecoderCache]:
-        """tgt (B, T): the next T target tokens -> logits (B, T, V) and the extended cache.
+        """tgt (B, T): the next T target tokens -> decoder states (B, T, D) and the extended
+        cache. `generator` turns states into logits, only where the caller needs them.
 
         Training passes the whole shifted target to a fresh cache; incremental decoding
         passes one token at a time.
@@ -300,15 +301,14 @@ class Seq2Seq(nn.Module):
             x, new_kv = layer(x, kv, P, cache.capacity, cross, cache.src_mask, self_mask,
                               is_causal)
             past.append(new_kv)
-        logits = self.generator(self.dec_norm(x))
-        return logits, DecoderCache(P + T, cache.src_mask, cache.cross, past, cache.group,
+        return self.dec_norm(x), DecoderCache(P + T, cache.src_mask, cache.cross, past, cache.group,
                                     cache.capacity)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) for training."""
         src_mask = self.src_mask(src)
         memory = self.encode(src, src_mask)
-        return self.decode(tgt_in, self.start_cache(memory, src_mask))[0]
+        return self.generator(self.decode(tgt_in, self.start_cache(memory, src_mask))[0])
 
 
 def make_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, pad_id: int) -> Seq2Seq:

@@ -5,8 +5,9 @@
 
 Defaults to Multi30k test_2016_flickr (1000 sentences, de -> en). The naive decoder is what
 annotated-transformer users write: one sentence at a time, and at every step the whole prefix
-is decoded again from scratch (a fresh cache, so nothing carries over between steps). It follows
-the same rules as mt's greedy (argmax, same length limit), so its output should match greedy's.
+is decoded again from scratch (a fresh cache, so nothing carries over between steps) and only
+its last position is projected to the vocabulary. It follows the same rules as mt's greedy
+(argmax, stop at <eos>, same length limit), so its output should match greedy's.
 It is slow, so it runs on the first --naive-limit sentences only; its sentences/s come from
 that subset, and its BLEU is shown next to greedy's BLEU on the same subset.
 
@@ -50,8 +51,8 @@ def naive_greedy(model: Seq2Seq, src_ids: list[int], cfg: DecodeConfig,
     prefix = [BOS]
     for t in range(limit + 1):
         fresh = model.start_cache(memory, src_mask)
-        logits, _ = model.decode(torch.tensor([prefix], device=device), fresh)
-        scores = logits[0, -1]
+        states, _ = model.decode(torch.tensor([prefix], device=device), fresh)
+        scores = model.generator(states[0, -1])  # the last position's logits: all it needs
         if t < cfg.min_len:
             scores[EOS] = float("-inf")
         tok = EOS if t >= limit else int(scores.argmax())

@@ -57,8 +57,8 @@ def test_cached_decoding_equals_full_redecoding(pre_norm):
     full, _ = model.decode(tgt, model.start_cache(memory, mask))
     cache, steps = model.start_cache(memory, mask), []
     for t in range(tgt.size(1)):
-        logits, cache = model.decode(tgt[:, t:t + 1], cache)
-        steps.append(logits)
+        states, cache = model.decode(tgt[:, t:t + 1], cache)
+        steps.append(states)
     assert torch.allclose(full, torch.cat(steps, 1), atol=1e-5)
     # A multi-token chunk after a cached prefix needs the offset causal mask.
     cache = model.start_cache(memory, mask)

@@ -193,10 +193,10 @@ def test_reordered_cache_matches_redecoding_the_reordered_prefixes():
     cache = cache.reorder(rows)
     prefix = torch.full((B * K, 1), BOS)
     for _ in range(5):
-        logits, cache = model.decode(prefix[:, -1:], cache)
+        states, cache = model.decode(prefix[:, -1:], cache)
         full, _ = model.decode(prefix, model.start_cache(
             model.encode(src[rows], src_mask[rows]), src_mask[rows]))
-        torch.testing.assert_close(logits[:, -1], full[:, -1], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(states[:, -1], full[:, -1], atol=1e-5, rtol=1e-4)
         # move rows as a beam would: repeat some, drop some, and drop a whole sentence once
         index = torch.randint(0, rows.numel(), (rows.numel(),), generator=g)
         if prefix.size(1) == 3:
@@ -218,11 +218,11 @@ def test_grouped_cache_matches_redecoding_the_reordered_prefixes():
     sents, k = torch.arange(B), 1  # source sentence of each block of k rows
     prefix = torch.full((B, 1), BOS)
     for step in range(5):
-        logits, cache = model.decode(prefix[:, -1:], cache)
+        states, cache = model.decode(prefix[:, -1:], cache)
         rows = sents.repeat_interleave(k)
         full, _ = model.decode(prefix, model.start_cache(
             model.encode(src[rows], src_mask[rows]), src_mask[rows]))
-        torch.testing.assert_close(logits[:, -1], full[:, -1], atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(states[:, -1], full[:, -1], atol=1e-5, rtol=1e-4)
         # as beam search moves rows: each block draws from its own sentence's rows; at step 2
         # the first sentence leaves the batch
         keep = torch.arange(sents.numel())[1:] if step == 2 else torch.arange(sents.numel())
