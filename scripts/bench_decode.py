@@ -72,19 +72,29 @@ def naive_translate(translator: Translator, lines: list[str]) -> list[str]:
     return out
 
 
-def timed(fns: list, device: torch.device, repeat: int) -> list[tuple[list[str], float]]:
-    """Run each (fn, lines) in turn, `repeat` rounds; per fn its outputs and fastest time."""
-    best = [(None, float("inf"))] * len(fns)
+def timed(fns: list, model: Seq2Seq, device: torch.device, repeat: int
+          ) -> list[tuple[list[str], float, int]]:
+    """Run each (fn, lines) in turn, `repeat` rounds; per fn its outputs, fastest time and the
+    target positions its decoder computed (rows x new tokens, summed over decoder calls)."""
+    positions = [0]
+
+    def count(layer, inputs, output):
+        positions[0] += inputs[0].size(0) * inputs[0].size(1)  # x (B, T, D)
+
+    hook = model.decoder[0].register_forward_hook(count)
+    best = [(None, float("inf"), 0)] * len(fns)
     for _ in range(repeat):
         for i, (fn, lines) in enumerate(fns):
             fn(lines[:WARMUP])
             if device.type == "cuda":
                 torch.cuda.synchronize()
+            positions[0] = 0
             start = time.perf_counter()
             out = fn(lines)
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            best[i] = (out, min(best[i][1], time.perf_counter() - start))
+            best[i] = (out, min(best[i][1], time.perf_counter() - start), positions[0])
+    hook.remove()
     return best
 
 
@@ -127,19 +137,23 @@ def main() -> None:
 
     naive = (lambda x: naive_translate(greedy_tr, x), src[:n_naive])
     fns = [(greedy_tr.translate, src), (beam_tr.translate, src)] + ([naive] if n_naive else [])
-    (greedy_hyps, t_greedy), (beam_hyps, t_beam), *naive_result = timed(fns, device, args.repeat)
+    (greedy_hyps, t_greedy, p_greedy), (beam_hyps, t_beam, p_beam), *naive_result = timed(
+        fns, run.model, device, args.repeat)
     rows = []
     if n_naive:
-        naive_hyps, t_naive = naive_result[0]
-        rows.append(("naive (no cache, 1 sentence)", n_naive, t_naive,
+        naive_hyps, t_naive, p_naive = naive_result[0]
+        rows.append(("naive (no cache, 1 sentence)", n_naive, t_naive, p_naive,
                      score(naive_hyps, ref[:n_naive])["bleu"]))
-    rows.append(("mt greedy (batched, cached)", len(src), t_greedy,
+    rows.append(("mt greedy (batched, cached)", len(src), t_greedy, p_greedy,
                  score(greedy_hyps, ref)["bleu"]))
-    rows.append((f"mt beam {args.beam}", len(src), t_beam, score(beam_hyps, ref)["bleu"]))
+    rows.append((f"mt beam {args.beam}", len(src), t_beam, p_beam,
+                 score(beam_hyps, ref)["bleu"]))
 
-    print(f"\n{'decoder':<30} {'sentences':>9} {'seconds':>9} {'sent/s':>9} {'BLEU':>7}")
-    for name, n, secs, bleu in rows:
-        print(f"{name:<30} {n:>9} {secs:>9.2f} {n / secs:>9.1f} {bleu:>7.2f}")
+    # positions/sent: target positions the decoder stack computed per sentence
+    print(f"\n{'decoder':<30} {'sentences':>9} {'seconds':>9} {'sent/s':>9} "
+          f"{'positions/sent':>14} {'BLEU':>7}")
+    for name, n, secs, pos, bleu in rows:
+        print(f"{name:<30} {n:>9} {secs:>9.2f} {n / secs:>9.1f} {pos / n:>14.1f} {bleu:>7.2f}")
     print()
     greedy_rate = len(src) / t_greedy
     if n_naive:
@@ -150,7 +164,7 @@ def main() -> None:
               f"on that subset {subset_bleu:.2f}; identical outputs {same}/{n_naive}")
         print(f"greedy / naive speed      {speedup:8.1f}x   (target >= 30x)")
     print(f"beam {args.beam} / greedy time     {t_beam / t_greedy:8.2f}x   (target <= 3x)")
-    gain = rows[-1][3] - rows[-2][3]
+    gain = rows[-1][-1] - rows[-2][-1]
     print(f"beam {args.beam} - greedy BLEU     {gain:+8.2f}    (target >= 0)")
 
 
