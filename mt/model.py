@@ -122,56 +122,27 @@ class DecoderLayer(nn.Module):
         self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
         self.res = nn.ModuleList(Residual(cfg.d_model, cfg.dropout, cfg.pre_norm) for _ in range(3))
 
-    def forward(self, x: torch.Tensor, past: KV | None, pos: int, capacity: int, cross: KV,
-                src_mask: torch.Tensor, self_mask: torch.Tensor | None, is_causal: bool
-                ) -> tuple[torch.Tensor, KV]:
-        """x (B, T, D) are the new positions; past holds keys/values of the `pos` earlier ones
-        (in buffers that may be longer, see `_append`)."""
+    def forward(self, x: torch.Tensor, past: KV | None, cross: KV, src_mask: torch.Tensor,
+                self_mask: torch.Tensor | None, is_causal: bool) -> tuple[torch.Tensor, KV]:
+        """x (B, T, D) are the new positions; past holds keys/values of earlier ones."""
         new_kv: KV = ()  # filled inside the sublayer, where the (pre-)normed input is at hand
 
         def self_attend(y):
             nonlocal new_kv
             k, v = self.self_attn.project_kv(y)
             if past is not None:
-                new_kv = _append(past, k, v, pos, capacity)
-                k, v = new_kv[0][:, :, : pos + k.size(2)], new_kv[1][:, :, : pos + k.size(2)]
-            else:
-                new_kv = (k, v)  # a fresh cache (or training): nothing to copy
-            return self.self_attn(y, (k, v), self_mask, is_causal)[0]
+                k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+            new_kv = (k, v)
+            return self.self_attn(y, new_kv, self_mask, is_causal)[0]
 
         x = self.res[0](x, self_attend)
         x = self.res[1](x, lambda y: self.cross_attn(y, cross, src_mask)[0])
         return self.res[2](x, self.ff), new_kv
 
 
-def _append(past: KV, k: torch.Tensor, v: torch.Tensor, pos: int, capacity: int) -> KV:
-    """Write new keys/values (B, H, T, Dh) at positions pos.. of the buffers `past`
-    (B, H, C, Dh), filled up to pos. A step writes only its own positions, where concatenating
-    would copy the whole prefix every step; full buffers are replaced by ones of
-    max(capacity, 2 * needed) positions, so copies stay rare when `capacity` is unknown."""
-    end = pos + k.size(2)
-    if end > past[0].size(2):
-        size = (k.size(0), k.size(1), max(capacity, 2 * end), k.size(3))
-        grown = k.new_empty(size), v.new_empty(size)
-        for old, new in zip(past, grown):
-            new[:, :, :pos] = old[:, :, :pos]
-        past = grown
-    past[0][:, :, pos:end], past[1][:, :, pos:end] = k, v
-    return past
-
-
-def _pick(kv: KV, index: torch.Tensor, pos: int | None = None) -> KV:
-    """Rows `index` of keys/values (B, ...); with pos, of self-attention buffers (B, H, C, Dh)
-    filled up to pos, copying only the filled part."""
-    if pos is None:
-        return kv[0].index_select(0, index), kv[1].index_select(0, index)
-    out = []
-    for x in kv:
-        new = x.new_empty((index.numel(), *x.shape[1:]))
-        # index_select, not x[index]: several times faster on CPU for these shapes
-        torch.index_select(x[:, :, :pos], 0, index, out=new[:, :, :pos])
-        out.append(new)
-    return out[0], out[1]
+def _pick(kv: KV, index: torch.Tensor) -> KV:
+    # index_select, not kv[0][index]: several times faster on CPU for these shapes
+    return kv[0].index_select(0, index), kv[1].index_select(0, index)
 
 
 @dataclass
@@ -186,10 +157,8 @@ class DecoderCache:
     pos: int  # target positions decoded so far
     src_mask: torch.Tensor  # (B, 1, 1, S), one per source sentence
     cross: list[KV]  # per layer: encoder keys/values, computed once, (B, H, S, Dh)
-    # per layer: self-attention keys/values, (B*group, H, C, Dh) buffers filled up to pos
-    past: list[KV | None]
+    past: list[KV | None]  # per layer: self-attention keys/values so far, (B*group, H, pos, Dh)
     group: int = 1  # rows per source sentence
-    capacity: int = 0  # positions to allocate when the buffers fill up (0: grow as needed)
 
     def reorder(self, index: torch.Tensor, group: int | None = None) -> DecoderCache:
         """Select/repeat rows: beam search moves hypotheses, finished rows are dropped.
@@ -205,8 +174,8 @@ class DecoderCache:
             src_mask, cross = self.src_mask, self.cross  # same sentences: nothing to copy
         else:
             src_mask, cross = self.src_mask[sent], [_pick(kv, sent) for kv in self.cross]
-        past = [None if kv is None else _pick(kv, index, self.pos) for kv in self.past]
-        return DecoderCache(self.pos, src_mask, cross, past, group, self.capacity)
+        past = [None if kv is None else _pick(kv, index) for kv in self.past]
+        return DecoderCache(self.pos, src_mask, cross, past, group)
 
 
 class PositionalEncoding(nn.Module):
@@ -275,11 +244,9 @@ class Seq2Seq(nn.Module):
             x = layer(x, src_mask)
         return self.enc_norm(x)
 
-    def start_cache(self, memory: torch.Tensor, src_mask: torch.Tensor, capacity: int = 0
-                    ) -> DecoderCache:
-        """capacity: target positions to expect, when known (saves growing the buffers)."""
+    def start_cache(self, memory: torch.Tensor, src_mask: torch.Tensor) -> DecoderCache:
         cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
-        return DecoderCache(0, src_mask, cross, [None] * len(self.decoder), capacity=capacity)
+        return DecoderCache(0, src_mask, cross, [None] * len(self.decoder))
 
     def decode(self, tgt: torch.Tensor, cache: DecoderCache) -> tuple[torch.Tensor, DecoderCache]:
         """tgt (B, T): the next T target tokens -> decoder states (B, T, D) and the extended
@@ -298,11 +265,10 @@ class Seq2Seq(nn.Module):
             self_mask = torch.ones(T, P + T, dtype=torch.bool, device=tgt.device).tril(P)
         past = []
         for layer, kv, cross in zip(self.decoder, cache.past, cache.cross):
-            x, new_kv = layer(x, kv, P, cache.capacity, cross, cache.src_mask, self_mask,
-                              is_causal)
+            x, new_kv = layer(x, kv, cross, cache.src_mask, self_mask, is_causal)
             past.append(new_kv)
-        return self.dec_norm(x), DecoderCache(P + T, cache.src_mask, cache.cross, past, cache.group,
-                                    cache.capacity)
+        return self.dec_norm(x), DecoderCache(P + T, cache.src_mask, cache.cross, past,
+                                              cache.group)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) for training."""
