@@ -65,8 +65,8 @@ def greedy(model: Seq2Seq, src: torch.Tensor, max_len_a: float = 1.5, max_len_b:
     log-softmax, no finished lists and no bound, and training validates with it.
     """
     src_mask = model.src_mask(src)
-    limits = max_lengths(src_mask, max_len_a, max_len_b, model.cfg.max_positions)
     cache = model.start_cache(model.encode(src, src_mask), src_mask)
+    limits = max_lengths(src_mask, max_len_a, max_len_b, model.cfg.max_positions)
     B = src.size(0)
     rows = torch.arange(B, device=src.device)  # original sentence of each live row
     out: list[list[int]] = [[] for _ in range(B)]
@@ -157,8 +157,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[li
     K, n, V = cfg.beam, min(cfg.nbest, cfg.beam), model.generator.out_features
     norm, alpha = cfg.length_norm, cfg.length_penalty
     src_mask = model.src_mask(src)
-    limits = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.cfg.max_positions)
     cache = model.start_cache(model.encode(src, src_mask), src_mask)
+    limits = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.cfg.max_positions)
     B, dev = src.size(0), src.device
     first_limit = int(limits.min())  # no row is forced to end before this step
     rows = torch.arange(B, device=dev)  # original sentence of each running sentence
