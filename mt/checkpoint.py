@@ -60,6 +60,7 @@ def atomic_write(path: Path, write) -> None:
 
 
 def save_checkpoint(path: Path, state: dict) -> None:
+    """torch.save's zip archive, with a CRC-32 for each member (which load_checkpoint checks)."""
     def write(tmp: str) -> None:
         # Through a Python file, so a full disk raises OSError rather than a bare RuntimeError.
         with open(tmp, "wb") as f:
@@ -68,21 +69,47 @@ def save_checkpoint(path: Path, state: dict) -> None:
     atomic_write(path, write)
 
 
-def load_checkpoint(path: Path) -> dict:
-    """Load tensors and plain containers only: `weights_only=True` refuses any pickled code.
+ZIP_MAGIC = b"PK\x03\x04"  # a zip archive starts with a member's local header
+DOS_DIRECTORY = 0x10  # a member's external attribute bit that torch's zip reader heeds
+CHUNK = 1 << 20  # bytes read at a time when checking CRCs: memory stays flat
 
-    Anything wrong with the file is a CheckpointError: refused (it holds other Python objects),
-    truncated or corrupted, or not an mt checkpoint.
+
+def verify_archive(path: Path) -> None:
+    """Read every member of the zip archive once, checking its CRC-32.
+
+    torch.load does not check them, so without this a flipped byte in a tensor would load
+    silently. Raises zipfile.BadZipFile (or another error of a malformed archive).
+    """
+    with zipfile.ZipFile(path) as archive:
+        for info in archive.infolist():
+            if info.external_attr & DOS_DIRECTORY:  # torch would read no bytes into its tensor
+                raise zipfile.BadZipFile(f"{info.filename} is marked as a directory")
+            with archive.open(info) as member:  # compares the CRC-32 once it reaches the end
+                while member.read(CHUNK):
+                    pass
+
+
+def load_checkpoint(path: Path) -> dict:
+    """Check the archive's CRC-32s, then load tensors and plain containers only:
+    `weights_only=True` refuses any pickled code.
+
+    Anything wrong with the file is a CheckpointError: not a checkpoint at all, truncated or
+    corrupted (a CRC-32 that does not match), refused (it holds other Python objects), or not
+    an mt checkpoint. An unreadable file (permissions) raises OSError.
     """
     path = Path(path)
     if not path.is_file():
-        raise CheckpointError(f"{path}: checkpoint not found")
+        raise CheckpointError(f"{path}: checkpoint not found; give a run directory or a .pt "
+                              "file written by mt train")
     damaged = f"{path}: truncated or corrupted checkpoint"
     advice = "; use another checkpoint, e.g. last.pt or best.pt"
-    if not zipfile.is_zipfile(path):  # torch.save writes a zip archive; never unpickle others
-        raise CheckpointError(f"{damaged}, or not one written by mt (not a PyTorch zip "
-                              f"archive){advice}")
+    with open(path, "rb") as f:
+        head = f.read(len(ZIP_MAGIC))
+    if head and head != ZIP_MAGIC:  # a plain pickle, text, ...: never unpickle it
+        raise CheckpointError(f"{path}: not an mt checkpoint (not a PyTorch zip archive); "
+                              "give a checkpoint written by mt train")
     try:
+        verify_archive(path)
         state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:
         found = [line.strip() for line in str(e).splitlines() if "GLOBAL" in line.upper()]
@@ -93,14 +120,15 @@ def load_checkpoint(path: Path) -> dict:
             f"{path}: refused to load: the file holds Python objects, not just tensors "
             f"({found[0]}); only load checkpoints written by mt from a source you trust"
         ) from None
-    except Exception as e:  # malformed input makes torch.load raise many kinds of error
+    except Exception as e:  # malformed input makes zipfile and torch.load raise many kinds
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         first = first.split(". ")[0]  # torch's messages run on for several sentences
         if not any(c.isalpha() for c in first):  # e.g. KeyError: 101
             first = f"{type(e).__name__} {first}"
         raise CheckpointError(f"{damaged} ({first}){advice}") from None
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
-        raise CheckpointError(f"{path}: not an mt checkpoint (no model weights)")
+        raise CheckpointError(f"{path}: not an mt checkpoint (no model weights); give a "
+                              "checkpoint written by mt train")
     return state
 
 
@@ -111,10 +139,11 @@ def find_checkpoint(run: Path) -> Path:
         for name in (BEST, LAST):
             if (run / name).is_file():
                 return run / name
-        raise CheckpointError(f"{run}: no checkpoint (best.pt or last.pt) in this run directory")
+        raise CheckpointError(f"{run}: no checkpoint (best.pt or last.pt) in this run "
+                              "directory; train it first, or give a .pt file")
     if run.is_file():
         return run
-    raise CheckpointError(f"{run}: no such run directory or checkpoint file")
+    raise CheckpointError(f"{run}: no such run directory or checkpoint file; check the path")
 
 
 @dataclass
@@ -131,8 +160,8 @@ def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
     ckpt = find_checkpoint(Path(run))
     run_dir = ckpt.parent
     if not (run_dir / CONFIG).is_file():
-        raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory (a "
-                              "checkpoint needs the config.yaml and vocab files saved beside it)")
+        raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory; "
+                              "copy it from the run the checkpoint came from")
     cfg = load_config(run_dir / CONFIG)
     src_vocab, tgt_vocab = Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB)
     state = load_checkpoint(ckpt)
@@ -151,7 +180,8 @@ def load_weights(model: torch.nn.Module, state: dict, where: Path) -> None:
     if missing or unexpected:
         raise CheckpointError(
             f"{where}: checkpoint does not match the run's config "
-            f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+            f"(missing {missing[:3]}, unexpected {unexpected[:3]}); use the config.yaml "
+            "saved with this checkpoint")
     for name, tensor in own.items():
         if not isinstance(weights[name], torch.Tensor) or weights[name].shape != tensor.shape:
             w = weights[name]

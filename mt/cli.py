@@ -164,6 +164,9 @@ def _interrupt(signum, frame) -> None:
 
 
 def _fail(message: str, code: int) -> None:
+    """End with `error: MESSAGE` and the exit code; under --debug, the traceback first."""
+    if os.environ.get("MT_DEBUG"):
+        traceback.print_exc()
     # One line, whatever the message quotes: control characters and line separators escaped.
     message = "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii")
                       for c in message)
@@ -173,8 +176,8 @@ def _fail(message: str, code: int) -> None:
 
 def main() -> None:
     """Run the app. User errors become one `error: ...` line and an exit code (README, Errors);
-    --debug or MT_DEBUG=1 re-raises them with the traceback. Anything else is a bug in mt and
-    keeps its traceback."""
+    --debug or MT_DEBUG=1 prints the traceback before that line, with the same exit code.
+    Anything else is a bug in mt and keeps its traceback."""
     for s in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(s) is not signal.SIG_IGN:  # a background job keeps ignoring Ctrl-C
             signal.signal(s, _interrupt)
@@ -185,24 +188,18 @@ def main() -> None:
         if type(e).__name__ == "NoArgsIsHelpError":  # plain `mt`: the help, as Typer shows it
             e.show()
             sys.exit(e.exit_code)
-        if os.environ.get("MT_DEBUG"):
-            raise
         ctx = getattr(e, "ctx", None)
         hint = f" (see '{ctx.command_path if ctx is not None else 'mt'} --help')"
         _fail(" ".join(e.format_message().split()) + hint, e.exit_code)
     except typer.Abort:
         _fail("aborted", 1)
     except MTError as e:
-        if os.environ.get("MT_DEBUG"):
-            raise
         _fail(str(e), e.exit_code)
     except OSError as e:  # permission denied, disk full, ...: the user's to fix, not a bug
-        if os.environ.get("MT_DEBUG"):
-            raise
         _fail(os_error_message(e), FileSystemError.exit_code)
     except (Interrupted, KeyboardInterrupt) as e:
         if os.environ.get("MT_DEBUG"):
-            raise
+            traceback.print_exc()
         signum = getattr(e, "signum", signal.SIGINT)
         print("interrupted" if signum == signal.SIGINT else "terminated", file=sys.stderr)
         sys.exit(128 + signum)

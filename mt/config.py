@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -101,23 +102,26 @@ def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] 
         try:
             text = path.read_text(encoding="utf-8")
         except FileNotFoundError:
-            raise ConfigError(f"{path}: config file not found") from None
+            raise ConfigError(f"{path}: config file not found; check the path (configs/ has "
+                              "examples)") from None
         except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"{path}: cannot read config ({e})") from None
+            raise ConfigError(f"{path}: cannot read config ({e}); check its permissions and "
+                              "that it is UTF-8 text") from None
         try:
             raw = yaml.safe_load(text) or {}
         except yaml.YAMLError as e:
             mark = getattr(e, "problem_mark", None)
             line = f" line {mark.line + 1}" if mark is not None else ""
             problem = getattr(e, "problem", None) or "invalid YAML"
-            raise ConfigError(f"{path}:{line}: {problem}") from None
+            raise ConfigError(f"{path}:{line}: {problem}; fix the YAML there") from None
         if not isinstance(raw, dict):
-            raise ConfigError(f"{path}: expected a mapping of sections, got {type(raw).__name__}")
+            raise ConfigError(f"{path}: expected a mapping of sections, got "
+                              f"{type(raw).__name__}; see configs/ for examples")
     for item in overrides:
         _apply_override(raw, item)
         _check_override(raw, item)
     cfg = _build(Config, raw, where, "")
-    validate(cfg, where)
+    validate(cfg, where, overrides)
     return cfg
 
 
@@ -148,7 +152,7 @@ def _apply_override(raw: dict, item: str) -> None:
     for p in parents:
         node = node.setdefault(p, {})
         if not isinstance(node, dict):
-            raise ConfigError(f"--set {key}: '{p}' is not a section")
+            raise ConfigError(f"--set {key}: '{p}' is not a section; give section.key=value")
     node[last] = parsed
 
 
@@ -158,7 +162,8 @@ def _check_override(raw: dict, item: str) -> None:
     cls, node, prefix = Config, raw, ""
     for name in key.split("."):
         if not dataclasses.is_dataclass(cls):
-            raise ConfigError(f"--set {item}: '{prefix.rstrip('.')}' is a value, not a section")
+            raise ConfigError(f"--set {item}: '{prefix.rstrip('.')}' is a value, not a "
+                              "section; give section.key=value")
         hints = typing.get_type_hints(cls)
         if name not in hints:
             raise ConfigError(f"--set {item}: unknown key '{prefix}{name}'{_nearest(name, hints)}")
@@ -178,7 +183,8 @@ def _build(cls, raw: object, where: str, prefix: str):
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: '{prefix.rstrip('.')}' must be a section (a mapping)")
+        raise ConfigError(f"{where}: '{prefix.rstrip('.')}' must be a section (a mapping); "
+                          "see configs/ for examples")
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
@@ -221,15 +227,28 @@ def _coerce(value: object, kind: type, where: str, key: str):
     raise ConfigError(f"{where}: '{key}' must be {names}, got {value!r}")
 
 
-def validate(cfg: Config, where: str = "config") -> None:
-    """Range checks that types alone cannot express; fail before any work starts."""
+def _blame(message: str, where: str, overrides: typing.Sequence[str]) -> str:
+    """The `--set` item whose key the message names (the last such), else where."""
+    for item in reversed(overrides):
+        key = item.partition("=")[0]
+        if re.search(rf"(?<![\w.]){re.escape(key)}(?![\w])", message):
+            return f"--set {item}"
+    return where
+
+
+def validate(cfg: Config, where: str = "config", overrides: typing.Sequence[str] = ()) -> None:
+    """Range checks that types alone cannot express; fail before any work starts.
+
+    An error is blamed on the `--set` item that gave the value it names, else on where.
+    """
     d, m, t, dec = cfg.data, cfg.model, cfg.train, cfg.decode
     checks = [
         (m.d_model > 0, "model.d_model must be positive"),
         (m.n_heads > 0, "model.n_heads must be positive"),
         (m.d_model % max(m.n_heads, 1) == 0,
          f"model.d_model ({m.d_model}) must be divisible by model.n_heads ({m.n_heads})"),
-        (m.n_enc_layers > 0 and m.n_dec_layers > 0, "model layer counts must be positive"),
+        (m.n_enc_layers > 0 and m.n_dec_layers > 0,
+         "model.n_enc_layers and model.n_dec_layers must be positive"),
         (m.d_ff > 0, "model.d_ff must be positive"),
         (0.0 <= m.dropout < 1.0, "model.dropout must be in [0, 1)"),
         (m.max_positions > 0, "model.max_positions must be positive"),
@@ -262,16 +281,19 @@ def validate(cfg: Config, where: str = "config") -> None:
          f"decode.length_norm must be gnmt, average or none, got {dec.length_norm!r}"),
         (dec.length_penalty >= 0, "decode.length_penalty must be 0 or positive"),
         (dec.min_len >= 0, "decode.min_len must be 0 or positive"),
-        (dec.max_len_a >= 0 and dec.max_len_b >= 0, "decode.max_len_a/b must be non-negative"),
-        (dec.max_len_a > 0 or dec.max_len_b > 0, "decode.max_len_a and max_len_b are both 0"),
+        (dec.max_len_a >= 0 and dec.max_len_b >= 0,
+         "decode.max_len_a and decode.max_len_b must be non-negative"),
+        (dec.max_len_a > 0 or dec.max_len_b > 0,
+         "decode.max_len_a and decode.max_len_b are both 0; make one positive"),
         (dec.batch_tokens > 0, "decode.batch_tokens must be positive"),
     ]
     for ok, message in checks:
         if not ok:
-            raise ConfigError(f"{where}: {message}")
+            raise ConfigError(f"{_blame(message, where, overrides)}: {message}")
     from mt.tokenizer import has_tokenizer  # imports spaCy: only once the cheap checks pass
 
     for key, lang in (("data.src_lang", d.src_lang), ("data.tgt_lang", d.tgt_lang)):
         if not has_tokenizer(lang):
-            raise ConfigError(f"{where}: {key}: no spaCy tokenizer for language {lang!r}; use a "
-                              "spaCy language code such as en, de, fr, or xx (multi-language)")
+            raise ConfigError(f"{_blame(key, where, overrides)}: {key}: no spaCy tokenizer for "
+                              f"language {lang!r}; use a spaCy language code such as en, de, fr, "
+                              "or xx (multi-language)")

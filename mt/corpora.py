@@ -29,14 +29,15 @@ def multi30k(dest: Path, source: Path | None = None) -> list[Path]:
             if source is not None:
                 origin = Path(source) / name
                 if not origin.is_file():
-                    raise DataError(f"{origin}: not found (expected the Multi30k raw files "
-                                    f"in {source})")
+                    raise DataError(f"{origin}: not found; --from needs a directory holding "
+                                    "the Multi30k files (train.de.gz, ...)")
                 atomic_write(target, lambda tmp, o=origin: shutil.copyfile(o, tmp))
             else:
                 _download(MULTI30K_URL + name, target)
             count = sum(1 for _ in iter_lines(target))
             if count != expected:
-                raise DataError(f"{target}: {count} lines, expected {expected}")
+                raise DataError(f"{target}: {count} lines, expected {expected}; the copy is "
+                                "incomplete or not Multi30k: fetch it again")
             written.append(target)
             info(f"{target}: {count} lines")
     return written

@@ -32,11 +32,12 @@ def open_text(path: str | Path) -> io.TextIOBase:
                                     newline="\n")
         return open(path, encoding="utf-8", errors="replace", newline="\n")
     except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
+        raise DataError(f"{path}: file not found; check the path") from None
     except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, expected a text file") from None
+        raise DataError(f"{path}: is a directory, expected a text file; give a file") from None
     except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
+        raise DataError(f"{path}: cannot read ({e.strerror or e}); check the "
+                        "permissions") from None
 
 
 def iter_lines(path: str | Path) -> Iterator[str]:
@@ -52,7 +53,8 @@ def iter_lines(path: str | Path) -> Iterator[str]:
                     first_bad = first_bad or n
                 yield line
         except (OSError, EOFError, gzip.BadGzipFile) as e:
-            raise DataError(f"{path}: cannot read ({e})") from None
+            raise DataError(f"{path}: cannot read ({e}); is the file complete? Copy it "
+                            "again") from None
     if bad:
         warn(f"{path}: {bad} line(s) had invalid UTF-8 (first at line {first_bad}); "
              "bad bytes were replaced with U+FFFD")
@@ -74,10 +76,10 @@ def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]
     if len(src) != len(tgt):
         raise DataError(
             f"parallel files differ in length: {src_path} has {len(src)} lines, "
-            f"{tgt_path} has {len(tgt)}"
+            f"{tgt_path} has {len(tgt)}; line i of one must translate line i of the other"
         )
     if not src:
-        raise DataError(f"{src_path}: file is empty")
+        raise DataError(f"{src_path}: file is empty; give a file with one sentence a line")
     return src, tgt
 
 

@@ -37,6 +37,9 @@ _ADVICE = {
     errno.EACCES: "check the permissions",
     errno.EPERM: "check the permissions",
     errno.EROFS: "choose a writable location",
+    errno.ENOENT: "check the path",
+    errno.ENOTDIR: "check the path",
+    errno.EISDIR: "give a file, not a directory",
 }
 
 

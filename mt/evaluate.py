@@ -13,13 +13,14 @@ from mt.checkpoint import atomic_write, load_run
 from mt.config import DecodeConfig, override
 from mt.data import read_parallel, split_path
 from mt.errors import DataError
-from mt.translate import Translator
+from mt.translate import Translator, check_output_path
 
 
 def score(hyps: list[str], refs: list[str]) -> dict:
     """Corpus BLEU and chrF with sacreBLEU's default settings, and their signatures."""
     if len(hyps) != len(refs):
-        raise DataError(f"{len(hyps)} hypotheses but {len(refs)} references")
+        raise DataError(f"{len(hyps)} hypotheses but {len(refs)} references; give one "
+                        "reference line per source line")
     bleu, chrf = BLEU(), CHRF()
     b, c = bleu.corpus_score(hyps, [refs]), chrf.corpus_score(hyps, [refs])
     return {"bleu": round(b.score, 2), "chrf": round(c.score, 2), "sentences": len(hyps),
@@ -35,6 +36,11 @@ def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
 
     decode_set: `decode.key=value` overrides of the run's saved config (command-line options).
     """
+    if src is not None and ref is None:
+        raise DataError(f"--src {src}: no reference translations to score against; add "
+                        "--ref FILE")
+    if output:
+        check_output_path(output)  # before minutes of translating, not after
     run = load_run(run_path, device)
     decode = decode or override(run.cfg, decode_set, "command line").decode
     if src is None:
@@ -43,8 +49,6 @@ def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
         src_path = split_path(d.dir, name, d.src_lang)
         ref_path = split_path(d.dir, name, d.tgt_lang)
     else:
-        if ref is None:
-            raise DataError("--src needs --ref (the reference translations)")
         src_path, ref_path = Path(src), Path(ref)
     src_lines, ref_lines = read_parallel(src_path, ref_path)
     stream = Translator(run, decode, device).translate_stream(src_lines)

@@ -158,7 +158,14 @@ class Trainer:
                            "before its first checkpoint); run again without --resume")
         free = shutil.disk_usage(self.run_dir).free
         if free < 50 * 2**20:
-            raise RunError(f"{self.run_dir}: only {free // 2**20} MiB free on disk")
+            raise RunError(f"{self.run_dir}: only {free // 2**20} MiB free on disk; free some "
+                           "space or choose another --out")
+        # A checkpoint save cut short by kill -9 leaves its temporary file (see atomic_write);
+        # holding the lock, this run is the only one that could still be writing them.
+        for name in (BEST, LAST):
+            for tmp in self.run_dir.glob(f".{name}.*.tmp"):
+                tmp.unlink(missing_ok=True)
+                log.info(f"removed {tmp}, left by an interrupted save")
 
     def _load_data(self) -> None:
         d = self.cfg.data

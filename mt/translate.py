@@ -105,21 +105,27 @@ class Translator:
             self.truncated = 0
 
 
-def _check_paths(src: str, out: str) -> None:
-    """Fail on a missing input or an unwritable output before the model is loaded."""
+def check_input_path(src: str) -> None:
+    """Fail on a missing input before the model is loaded; '-' is stdin."""
     if src != "-" and Path(src).is_dir():
-        raise DataError(f"{src}: is a directory, expected a text file")
+        raise DataError(f"{src}: is a directory, expected a text file; give the input file")
     if src != "-" and not Path(src).is_file():
-        raise DataError(f"{src}: input file not found")
+        raise DataError(f"{src}: input file not found; check the path")
+
+
+def check_output_path(out: str) -> None:
+    """Fail on an output path that cannot be written before any work; '-' is stdout."""
     if out == "-":
         return
     out_path = Path(out)
     if out_path.is_dir():
         raise DataError(f"{out}: is a directory; give a file name for the translations")
     if not out_path.parent.is_dir():
-        raise DataError(f"{out}: output directory {out_path.parent} does not exist")
+        raise DataError(f"{out}: output directory {out_path.parent} does not exist; create it "
+                        "or choose another path")
     if not os.access(out_path.parent, os.W_OK):
-        raise FileSystemError(f"{out}: output directory {out_path.parent} is not writable")
+        raise FileSystemError(f"{out}: output directory {out_path.parent} is not writable; "
+                              "check the permissions or choose another path")
 
 
 def translate_file(run_path: Path, src: str, out: str, decode: DecodeConfig | None = None,
@@ -130,7 +136,8 @@ def translate_file(run_path: Path, src: str, out: str, decode: DecodeConfig | No
     decode_set: `decode.key=value` overrides of the run's saved config (command-line options).
     The n-best format (`format_nbest`) is written when `nbest` is set or decode.nbest > 1.
     """
-    _check_paths(src, out)
+    check_input_path(src)
+    check_output_path(out)
     run = load_run(run_path, device)
     decode = decode or override(run.cfg, decode_set, "command line").decode
     translator = Translator(run, decode, device)

@@ -60,13 +60,15 @@ class Vocab:
         try:
             tokens = path.read_text(encoding="utf-8").split("\n")
         except FileNotFoundError:
-            raise CheckpointError(f"{path}: vocabulary file missing from the run "
-                                  "directory") from None
+            raise CheckpointError(f"{path}: vocabulary file missing from the run directory; "
+                                  "copy it from the run the checkpoint came from") from None
         except (OSError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{path}: cannot read vocabulary ({e})") from None
+            raise CheckpointError(f"{path}: cannot read vocabulary ({e}); copy it again from "
+                                  "its run") from None
         if tokens and tokens[-1] == "":
             tokens.pop()
         try:
             return cls(tokens)
         except ValueError as e:
-            raise CheckpointError(f"{path}: not a valid vocabulary ({e})") from None
+            raise CheckpointError(f"{path}: not a valid vocabulary ({e}); copy it again from "
+                                  "its run") from None

@@ -33,7 +33,7 @@ from conftest import ROOT, TINY, TOY, Result, assert_user_error, run_mt
 from mt.checkpoint import atomic_write, load_checkpoint, load_run, save_checkpoint
 from mt.cli import main
 from mt.config import load_config
-from mt.errors import CheckpointError, ConfigError, FileSystemError, RunError
+from mt.errors import CheckpointError, FileSystemError, RunError
 from mt.train import MAX_BAD_STEPS, Trainer
 from mt.translate import CHUNK_LINES, Translator, translate_file
 
@@ -122,18 +122,69 @@ def test_usage_errors_are_one_line_with_exit_2(cli, args, needle):
     assert "Usage:" not in r.err and "╭" not in r.err  # no Click/Rich box, just the line
 
 
-def test_user_error_has_no_traceback_but_debug_shows_it(tmp_path):
+def debug_error(r: Result, code: int, *needles: str) -> None:
+    """--debug: the traceback, then the same one `error:` line (last) and the same exit code."""
+    assert r.code == code, r
+    assert "Traceback" in r.err, r.err
+    errors = [line for line in r.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and r.err.splitlines()[-1] == errors[0], r.err
+    assert all(n in errors[0] for n in needles), (needles, errors[0])
+
+
+def test_debug_adds_the_traceback_and_keeps_the_exit_code_and_error_line(tmp_path):
     missing = tmp_path / "nope.yaml"
-    assert_user_error(run_mt("train", str(missing)), 3, str(missing), "not found")
+    plain = run_mt("train", str(missing))
+    assert_user_error(plain, 3, str(missing), "not found")
     r = run_mt("--debug", "train", str(missing))
-    assert r.code != 0 and "Traceback" in r.err and "ConfigError" in r.err, r.err
+    debug_error(r, 3, str(missing), "not found")
+    assert "ConfigError" in r.err
+    assert r.err.splitlines()[-1] == plain.err.splitlines()[-1]
+    assert not missing.exists()
+    # Usage errors (exit 2) and data errors (exit 4) keep theirs too.
+    debug_error(run_mt("--debug", "train", str(missing), "--bogus"), 2, "--bogus")
+    debug_error(run_mt("--debug", "translate", "run", "-i", str(tmp_path / "no.txt")), 4,
+                "no.txt", "not found")
 
 
-def test_mt_debug_env_reraises(monkeypatch):
+def test_mt_debug_env_is_the_same_as_debug(monkeypatch, capsys):
     monkeypatch.setattr(sys, "argv", ["mt", "train", "/nonexistent/c.yaml"])
     monkeypatch.setenv("MT_DEBUG", "1")
-    with pytest.raises(ConfigError, match="not found"), own_signals():
+    with pytest.raises(SystemExit) as e, own_signals():
         main()
+    err = capsys.readouterr().err
+    debug_error(Result(e.value.code, "", err), 3, "/nonexistent/c.yaml", "not found")
+
+
+def test_error_lines_say_what_to_do(cli, tmp_path, run_copy):
+    """`error: <where>: <what is wrong>; <what to do>`, as the README promises."""
+    bad_yaml, a_list, src = tmp_path / "bad.yaml", tmp_path / "list.yaml", tmp_path / "in.txt"
+    bad_yaml.write_text("model:\n  d_model: [\n")
+    a_list.write_text("- 1\n")
+    src.write_text("one\n")
+    empty_run = tmp_path / "empty"
+    empty_run.mkdir()
+    no_vocab = Path(shutil.copytree(run_copy, tmp_path / "v"))
+    no_config = Path(shutil.copytree(run_copy, tmp_path / "c"))
+    (no_vocab / "vocab.tgt.txt").unlink()
+    (no_config / "config.yaml").unlink()
+    cases = [
+        (["train", tmp_path / "none.yaml"], 3, "; check the path"),
+        (["train", bad_yaml], 3, "; fix the YAML there"),
+        (["train", a_list], 3, "; see configs/ for examples"),
+        (["train", CONFIG, "--set", "train.lr.x=1"], 3, "; give section.key=value"),
+        (["train", CONFIG, "--out", tmp_path / "r", "--set", f"data.dir={tmp_path / 'no'}"], 4,
+         "; check the path"),
+        (["translate", tmp_path / "no-run", "-i", src], 5, "; check the path"),
+        (["translate", empty_run, "-i", src], 5, "; train it first, or give a .pt file"),
+        (["translate", no_vocab, "-i", src], 5, "; copy it from the run"),
+        (["translate", no_config, "-i", src], 5, "; copy it from the run"),
+        (["translate", run_copy, "-i", tmp_path / "no.txt"], 4, "; check the path"),
+        (["eval", run_copy, "--src", src], 4, "; add --ref FILE"),
+    ]
+    for args, code, advice in cases:
+        r = cli(*args)
+        assert_user_error(r, code, advice)
+        assert re.fullmatch(r"error: \S.*: .+; \w.+", r.err.strip().splitlines()[-1]), r.err
 
 
 @pytest.mark.parametrize("err, needles", [
@@ -197,6 +248,30 @@ def test_missing_config_is_named(cli, tmp_path):
     assert_user_error(cli("train", tmp_path / "none.yaml"), 3, "none.yaml", "not found")
 
 
+@pytest.mark.parametrize("sets, blamed, needle", [
+    (["train.max_steps=-1"], "train.max_steps=-1", "train.max_steps must be 0 (no limit) or"),
+    (["train.lr=0.001", "model.n_heads=3"], "model.n_heads=3", "divisible by model.n_heads"),
+    (["data.src_lang=zz"], "data.src_lang=zz", "no spaCy tokenizer"),
+    (["decode.max_len_b=-1"], "decode.max_len_b=-1", "must be non-negative"),
+])
+def test_out_of_range_set_value_is_blamed_on_set_not_the_file(cli, tmp_path, sets, blamed,
+                                                              needle):
+    out = tmp_path / "run"
+    r = cli("train", CONFIG, "--out", out, *[a for s in sets for a in ("--set", s)])
+    assert_user_error(r, 3, needle)
+    assert r.err.startswith(f"error: --set {blamed}: "), r.err
+    assert str(CONFIG) not in r.err
+    assert not out.exists()
+
+
+def test_out_of_range_value_in_the_file_is_still_blamed_on_the_file(cli, tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("train:\n  max_steps: -1\n")
+    r = cli("train", config, "--out", tmp_path / "run", "--set", "train.lr=0.001")
+    assert_user_error(r, 3, "train.max_steps must be")
+    assert r.err.startswith(f"error: {config}: "), r.err
+
+
 # --- data -------------------------------------------------------------------------------------
 
 def test_mismatched_parallel_files_name_both_and_their_counts(cli, tmp_path):
@@ -253,6 +328,24 @@ def test_translate_checks_paths_before_loading_the_model(cli, tmp_path):
                       "output directory", "does not exist")
 
 
+def test_eval_checks_its_output_path_before_loading_or_translating(cli, tmp_path, tiny_run,
+                                                                    monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("translated although the output path was bad")
+
+    monkeypatch.setattr(Translator, "translate_stream", never)
+    missing = tmp_path / "missing" / "dir" / "hyp.txt"
+    for run in (tmp_path / "no-such-run", tiny_run):  # no run: the path check comes first
+        before = snapshot(tmp_path)
+        assert_user_error(cli("eval", run, "--output", tmp_path), 4, str(tmp_path),
+                          "is a directory", "; give a file name")
+        r = cli("eval", run, "--output", missing)
+        assert_user_error(r, 4, str(missing), f"output directory {missing.parent} does not "
+                          "exist", "; create it or choose another path")
+        assert not (tmp_path / "missing").exists()
+        assert snapshot(tmp_path) == before and leftovers(tmp_path) == []
+
+
 def test_translate_invalid_utf8_from_file_and_stdin(cli, tmp_path, tiny_run):
     data = b"one two\n\xff\xfe three\n\nfour \xc3\n"
     src = tmp_path / "in.txt"
@@ -297,6 +390,87 @@ def test_checkpoint_with_code_is_refused_and_never_run(cli, run_copy, tmp_path):
     assert not marker.exists()
 
 
+def test_plain_pickle_is_not_an_mt_checkpoint_and_is_never_unpickled(cli, run_copy, tmp_path):
+    marker = tmp_path / "pwned"
+    Payload.marker = str(marker)
+    ckpt = run_copy / "best.pt"
+    ckpt.write_bytes(pickle.dumps({"model": {"w": torch.zeros(2)}, "code": Payload()}))
+    before = snapshot(run_copy)
+    out = tmp_path / "out.txt"
+    r = cli("translate", run_copy, "-o", out, stdin=b"one\n")
+    assert_user_error(r, 5, str(ckpt), "not an mt checkpoint (not a PyTorch zip archive)",
+                      "; give a checkpoint written by mt train")
+    assert "truncated or corrupted" not in r.err
+    assert not marker.exists() and not out.exists()
+    assert snapshot(run_copy) == before
+
+
+def flip_in_largest_tensor(ckpt: Path) -> int:
+    """Change one byte in the middle of the checkpoint's largest tensor; its offset."""
+    data = bytearray(ckpt.read_bytes())
+    with zipfile.ZipFile(ckpt) as archive:
+        largest = max((i for i in archive.infolist() if "/data/" in i.filename),
+                      key=lambda i: i.file_size)
+        tensor = archive.read(largest)
+    offset = data.find(tensor) + len(tensor) // 2
+    data[offset] ^= 0x01
+    ckpt.write_bytes(data)
+    return offset
+
+
+def test_flipped_byte_in_a_checkpoint_is_caught_on_every_load(cli, run_copy, tmp_path):
+    for name in ("best.pt", "last.pt"):
+        good = load_checkpoint(run_copy / name)["model"]
+        flip_in_largest_tensor(run_copy / name)
+        # torch.load alone takes it: the damage would go unnoticed without mt's CRC-32 check.
+        bad = torch.load(run_copy / name, weights_only=True)["model"]
+        assert any(not torch.equal(good[k], bad[k]) for k in good)
+    before = snapshot(run_copy)
+    out, src = tmp_path / "out.txt", tmp_path / "in.txt"
+    src.write_text("one two\n")
+    needles = ["best.pt", "truncated or corrupted checkpoint", "Bad CRC-32", "archive/data/",
+               "; use another checkpoint"]
+    assert_user_error(cli("translate", run_copy, "-i", src, "-o", out), 5, *needles)
+    assert_user_error(cli("translate", run_copy / "best.pt", stdin=b"one\n"), 5, *needles)
+    assert_user_error(cli("eval", run_copy, "--output", out), 5, *needles)
+    r = cli("train", "--out", run_copy, "--resume", "--device", "cpu")
+    assert_user_error(r, 5, "last.pt", "Bad CRC-32")
+    assert not out.exists() and leftovers(tmp_path) == []
+    assert snapshot(run_copy) == before  # the damaged files are left as they were
+
+
+def same_content(a: object, b: object) -> bool:
+    if isinstance(a, torch.Tensor):
+        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
+    if isinstance(a, dict):
+        return isinstance(b, dict) and a.keys() == b.keys() and all(
+            same_content(a[k], b[k]) for k in a)
+    return type(a) is type(b) and a == b
+
+
+def test_no_flipped_byte_anywhere_in_a_checkpoint_loads_silently(tmp_path):
+    """Flip every byte of a small checkpoint in turn (one bit, and all eight): each load is
+    refused, or gives exactly what was saved (padding, fields no reader uses)."""
+    state = {"model": {"w": torch.arange(6.0).reshape(2, 3), "b": torch.ones(2)}, "step": 3,
+             "progress": {"best": 1.5, "note": "x"}}
+    ckpt = tmp_path / "c.pt"
+    save_checkpoint(ckpt, state)
+    good = ckpt.read_bytes()
+    refused = 0
+    for i in range(len(good)):
+        for mask in (1 << (i % 8), 0xFF):
+            bad = bytearray(good)
+            bad[i] ^= mask
+            ckpt.write_bytes(bad)
+            try:
+                loaded = load_checkpoint(ckpt)
+            except CheckpointError:
+                refused += 1
+                continue
+            assert same_content(loaded, state), (i, mask)
+    assert refused > len(good)  # most flips matter, and every one of those was caught
+
+
 def garbled_pickle(good: bytes) -> bytes:
     """The checkpoint's zip archive with its pickle replaced by text."""
     buf = io.BytesIO()
@@ -309,11 +483,14 @@ def garbled_pickle(good: bytes) -> bytes:
 def test_truncated_corrupted_and_foreign_checkpoints(cli, run_copy):
     ckpt = run_copy / "best.pt"
     good = ckpt.read_bytes()
-    for content in (good[: len(good) // 2], good[:100], b"", os.urandom(4096),
-                    b"model: weights\n", garbled_pickle(good)):
+    for content in (good[: len(good) // 2], good[:100], b"", garbled_pickle(good)):
         ckpt.write_bytes(content)
         assert_user_error(cli("translate", run_copy, stdin=b"one\n"), 5, "best.pt",
-                          "truncated or corrupted")
+                          "truncated or corrupted", "; use another checkpoint")
+    for content in (os.urandom(4096), b"model: weights\n"):
+        ckpt.write_bytes(content)
+        assert_user_error(cli("translate", run_copy, stdin=b"one\n"), 5, "best.pt",
+                          "not an mt checkpoint (not a PyTorch zip archive)")
     torch.save({"weights": torch.zeros(3)}, ckpt)
     assert_user_error(cli("translate", run_copy, stdin=b"one\n"), 5, "not an mt checkpoint")
 
@@ -370,6 +547,26 @@ def test_existing_run_is_refused_without_resume_and_left_untouched(cli, run_copy
     r = cli("train", CONFIG, "--out", run_copy, "--device", "cpu")
     assert_user_error(r, 6, str(run_copy), "holds a run already", "--resume")
     assert snapshot(run_copy) == before
+
+
+def test_resume_removes_temporary_checkpoints_left_by_a_kill(cli, run_copy):
+    leftover = [run_copy / ".last.pt.k9x2a.tmp", run_copy / ".best.pt.3fz_q.tmp"]
+    for tmp in leftover:
+        tmp.write_bytes(b"PK\x03\x04 half a checkpoint")  # what kill -9 mid-save leaves
+    others = {run_copy / ".notes.txt.ab12.tmp": b"not ours", run_copy / "notes.txt": b"mine"}
+    for path, content in others.items():
+        path.write_bytes(content)
+    before = snapshot(run_copy)
+    r = cli("train", CONFIG, "--out", run_copy, "--device", "cpu")  # refused: nothing touched
+    assert_user_error(r, 6, "holds a run already")
+    assert snapshot(run_copy) == before
+    step = load_checkpoint(run_copy / "last.pt")["step"]
+    r = cli("train", "--out", run_copy, "--resume", "--device", "cpu")
+    assert r.code == 0, r.err
+    assert "left by an interrupted save" in r.err
+    assert not any(tmp.exists() for tmp in leftover)
+    assert all(path.read_bytes() == content for path, content in others.items())
+    assert load_checkpoint(run_copy / "last.pt")["step"] == step  # the run itself is intact
 
 
 def test_unwritable_run_directory_is_reported_before_training(cli, tmp_path, monkeypatch):
