@@ -5,6 +5,7 @@ A run directory holds:
   vocab.src.txt        one token a line (ids are line numbers)
   vocab.tgt.txt
   best.pt, last.pt     checkpoints; last.pt also carries optimizer, progress and RNG state
+                       (torch.save's zip archive: every load checks its members' CRC-32s)
   metrics.jsonl        one JSON object per log/validation event
 """
 

@@ -131,7 +131,7 @@ def debug_error(r: Result, code: int, *needles: str) -> None:
     assert all(n in errors[0] for n in needles), (needles, errors[0])
 
 
-def test_debug_adds_the_traceback_and_keeps_the_exit_code_and_error_line(tmp_path):
+def test_debug_adds_the_traceback_and_keeps_the_exit_code_and_error_line(cli, tmp_path):
     missing = tmp_path / "nope.yaml"
     plain = run_mt("train", str(missing))
     assert_user_error(plain, 3, str(missing), "not found")
@@ -141,9 +141,10 @@ def test_debug_adds_the_traceback_and_keeps_the_exit_code_and_error_line(tmp_pat
     assert r.err.splitlines()[-1] == plain.err.splitlines()[-1]
     assert not missing.exists()
     # Usage errors (exit 2) and data errors (exit 4) keep theirs too.
-    debug_error(run_mt("--debug", "train", str(missing), "--bogus"), 2, "--bogus")
-    debug_error(run_mt("--debug", "translate", "run", "-i", str(tmp_path / "no.txt")), 4,
-                "no.txt", "not found")
+    debug_error(cli("--debug", "train", missing, "--bogus"), 2, "--bogus")
+    debug_error(cli("--debug", "translate", "run", "-i", tmp_path / "no.txt"), 4, "no.txt",
+                "not found")
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_mt_debug_env_is_the_same_as_debug(monkeypatch, capsys):
