@@ -106,7 +106,7 @@ def load_checkpoint(path: Path) -> dict:
     advice = "; use another checkpoint, e.g. last.pt or best.pt"
     with open(path, "rb") as f:
         head = f.read(len(ZIP_MAGIC))
-    if head and head != ZIP_MAGIC:  # a plain pickle, text, ...: never unpickle it
+    if not ZIP_MAGIC.startswith(head):  # a plain pickle, text, ...: never unpickle it
         raise CheckpointError(f"{path}: not an mt checkpoint (not a PyTorch zip archive); "
                               "give a checkpoint written by mt train")
     try:
