@@ -4,6 +4,7 @@ A run directory holds:
   config.yaml          the resolved config
   vocab.src.txt        one token a line (ids are line numbers)
   vocab.tgt.txt
+  spm*.model           SentencePiece runs only: the tokenizer model(s) (mt.subword)
   best.pt, last.pt     checkpoints; last.pt also carries optimizer, progress and RNG state
                        (torch.save's zip archive: every load checks its members' CRC-32s)
   metrics.jsonl        one JSON object per log/validation event
@@ -23,6 +24,7 @@ import torch
 from mt.config import Config, load_config
 from mt.errors import CheckpointError, FileSystemError, os_error_message
 from mt.model import Seq2Seq, make_model
+from mt.tokenizer import Tokenizer, load_tokenizers
 from mt.vocab import PAD, Vocab
 
 CONFIG, SRC_VOCAB, TGT_VOCAB, BEST, LAST = ("config.yaml", "vocab.src.txt", "vocab.tgt.txt",
@@ -154,6 +156,8 @@ class Run:
     src_vocab: Vocab
     tgt_vocab: Vocab
     step: int
+    src_tok: Tokenizer
+    tgt_tok: Tokenizer
 
 
 def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
@@ -165,11 +169,16 @@ def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
                               "copy it from the run the checkpoint came from")
     cfg = load_config(run_dir / CONFIG)
     src_vocab, tgt_vocab = Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB)
+    src_tok, tgt_tok = load_tokenizers(cfg.data, run_dir)
+    for tok, vocab, name in ((src_tok, src_vocab, SRC_VOCAB), (tgt_tok, tgt_vocab, TGT_VOCAB)):
+        if tok.fixed_vocab is not None and tok.fixed_vocab != vocab.itos:
+            raise CheckpointError(f"{run_dir / name}: does not match the run's tokenizer model; "
+                                  "use the files saved together with this run")
     state = load_checkpoint(ckpt)
     model = make_model(cfg.model, len(src_vocab), len(tgt_vocab), PAD)
     load_weights(model, state, ckpt)
     model.to(device).eval()
-    return Run(cfg, model, src_vocab, tgt_vocab, int(state.get("step", 0)))
+    return Run(cfg, model, src_vocab, tgt_vocab, int(state.get("step", 0)), src_tok, tgt_tok)
 
 
 def load_weights(model: torch.nn.Module, state: dict, where: Path) -> None:

@@ -132,6 +132,30 @@ def translate(
                    nbest=nbest is not None)
 
 
+@app.command()
+def tokenize(
+    run: Path = typer.Argument(None, help="Run directory (or checkpoint) whose tokenizer to use; "
+                               "or give --lang."),
+    side: str = typer.Option("src", "--side", help="With RUN: src or tgt tokenizer."),
+    lang: str = typer.Option(None, "--lang", help="spaCy language code (en, de, xx, ...), "
+                             "instead of RUN."),
+    lowercase: bool = typer.Option(False, "--lowercase", help="With --lang: lowercase first."),
+    input: str = typer.Option("-", "-i", "--input", help="Text, one sentence a line; - is stdin."),
+    output: str = typer.Option("-", "-o", "--output", help="Where to write; - is stdout."),
+    detok: bool = typer.Option(False, "--detok", help="Join space-separated tokens back into "
+                               "text instead."),
+) -> None:
+    """Write each line as space-separated tokens (or, with --detok, tokens back as text): one
+    output line per input line, empty lines kept. See README, Tokenization."""
+    from mt.tokenize_text import pick_tokenizer, tokenize_file
+
+    if (run is None) == (lang is None):
+        raise typer.BadParameter("give either a run directory or --lang", param_hint="RUN")
+    if side not in ("src", "tgt"):
+        raise typer.BadParameter(f"{side!r}: expected src or tgt", param_hint="'--side'")
+    tokenize_file(pick_tokenizer(run, side, lang, lowercase), input, output, detok)
+
+
 @data_app.command("multi30k")
 def data_multi30k(
     dest: Path = typer.Option(Path("data/multi30k"), "--dest", help="Where the files go."),

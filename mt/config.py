@@ -14,10 +14,12 @@ import yaml
 
 from mt.errors import ConfigError
 
+TOKENIZERS = ("spacy", "sentencepiece")  # README, Tokenization
+
 
 @dataclass
 class DataConfig:
-    src_lang: str = "en"  # spaCy language code of the source side
+    src_lang: str = "en"  # language code of the source side: file suffix, spaCy language
     tgt_lang: str = "de"
     dir: str = "data/toy"  # files are {dir}/{split}.{lang}, plain or .gz
     train: str = "toy.train"  # split names (file stems) inside dir; the defaults are the toy's
@@ -27,7 +29,11 @@ class DataConfig:
     max_len: int = 100  # training pairs with more tokens on either side are dropped
     min_freq: int = 1  # vocabulary: drop rarer tokens
     max_size: int = 0  # vocabulary: keep the most frequent tokens; 0 = no limit
-    shared_vocab: bool = False  # one vocabulary for both sides
+    shared_vocab: bool = False  # one vocabulary for both sides (sentencepiece: one joint model)
+    tokenizer: str = "spacy"  # spacy (words, reversible) or sentencepiece (subwords, trained)
+    spm_model_type: str = "unigram"  # sentencepiece: unigram or bpe
+    vocab_size: int = 8000  # sentencepiece: pieces per model, specials and 256 bytes included
+    spm_max_sentences: int = 1000000  # sentencepiece: train on a sample this big; 0 = all lines
 
 
 @dataclass
@@ -259,6 +265,14 @@ def validate(cfg: Config, where: str = "config", overrides: typing.Sequence[str]
          f"model.max_positions ({m.max_positions})"),
         (d.min_freq >= 1, "data.min_freq must be at least 1"),
         (d.max_size >= 0, "data.max_size must be 0 (no limit) or positive"),
+        (d.tokenizer in TOKENIZERS,
+         f"data.tokenizer must be spacy or sentencepiece, got {d.tokenizer!r}"),
+        (d.spm_model_type in ("unigram", "bpe"),
+         f"data.spm_model_type must be unigram or bpe, got {d.spm_model_type!r}"),
+        (d.vocab_size > 4 + 256,
+         f"data.vocab_size ({d.vocab_size}) must be more than 260 (4 specials and 256 bytes)"),
+        (d.spm_max_sentences == 0 or d.spm_max_sentences > 100,
+         "data.spm_max_sentences must be 0 (all lines) or more than 100"),
         (t.max_tokens > 0, "train.max_tokens must be positive"),
         (t.max_epochs > 0, "train.max_epochs must be positive"),
         (t.max_steps >= 0, "train.max_steps must be 0 (no limit) or positive"),
@@ -290,10 +304,11 @@ def validate(cfg: Config, where: str = "config", overrides: typing.Sequence[str]
     for ok, message in checks:
         if not ok:
             raise ConfigError(f"{_blame(message, where, overrides)}: {message}")
-    from mt.tokenizer import has_tokenizer  # imports spaCy: only once the cheap checks pass
+    if d.tokenizer == "spacy":  # SentencePiece needs no language support (nor spaCy)
+        from mt.tokenizer import has_tokenizer  # imports spaCy: once the cheap checks pass
 
-    for key, lang in (("data.src_lang", d.src_lang), ("data.tgt_lang", d.tgt_lang)):
-        if not has_tokenizer(lang):
-            raise ConfigError(f"{_blame(key, where, overrides)}: {key}: no spaCy tokenizer for "
-                              f"language {lang!r}; use a spaCy language code such as en, de, fr, "
-                              "or xx (multi-language)")
+        for key, lang in (("data.src_lang", d.src_lang), ("data.tgt_lang", d.tgt_lang)):
+            if not has_tokenizer(lang):
+                raise ConfigError(f"{_blame(key, where, overrides)}: {key}: no spaCy tokenizer "
+                                  f"for language {lang!r}; use a spaCy language code such as en, "
+                                  "de, fr, or xx (multi-language)")

@@ -1,17 +1,91 @@
-"""spaCy rule-based tokenizers (`spacy.blank(lang)`, no model download) and Moses detokenization."""
+"""Tokenizers: one protocol, two kinds, built from the config (README, Tokenization).
+
+- `spacy` (the default): spaCy's rule-based tokenizers (`spacy.blank(lang)`, no model download),
+  made reversible with a joiner mark: a token glued to its neighbour in the text (no whitespace
+  between them) carries MARK on that side, so `detokenize(tokenize(line)) == normalize(line)`.
+- `sentencepiece`: subword models trained on the training split (mt/subword.py).
+
+spaCy is imported only when a spaCy tokenizer is made: a SentencePiece run never loads it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-import spacy
-from sacremoses import MosesDetokenizer
+import re
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from mt.errors import ConfigError
+
+if TYPE_CHECKING:
+    from mt.config import DataConfig
+
+MARK = "\uffed"  # ￭ joiner: no whitespace between this token and its neighbour on that side
+ESCAPE = "\uffee"  # ￮ escape: inside a token, ESCAPE ESCAPE is a literal ￮, ESCAPE "m" a literal
+#                    of the one character a tokenizer reserves (MARK here, ▁ in SentencePiece)
+_NON_SPACE = re.compile(r"\S+")  # \S is exactly `not str.isspace()`, as `str.split()` uses
+
+
+def normalize(line: str) -> str:
+    """The whitespace rule: ends stripped, every run of whitespace (any `str.isspace`
+    character, tabs and no-break spaces included) one plain space."""
+    return " ".join(line.split())
+
+
+def escape(text: str, reserved: str) -> str:
+    """Text with no `reserved` character left in it (undone by `unescape`)."""
+    return text.replace(ESCAPE, ESCAPE + ESCAPE).replace(reserved, ESCAPE + "m")
+
+
+def unescape(text: str, reserved: str) -> str:
+    """Inverse of `escape`; a stray ESCAPE (text never escaped) is kept as it is."""
+    if ESCAPE not in text:
+        return text
+    return re.sub(f"{ESCAPE}([{ESCAPE}m])",
+                  lambda m: ESCAPE if m[1] == ESCAPE else reserved, text)
+
+
+class Tokenizer(Protocol):
+    """What train, eval and translate use: lines to tokens and tokens back to one line."""
+
+    # SentencePiece: its pieces in id order (mt's Vocab is exactly this); spaCy: None (mt
+    # counts the training tokens to build the Vocab).
+    fixed_vocab: list[str] | None
+
+    def tokenize(self, line: str) -> list[str]: ...
+
+    def tokenize_many(self, lines: Iterable[str]) -> list[list[str]]: ...
+
+    def detokenize(self, tokens: Sequence[str]) -> str: ...
+
+
+def build_tokenizers(data_cfg: DataConfig, dest_dir: Path, train_src_path: Path,
+                     train_tgt_path: Path) -> tuple[Tokenizer, Tokenizer]:
+    """Tokenizers for a fresh run: trains what needs training (SentencePiece, on the training
+    split only) and writes its files into dest_dir; `load_tokenizers(data_cfg, dest_dir)`
+    loads them again."""
+    if data_cfg.tokenizer == "sentencepiece":
+        from mt import subword
+
+        subword.train_models(data_cfg, Path(dest_dir), Path(train_src_path), Path(train_tgt_path))
+    return load_tokenizers(data_cfg, dest_dir)
+
+
+def load_tokenizers(data_cfg: DataConfig, directory: Path) -> tuple[Tokenizer, Tokenizer]:
+    """The (source, target) tokenizers of a run directory; a missing or damaged model file is a
+    CheckpointError."""
+    if data_cfg.tokenizer == "sentencepiece":
+        from mt import subword
+
+        return subword.load_models(data_cfg, Path(directory))
+    return (SpacyTokenizer(data_cfg.src_lang, data_cfg.lowercase),
+            SpacyTokenizer(data_cfg.tgt_lang, data_cfg.lowercase))
 
 
 def has_tokenizer(lang: str) -> bool:
     """Whether spaCy has a rule-based tokenizer for this language code (as `spacy.blank` needs)."""
+    import spacy
+
     try:
         spacy.util.get_lang_class(lang)
     except (ImportError, KeyError, ValueError):
@@ -19,10 +93,20 @@ def has_tokenizer(lang: str) -> bool:
     return True
 
 
-class Tokenizer:
-    """Splits a line into tokens and joins tokens back into text for one language."""
+class SpacyTokenizer:
+    """spaCy words with joiner marks, for one language.
+
+    Where two tokens touch in the text, one of them carries MARK on the touching side: the one
+    that is not a word there (punctuation, a bracket, a hyphen), so words keep one form:
+    "(father-figure)." -> "(￭ father ￭-￭ figure ￭) ￭." A MARK or ESCAPE in the text itself is
+    escaped (see `escape`), so every line comes back exactly, up to `normalize`.
+    """
+
+    fixed_vocab = None
 
     def __init__(self, lang: str, lowercase: bool = False):
+        import spacy
+
         try:
             self._nlp = spacy.blank(lang)
         except (ImportError, KeyError, ValueError):
@@ -32,17 +116,49 @@ class Tokenizer:
             ) from None
         self.lang = lang
         self.lowercase = lowercase
-        self._detok = MosesDetokenizer(lang=lang)
 
     def _prep(self, line: str) -> str:
         return line.lower() if self.lowercase else line
 
     def tokenize(self, line: str) -> list[str]:
-        return [t.text for t in self._nlp.tokenizer(self._prep(line)) if not t.is_space]
+        return self.tokenize_many([line])[0]
 
     def tokenize_many(self, lines: Iterable[str]) -> list[list[str]]:
         docs = self._nlp.tokenizer.pipe(self._prep(line) for line in lines)
-        return [[t.text for t in doc if not t.is_space] for doc in docs]
+        return [_mark(doc) for doc in docs]
 
-    def detokenize(self, tokens: list[str]) -> str:
-        return self._detok.detokenize(tokens)
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        """Tokens back into one line: a space between two tokens unless a MARK joins them.
+        Works on any tokens (text that was never tokenized is joined with spaces)."""
+        out: list[str] = []
+        glue = False  # the previous token ended with MARK
+        for tok in tokens:
+            if not tok:
+                continue
+            left, right = tok.startswith(MARK), tok.endswith(MARK)
+            if out and not (glue or left):
+                out.append(" ")
+            out.append(unescape(tok[left:len(tok) - right], MARK))
+            glue = right
+        return "".join(out)
+
+
+def _is_word_edge(char: str) -> bool:
+    return char.isalnum()
+
+
+def _mark(doc) -> list[str]:
+    """A spaCy Doc as marked tokens. Pieces come from the character offsets (whitespace is
+    never part of a token; a spaCy token holding some is split there)."""
+    pieces = [(m.group(), t.idx + m.start(), t.idx + m.end())
+              for t in doc for m in _NON_SPACE.finditer(t.text)]
+    tokens = [escape(text, MARK) for text, _, _ in pieces]
+    for i in range(1, len(pieces)):
+        (prev, _, prev_end), (cur, cur_start, _) = pieces[i - 1], pieces[i]
+        if prev_end != cur_start:  # whitespace between them
+            continue
+        if _is_word_edge(cur[0]) and not _is_word_edge(prev[-1]):
+            tokens[i - 1] += MARK  # "(￭ father": the bracket carries the mark
+        else:
+            tokens[i] = MARK + tokens[i]  # "father ￭-", "dogs ￭,", "ca ￭n't"
+    return tokens

@@ -41,7 +41,7 @@ from mt.data import ParallelData, read_parallel, split_path
 from mt.errors import CheckpointError, ConfigError, DataError, RunError
 from mt.evaluate import score
 from mt.model import Seq2Seq, make_model
-from mt.tokenizer import Tokenizer
+from mt.tokenizer import Tokenizer, build_tokenizers, load_tokenizers
 from mt.translate import Translator
 from mt.vocab import PAD, Vocab
 
@@ -169,10 +169,10 @@ class Trainer:
 
     def _load_data(self) -> None:
         d = self.cfg.data
-        self.src_tok, self.tgt_tok = Tokenizer(d.src_lang, d.lowercase), Tokenizer(d.tgt_lang,
-                                                                                   d.lowercase)
-        src_lines, tgt_lines = read_parallel(split_path(d.dir, d.train, d.src_lang),
-                                             split_path(d.dir, d.train, d.tgt_lang))
+        train_src = split_path(d.dir, d.train, d.src_lang)
+        train_tgt = split_path(d.dir, d.train, d.tgt_lang)
+        src_lines, tgt_lines = read_parallel(train_src, train_tgt)
+        self.src_tok, self.tgt_tok = self._tokenizers(train_src, train_tgt)
         val_src, val_tgt = read_parallel(split_path(d.dir, d.val, d.src_lang),
                                          split_path(d.dir, d.val, d.tgt_lang))
         src_toks = self.src_tok.tokenize_many(src_lines)
@@ -182,10 +182,12 @@ class Trainer:
             self.tgt_vocab = Vocab.load(self.run_dir / TGT_VOCAB)
         elif d.shared_vocab:
             self.src_vocab = self.tgt_vocab = Vocab.build(src_toks + tgt_toks, d.min_freq,
-                                                          d.max_size)
+                                                          d.max_size, self.src_tok.fixed_vocab)
         else:  # from the training split only: no leak from val/test
-            self.src_vocab = Vocab.build(src_toks, d.min_freq, d.max_size)
-            self.tgt_vocab = Vocab.build(tgt_toks, d.min_freq, d.max_size)
+            self.src_vocab = Vocab.build(src_toks, d.min_freq, d.max_size,
+                                         self.src_tok.fixed_vocab)
+            self.tgt_vocab = Vocab.build(tgt_toks, d.min_freq, d.max_size,
+                                         self.tgt_tok.fixed_vocab)
         self.train_data = ParallelData([self.src_vocab.encode(t) for t in src_toks],
                                        [self.tgt_vocab.encode(t) for t in tgt_toks])
         dropped = self.train_data.filter_length(d.max_len)
@@ -200,6 +202,16 @@ class Trainer:
         log.info(f"data: {len(self.train_data)} training pairs ({dropped} dropped: empty or over "
                  f"{d.max_len} tokens), {len(val_src)} validation; vocab src {len(self.src_vocab)} "
                  f"tgt {len(self.tgt_vocab)}")
+
+    def _tokenizers(self, train_src: Path, train_tgt: Path) -> tuple[Tokenizer, Tokenizer]:
+        """A fresh run trains its tokenizers (rank 0, into the run directory); the others load."""
+        d = self.cfg.data
+        if self.resume:
+            return load_tokenizers(d, self.run_dir)
+        built = build_tokenizers(d, self.run_dir, train_src, train_tgt) if self.main else None
+        if self.world > 1:
+            dist.barrier()
+        return built or load_tokenizers(d, self.run_dir)
 
     def _build(self) -> None:
         torch.manual_seed(self.cfg.train.seed)
@@ -401,7 +413,8 @@ class Trainer:
             n += batch.n_tgt_tokens
         result = {"val_loss": round(nll_sum / n, 4), "val_ppl": round(math.exp(nll_sum / n), 2)}
         if self.cfg.train.eval_bleu:
-            run = Run(self.cfg, self.model, self.src_vocab, self.tgt_vocab, self.progress.step)
+            run = Run(self.cfg, self.model, self.src_vocab, self.tgt_vocab, self.progress.step,
+                      self.src_tok, self.tgt_tok)
             greedy = replace(self.cfg.decode, beam=1, nbest=1)  # fast, whatever decode.beam is
             hyps = Translator(run, greedy, device=self.device).translate(self.val_src)
             scores = score(hyps, self.val_ref)

@@ -20,7 +20,6 @@ from mt.data import _fill, iter_lines, pad
 from mt.decode import Hypothesis, beam_search, greedy, sequence_scores
 from mt.errors import DataError, FileSystemError
 from mt.log import warn
-from mt.tokenizer import Tokenizer
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
 
@@ -41,9 +40,7 @@ class Translator:
                  device: torch.device | str = "cpu"):
         self.run, self.device = run, torch.device(device)
         self.decode_cfg = decode or run.cfg.decode
-        d = run.cfg.data
-        self.src_tok = Tokenizer(d.src_lang, d.lowercase)
-        self.tgt_tok = Tokenizer(d.tgt_lang, d.lowercase)
+        self.src_tok, self.tgt_tok = run.src_tok, run.tgt_tok
         self.max_src = run.cfg.model.max_positions
         self.truncated = 0  # source lines cut to the model's positions
 

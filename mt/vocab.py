@@ -22,7 +22,12 @@ class Vocab:
             raise ValueError("duplicate tokens in vocabulary")
 
     @classmethod
-    def build(cls, sentences: Iterable[list[str]], min_freq: int = 1, max_size: int = 0) -> Vocab:
+    def build(cls, sentences: Iterable[list[str]], min_freq: int = 1, max_size: int = 0,
+              fixed: list[str] | None = None) -> Vocab:
+        """Count the tokens of `sentences`, or take `fixed`, a tokenizer's own vocabulary
+        (SentencePiece's pieces in id order), as it is."""
+        if fixed is not None:
+            return cls(fixed)
         counts = Counter(tok for sent in sentences for tok in sent)
         for s in SPECIALS:
             counts.pop(s, None)

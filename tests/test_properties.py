@@ -16,7 +16,7 @@ from mt.checkpoint import load_run
 from mt.config import load_config
 from mt.data import iter_lines
 from mt.errors import ConfigError
-from mt.tokenizer import Tokenizer
+from mt.tokenizer import SpacyTokenizer
 from mt.translate import Translator
 from mt.vocab import SPECIALS, UNK, Vocab
 
@@ -45,8 +45,8 @@ def translator(tiny_run) -> Translator:
 
 
 @pytest.fixture(scope="session")
-def tokenizers() -> dict[str, Tokenizer]:
-    return {lang: Tokenizer(lang) for lang in ("en", "de")}
+def tokenizers() -> dict[str, SpacyTokenizer]:
+    return {lang: SpacyTokenizer(lang) for lang in ("en", "de")}
 
 
 @FAST

@@ -1,0 +1,152 @@
+"""SentencePiece subword tokenizers, trained on the training split and kept in the run directory.
+
+Exactly reversible: lines are normalized (`mt.tokenizer.normalize`) and a literal ▁ (which
+SentencePiece uses for the space) is escaped before encoding; byte fallback covers any character
+the training text lacked. So `detokenize(tokenize(line)) == normalize(line)` for every line.
+Ids 0-3 are mt's specials <pad> <unk> <bos> <eos>: mt's Vocab is the model's piece list.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import sentencepiece as spm
+
+from mt.errors import CheckpointError, ConfigError, DataError
+from mt.tokenizer import escape, normalize, unescape
+from mt.vocab import BOS, EOS, PAD, SPECIALS, UNK
+
+if TYPE_CHECKING:
+    from mt.config import DataConfig
+
+JOINT, SRC, TGT = "spm.model", "spm.src.model", "spm.tgt.model"  # files in the run directory
+SPACE = "\u2581"  # ▁, SentencePiece's mark for a space
+
+
+def model_files(data_cfg: DataConfig) -> tuple[str, str]:
+    """File names of the (source, target) models: one joint model with a shared vocabulary."""
+    return (JOINT, JOINT) if data_cfg.shared_vocab else (SRC, TGT)
+
+
+class SentencePieceTokenizer:
+    def __init__(self, path: Path, lowercase: bool = False):
+        path = Path(path)
+        try:
+            proto = path.read_bytes()
+        except FileNotFoundError:
+            raise CheckpointError(f"{path}: SentencePiece model missing from the run "
+                                  "directory (mt train writes it there); copy it back or train "
+                                  "again") from None
+        except OSError as e:
+            raise CheckpointError(f"{path}: cannot read the SentencePiece model "
+                                  f"({e.strerror or e})") from None
+        try:
+            self._sp = spm.SentencePieceProcessor(model_proto=proto)
+        except RuntimeError:
+            raise CheckpointError(f"{path}: truncated or corrupted SentencePiece model; copy it "
+                                  "back from where the run was trained, or train again") from None
+        self.fixed_vocab = [self._sp.id_to_piece(i) for i in range(self._sp.get_piece_size())]
+        if self.fixed_vocab[: len(SPECIALS)] != SPECIALS:
+            raise CheckpointError(f"{path}: not a SentencePiece model trained by mt (ids 0-3 "
+                                  f"are {self.fixed_vocab[:4]}, not {SPECIALS})")
+        self.lowercase = lowercase
+
+    def _prep(self, line: str) -> str:
+        return escape(normalize(line.lower() if self.lowercase else line), SPACE)
+
+    def tokenize(self, line: str) -> list[str]:
+        return self.tokenize_many([line])[0]
+
+    def tokenize_many(self, lines: Iterable[str]) -> list[list[str]]:
+        return self._sp.encode([self._prep(line) for line in lines], out_type=str)
+
+    def detokenize(self, tokens: Sequence[str]) -> str:
+        """Pieces back into one line. Strings that are not pieces are copied as they are."""
+        return normalize(unescape(self._sp.decode_pieces(list(tokens)), SPACE))
+
+
+def load_models(data_cfg: DataConfig, directory: Path
+                ) -> tuple[SentencePieceTokenizer, SentencePieceTokenizer]:
+    src_name, tgt_name = model_files(data_cfg)
+    src = SentencePieceTokenizer(directory / src_name, data_cfg.lowercase)
+    tgt = src if tgt_name == src_name else SentencePieceTokenizer(directory / tgt_name,
+                                                                  data_cfg.lowercase)
+    return src, tgt
+
+
+def train_models(data_cfg: DataConfig, dest_dir: Path, train_src: Path, train_tgt: Path) -> None:
+    """Train the run's model(s) on the training split and write them into dest_dir."""
+    src_name, tgt_name = model_files(data_cfg)
+    if src_name == tgt_name:
+        _train([train_src, train_tgt], dest_dir / src_name, data_cfg)
+    else:
+        _train([train_src], dest_dir / src_name, data_cfg)
+        _train([train_tgt], dest_dir / tgt_name, data_cfg)
+
+
+def _train(paths: list[Path], model_path: Path, d: DataConfig) -> None:
+    where = " and ".join(str(p) for p in paths)
+    failed: list[BaseException] = []  # raised while reading: SentencePiece would hide it
+    count = 0
+
+    def sentences() -> Iterator[str]:
+        nonlocal count
+        try:
+            for path in paths:
+                for line in _read_lines(path):
+                    text = normalize(line.lower() if d.lowercase else line)
+                    if text:
+                        count += 1
+                        yield escape(text, SPACE)
+        except BaseException as e:  # an error or Ctrl-C: stop feeding, raise it afterwards
+            failed.append(e)
+
+    model = io.BytesIO()
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=sentences(), model_writer=model, model_type=d.spm_model_type,
+            vocab_size=d.vocab_size, input_sentence_size=d.spm_max_sentences,
+            shuffle_input_sentence=True, character_coverage=1.0, byte_fallback=True,
+            normalization_rule_name="identity", pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+            pad_piece=SPECIALS[PAD], unk_piece=SPECIALS[UNK], bos_piece=SPECIALS[BOS],
+            eos_piece=SPECIALS[EOS], num_threads=min(os.cpu_count() or 1, 8), minloglevel=2)
+    except RuntimeError as e:
+        if failed:
+            raise failed[0] from None
+        if count == 0:
+            raise DataError(f"{where}: no text to train SentencePiece on (the training split "
+                            "is empty or blank)") from None
+        message = str(e)
+        if m := re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)",
+                          message):
+            raise ConfigError(f"data.vocab_size {d.vocab_size} is too large for the training "
+                              f"text ({where}); the largest usable size is {m[1]}") from None
+        if m := re.search(r"smaller than required_chars\. \d+ vs (\d+)", message):
+            raise ConfigError(f"data.vocab_size {d.vocab_size} is too small for the characters "
+                              f"of the training text ({where}); use at least {m[1]}") from None
+        raise
+    if failed:
+        raise failed[0]
+    # Write then rename: a crash never leaves half a model (mt.checkpoint sits above us).
+    tmp = model_path.with_name(f".{model_path.name}.tmp")
+    tmp.write_bytes(model.getvalue())
+    os.replace(tmp, model_path)
+
+
+def _read_lines(path: Path) -> Iterator[str]:
+    """Lines of a UTF-8 text file, plain or .gz (bad bytes become U+FFFD, as mt.data reads)."""
+    try:
+        opener = gzip.open if path.suffix == ".gz" else open
+        with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as f:
+            for line in f:
+                yield line.rstrip("\n")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (OSError, EOFError) as e:
+        raise DataError(f"{path}: cannot read ({e})") from None

@@ -1,0 +1,68 @@
+"""`mt tokenize`: lines to space-separated tokens, or back (--detok); one line out per line in."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from mt.checkpoint import CONFIG, atomic_write
+from mt.config import load_config
+from mt.data import iter_lines
+from mt.errors import CheckpointError
+from mt.tokenizer import SpacyTokenizer, Tokenizer, load_tokenizers
+
+CHUNK_LINES = 2000  # lines tokenized together: bounds memory on any input
+
+
+def pick_tokenizer(run: Path | None, side: str = "src", lang: str | None = None,
+                   lowercase: bool = False) -> Tokenizer:
+    """spaCy's tokenizer for `lang`, or the `side` (src or tgt) tokenizer of a run directory
+    (or of the run directory a checkpoint file is in)."""
+    if run is None:
+        return SpacyTokenizer(lang, lowercase)
+    run = Path(run)
+    if not run.exists():
+        raise CheckpointError(f"{run}: no such run directory or checkpoint file")
+    run_dir = run if run.is_dir() else run.parent
+    if not (run_dir / CONFIG).is_file():
+        raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory")
+    src, tgt = load_tokenizers(load_config(run_dir / CONFIG).data, run_dir)
+    return src if side == "src" else tgt
+
+
+def tokenize_file(tok: Tokenizer, src: str, out: str, detok: bool = False) -> int:
+    """Tokenize (or detokenize) `src` into `out` ('-': stdin/stdout); returns the line count.
+
+    Empty lines stay empty lines. A file output appears only when complete."""
+    lines = iter_lines(src)
+    bar = tqdm(desc="detokenize" if detok else "tokenize", unit=" lines", disable=None,
+               file=sys.stderr)
+    count = 0
+
+    def write_all(handle) -> None:
+        nonlocal count
+        while chunk := list(itertools.islice(lines, CHUNK_LINES)):
+            if detok:  # any text: whitespace separates tokens
+                done = [tok.detokenize(line.split()) for line in chunk]
+            else:
+                done = [" ".join(tokens) for tokens in tok.tokenize_many(chunk)]
+            handle.write("".join(line + "\n" for line in done))
+            count += len(done)
+            bar.update(len(done))
+
+    if out == "-":
+        stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
+        write_all(stdout)
+        stdout.detach()  # flush, but leave sys.stdout open
+    else:
+        def write(tmp: str) -> None:
+            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+                write_all(f)
+
+        atomic_write(Path(out), write)
+    bar.close()
+    return count

@@ -1,0 +1,150 @@
+"""End to end with SentencePiece: a tiny joint model trained for real on the toy corpus, then
+eval, translate and `mt tokenize` on top of it; and `mt tokenize --lang` on its own."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT, THREADS, TINY, assert_user_error, run_mt
+from mt.subword import JOINT
+from mt.tokenizer import MARK, normalize
+
+SPM = [*TINY, "data.tokenizer=sentencepiece", "data.shared_vocab=true", "data.vocab_size=330",
+       "train.max_steps=150", "train.eval_every=50"]
+ODD = f"Zwei {MARK} und ▁ vierzig \uffee\t😀  e\u0301 <unk>"
+
+
+def sets(*overrides: str) -> list[str]:
+    return [arg for s in overrides for arg in ("--set", s)]
+
+
+@pytest.fixture(scope="module")
+def spm_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "spm"
+    r = run_mt("train", str(ROOT / "configs" / "toy.yaml"), "--out", str(out), "--device", "cpu",
+               *sets(*SPM))
+    assert r.code == 0, r.err
+    return out
+
+
+def test_sentencepiece_run_learns_and_keeps_its_model(spm_run):
+    events = [json.loads(line) for line in (spm_run / "metrics.jsonl").read_text().splitlines()]
+    bleus = [e["val_bleu"] for e in events if e["event"] == "valid"]
+    assert len(bleus) >= 3 and max(bleus) > bleus[0] + 10, bleus
+    assert (spm_run / JOINT).is_file()
+    src_vocab = (spm_run / "vocab.src.txt").read_text().splitlines()
+    assert src_vocab == (spm_run / "vocab.tgt.txt").read_text().splitlines()
+    assert src_vocab[:4] == ["<pad>", "<unk>", "<bos>", "<eos>"] and len(src_vocab) == 330
+
+
+def test_sentencepiece_run_evaluates_translates_and_tokenizes(spm_run, tmp_path):
+    r = run_mt("eval", str(spm_run), "--split", "test", "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["bleu"] > 10
+
+    src = "Yesterday we saw forty two red dogs.\n\nI need seven hundred eleven books.\n"
+    r = run_mt("translate", str(spm_run), input=src)
+    assert r.code == 0, r.err
+    lines = r.out.split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[0] and lines[2], lines
+    assert "▁" not in r.out and "<0x" not in r.out  # plain text, not pieces
+
+    text = f"{ODD}\n\n  Gestern sahen wir zwei Hunde.\n"
+    r = run_mt("tokenize", str(spm_run), "--side", "tgt", input=text)
+    assert r.code == 0, r.err
+    tokens = r.out.split("\n")
+    assert len(tokens) == 4 and tokens[1] == "" and "▁" in tokens[2], tokens
+    (tmp_path / "tok.txt").write_text(r.out)
+    r = run_mt("tokenize", str(spm_run / "best.pt"), "--detok", "-i", str(tmp_path / "tok.txt"),
+               "-o", str(tmp_path / "back.txt"))
+    assert r.code == 0, r.err
+    back = (tmp_path / "back.txt").read_text().split("\n")
+    assert back == [normalize(line) for line in text.split("\n")]
+
+
+def test_sentencepiece_run_loads_without_spacy(spm_run):
+    code = f"""
+import sys
+from pathlib import Path
+from mt.checkpoint import load_run
+from mt.translate import Translator
+from mt.tokenize_text import pick_tokenizer
+run = load_run(Path({str(spm_run)!r}))
+assert len(Translator(run).translate(["one two", ""])) == 2
+pick_tokenizer(Path({str(spm_run)!r}), "tgt").tokenize("ein Test")
+assert "spacy" not in sys.modules, "spaCy was imported"
+"""
+    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                       env={**os.environ, **THREADS})
+    assert p.returncode == 0, p.stderr
+
+
+def test_missing_or_damaged_tokenizer_model_is_a_checkpoint_error(spm_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(spm_run, run)
+    model = (run / JOINT).read_bytes()
+    (run / JOINT).write_bytes(model[: len(model) // 3])
+    assert_user_error(run_mt("translate", str(run), input="one\n"), 5, JOINT, "corrupted")
+    (run / JOINT).unlink()
+    assert_user_error(run_mt("eval", str(run)), 5, JOINT, "missing")
+    assert_user_error(run_mt("tokenize", str(run)), 5, JOINT, "missing")
+    (run / JOINT).write_bytes(model)
+    vocab = (run / "vocab.tgt.txt").read_text().splitlines()
+    vocab[10], vocab[11] = vocab[11], vocab[10]
+    (run / "vocab.tgt.txt").write_text("\n".join(vocab) + "\n")
+    assert_user_error(run_mt("translate", str(run), input="one\n"), 5, "vocab.tgt.txt",
+                      "does not match")
+
+
+def test_sentencepiece_training_errors(tmp_path):
+    cfg = str(ROOT / "configs" / "toy.yaml")
+    r = run_mt("train", cfg, "--out", str(tmp_path / "big"), "--device", "cpu",
+               *sets(*SPM, "data.vocab_size=100000"))
+    assert_user_error(r, 3, "data.vocab_size 100000", "largest usable size is")
+    data = tmp_path / "blank"
+    data.mkdir()
+    for split in ("toy.train", "toy.val"):
+        for lang in ("en", "de"):
+            shutil.copy(ROOT / "data" / "toy" / f"{split}.{lang}", data)
+    for lang in ("en", "de"):
+        (data / f"toy.train.{lang}").write_text(" \n\t\n")
+    r = run_mt("train", cfg, "--out", str(tmp_path / "blank_run"), "--device", "cpu",
+               *sets(*SPM, f"data.dir={data}"))
+    assert_user_error(r, 4, "no text to train SentencePiece")
+    for lang in ("en", "de"):
+        (data / f"toy.train.{lang}").write_text("")
+    r = run_mt("train", cfg, "--out", str(tmp_path / "empty_run"), "--device", "cpu",
+               *sets(*SPM, f"data.dir={data}"))
+    assert_user_error(r, 4, "empty")
+
+
+def test_tokenize_with_a_spacy_language(tmp_path):
+    text = "Kids' Food Basket, a father-figure.\n\n\tKeks .  \n" + ODD + "\n"
+    r = run_mt("tokenize", "--lang", "en", input=text)
+    assert r.code == 0, r.err
+    out = r.out.split("\n")
+    assert len(out) == 5 and out[1] == "" and out[4] == ""
+    assert out[0].split() == ["Kids", MARK + "'", "Food", "Basket", MARK + ",", "a", "father",
+                              MARK + "-" + MARK, "figure", MARK + "."]
+    (tmp_path / "tok.txt").write_text(r.out)
+    r = run_mt("tokenize", "--lang", "en", "--detok", "-i", str(tmp_path / "tok.txt"))
+    assert r.code == 0, r.err
+    assert r.out.split("\n") == [normalize(line) for line in text.split("\n")]
+
+    r = run_mt("tokenize", "--lang", "de", "--detok", input="Ein Satz , nie tokenisiert .\n"
+               f"{MARK}{MARK} \uffee x\uffee\n")  # never tokenized: best effort, no traceback
+    assert r.code == 0 and r.out.count("\n") == 2 and "Ein Satz" in r.out, r
+    r = run_mt("tokenize", "--lang", "de", "--lowercase", "-i", str(tmp_path / "tok.txt"), "-o",
+               str(tmp_path / "low.txt"))
+    assert r.code == 0 and (tmp_path / "low.txt").read_text().startswith("kids ")
+
+    assert_user_error(run_mt("tokenize", "--lang", "klingon", input="x\n"), 3, "klingon")
+    assert_user_error(run_mt("tokenize", input="x\n"), 2, "--lang")
+    assert_user_error(run_mt("tokenize", "--lang", "en", "-i", str(tmp_path / "nope")), 4)
+    assert_user_error(run_mt("tokenize", str(tmp_path / "nope")), 5)
