@@ -29,7 +29,7 @@ def _global(debug: bool = typer.Option(False, "--debug", help="Show tracebacks f
 
 
 def _device(name: str) -> str:
-    from mt.train import pick_device
+    from mt.device import pick_device
 
     return str(pick_device(name))
 
