@@ -132,6 +132,20 @@ def translate(
                    nbest=nbest is not None)
 
 
+@app.command()
+def average(
+    run: Path = typer.Argument(..., help="Run directory trained with train.keep_checkpoints."),
+    last: int = typer.Option(..., "--last", min=1, help="Average the newest N ckpt.STEP.pt."),
+    output: Path = typer.Option(None, "-o", "--output", help="Checkpoint to write (default "
+                                "RUN/average.pt); eval and translate read config and vocab "
+                                "from its directory."),
+) -> None:
+    """Average the weights of a run's last N step checkpoints into one checkpoint file."""
+    from mt.average import average_run
+
+    print(average_run(run, last, output))
+
+
 @data_app.command("multi30k")
 def data_multi30k(
     dest: Path = typer.Option(Path("data/multi30k"), "--dest", help="Where the files go."),

@@ -351,7 +351,7 @@ class Trainer:
                     self._step(*micro)
                     tokens += sum(b.n_tgt_tokens for b in micro) * self.world
                 else:  # the epoch's last update has no batch left for this rank
-                    self._step(*self._take(batches, [p.position]), idle=True)
+                    self._step(self._to_device(batches[p.position]), idle=True)
                 p.position = min(p.position + self.world * t.accum_steps, len(batches))
                 self.bar.update()
                 if p.step % 10 == 0:  # host-side counts: no device sync
