@@ -351,7 +351,7 @@ class Trainer:
                     self._step(*micro)
                     tokens += sum(b.n_tgt_tokens for b in micro) * self.world
                 else:  # the epoch's last update has no batch left for this rank
-                    self._step(self._to_device(batches[p.position]), idle=True)
+                    self._step(batches[p.position], idle=True)
                 p.position = min(p.position + self.world * t.accum_steps, len(batches))
                 self.bar.update()
                 if p.step % 10 == 0:  # host-side counts: no device sync
@@ -374,11 +374,12 @@ class Trainer:
         self.stop_reason = "max_epochs"
 
     def _take(self, batches: list[Batch], positions: list[int]) -> list[Batch]:
-        """The batches at these positions of the epoch's list, on the device."""
-        return [self._to_device(batches[i]) for i in positions]
+        """The batches at these positions of the epoch's list."""
+        return [batches[i] for i in positions]
 
     def _to_device(self, batch: Batch) -> Batch:
-        if self.device.type == "cuda":  # page-locked, so the copy overlaps with compute
+        if self.device.type == "cuda" and batch.src.device.type == "cpu":
+            # Page-locked, so that the copy runs asynchronously, overlapping with compute.
             batch = Batch(batch.src.pin_memory(), batch.tgt_in.pin_memory(),
                           batch.tgt_out.pin_memory(), batch.n_tgt_tokens)
         return batch.to(self.device)
@@ -413,6 +414,7 @@ class Trainer:
         Returns this rank's mean loss as a device tensor (not read here: no sync).
         """
         self.optimizer.zero_grad(set_to_none=True)
+        micro = tuple(self._to_device(b) for b in micro)
         tokens = sum((b.tgt_out != PAD).sum() for b in micro) * (0 if idle else 1)
         if self.world > 1:
             tokens = tokens.float()
@@ -427,8 +429,8 @@ class Trainer:
         return self._update(stats)
 
     def _micro_batch(self, batch: Batch, scale: torch.Tensor | float) -> torch.Tensor:
-        """Forward and backward of one batch; returns [loss sum, NLL sum, target tokens]."""
-        batch = self._to_device(batch)
+        """Forward and backward of one batch (on the device); returns [loss sum, NLL sum,
+        target tokens]."""
         with torch.autocast(self.device.type, dtype=self.amp, enabled=self.amp is not None):
             logits = self.net(batch.src, batch.tgt_in)
         loss, nll = label_smoothed_loss(logits, batch.tgt_out, self.cfg.train.label_smoothing)
