@@ -7,6 +7,7 @@ A run directory holds:
   spm*.model           SentencePiece runs only: the tokenizer model(s) (mt.subword)
   best.pt, last.pt     checkpoints; last.pt also carries optimizer, progress and RNG state
                        (torch.save's zip archive: every load checks its members' CRC-32s)
+  ckpt.STEP.pt         weights at validation steps, the newest train.keep_checkpoints of them
   metrics.jsonl        one JSON object per log/validation event
 """
 
@@ -60,6 +61,20 @@ def atomic_write(path: Path, write) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def step_checkpoint_name(step: int) -> str:
+    return f"ckpt.{step}.pt"
+
+
+def step_checkpoints(run: Path) -> list[tuple[int, Path]]:
+    """A run directory's ckpt.STEP.pt files as (step, path), oldest first."""
+    found = []
+    for path in Path(run).glob("ckpt.*.pt"):
+        step = path.name.split(".")[1]
+        if step.isdigit():
+            found.append((int(step), path))
+    return sorted(found)
 
 
 def save_checkpoint(path: Path, state: dict) -> None:

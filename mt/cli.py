@@ -29,7 +29,7 @@ def _global(debug: bool = typer.Option(False, "--debug", help="Show tracebacks f
 
 
 def _device(name: str) -> str:
-    from mt.train import pick_device
+    from mt.device import pick_device
 
     return str(pick_device(name))
 
@@ -154,6 +154,20 @@ def tokenize(
     if side not in ("src", "tgt"):
         raise typer.BadParameter(f"{side!r}: expected src or tgt", param_hint="'--side'")
     tokenize_file(pick_tokenizer(run, side, lang, lowercase), input, output, detok)
+
+
+@app.command()
+def average(
+    run: Path = typer.Argument(..., help="Run directory trained with train.keep_checkpoints."),
+    last: int = typer.Option(..., "--last", min=1, help="Average the newest N ckpt.STEP.pt."),
+    output: Path = typer.Option(None, "-o", "--output", help="Checkpoint to write (default "
+                                "RUN/average.pt); eval and translate read config and vocab "
+                                "from its directory."),
+) -> None:
+    """Average the weights of a run's last N step checkpoints into one checkpoint file."""
+    from mt.average import average_run
+
+    print(average_run(run, last, output))
 
 
 @data_app.command("multi30k")

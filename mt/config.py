@@ -65,7 +65,11 @@ class TrainConfig:
     metric: str = "bleu"  # early stopping and `best`: bleu (higher) or loss (lower)
     patience: int = 0  # stop after N validations without improvement; 0 = never
     log_every: int = 100  # steps between metrics-log lines
-    amp: str = "auto"  # autocast on CUDA: auto (bf16 if supported), bf16, fp16, none
+    amp: str = "auto"  # autocast: auto (CUDA: bf16 if native, else fp16; CPU: fp32), bf16,
+    #                    fp16 (CUDA only; fp32 on CPU), none
+    accum_steps: int = 1  # micro-batches (of max_tokens each) per rank per update
+    compile: bool = False  # torch.compile the model for training (dynamic shapes)
+    keep_checkpoints: int = 0  # also keep the last N validation-step weights as ckpt.STEP.pt
     threads: int = 0  # CPU threads for torch; 0 = torch's default
 
 
@@ -288,6 +292,8 @@ def validate(cfg: Config, where: str = "config", overrides: typing.Sequence[str]
         (t.amp in ("auto", "bf16", "fp16", "none"),
          f"train.amp must be auto, bf16, fp16 or none, got {t.amp!r}"),
         (t.threads >= 0, "train.threads must be 0 (default) or positive"),
+        (t.accum_steps >= 1, "train.accum_steps must be at least 1"),
+        (t.keep_checkpoints >= 0, "train.keep_checkpoints must be 0 (off) or positive"),
         (dec.beam >= 1, "decode.beam must be at least 1"),
         (1 <= dec.nbest <= dec.beam,
          f"decode.nbest ({dec.nbest}) must be between 1 and decode.beam ({dec.beam})"),

@@ -35,9 +35,12 @@ from mt.checkpoint import (
     load_checkpoint,
     load_weights,
     save_checkpoint,
+    step_checkpoint_name,
+    step_checkpoints,
 )
 from mt.config import Config, load_config
-from mt.data import ParallelData, read_parallel, split_path
+from mt.data import Batch, ParallelData, read_parallel, split_path
+from mt.device import autocast_dtype, pick_device
 from mt.errors import CheckpointError, ConfigError, DataError, RunError
 from mt.evaluate import score
 from mt.model import Seq2Seq, make_model
@@ -50,16 +53,18 @@ MAX_BAD_STEPS = 5  # consecutive steps with a non-finite loss or gradient before
 
 def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float,
                         pad_id: int = PAD) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed label-smoothed cross-entropy and summed NLL over non-pad targets.
+    """Summed label-smoothed cross-entropy and summed NLL (detached) over non-pad targets.
 
     logits (B, T, V), target (B, T). Smoothing spreads `smoothing` uniformly over all V
-    classes (the target included), as torch's cross_entropy does.
+    classes (the target included), as torch's cross_entropy does; one log-softmax serves both.
     """
-    flat, tgt = logits.reshape(-1, logits.size(-1)).float(), target.reshape(-1)
-    loss = F.cross_entropy(flat, tgt, ignore_index=pad_id, label_smoothing=smoothing,
-                           reduction="sum")
-    nll = F.cross_entropy(flat.detach(), tgt, ignore_index=pad_id, reduction="sum")
-    return loss, nll
+    lprobs = F.log_softmax(logits.reshape(-1, logits.size(-1)).float(), dim=-1)  # (B*T, V)
+    tgt = target.reshape(-1)
+    keep = tgt != pad_id
+    nll = -lprobs.gather(1, tgt.unsqueeze(1)).squeeze(1)  # (B*T,)
+    smooth = -lprobs.mean(dim=-1)
+    loss = ((1.0 - smoothing) * nll + smoothing * smooth).masked_fill(~keep, 0.0).sum()
+    return loss, nll.detach().masked_fill(~keep, 0.0).sum()
 
 
 def lr_at(step: int, peak: float, warmup: int) -> float:
@@ -70,37 +75,31 @@ def lr_at(step: int, peak: float, warmup: int) -> float:
     return peak * min(step / warmup, math.sqrt(warmup / step))
 
 
+def update_positions(start: int, n_batches: int, world: int, accum: int, rank: int) -> list[int]:
+    """Positions in the epoch's batch list that `rank` trains in the update starting at `start`.
+
+    An update takes the next world * accum batches (fewer at the epoch's end); micro-batch i of
+    rank r is batch start + i * world + r. So N ranks of k micro-batches train exactly what one
+    rank of N * k does, and an epoch split between runs on any numbers of ranks trains each of
+    its batches once.
+    """
+    return list(range(start + rank, min(start + world * accum, n_batches), world))
+
+
 @dataclass
 class Progress:
     """Where training stands; saved in last.pt so --resume continues exactly."""
 
     step: int = 0
     epoch: int = 0
-    batch_in_epoch: int = 0  # batches of this epoch already trained
+    position: int = 0  # batches of this epoch already trained, by all ranks together
+    world: int = 1  # ranks of the run that saved this (a resume may use another number)
     best: float | None = None  # best validation metric so far
     bad_evals: int = 0  # validations since the best one
 
 
 class Stop(Exception):
     """Raised inside the loop to end training early (early stopping, signal, step limit)."""
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise RunError("--device cuda: no CUDA device is available here; use --device cpu")
-    if name != "cpu" and not name.startswith("cuda"):
-        raise RunError(f"--device {name}: expected auto, cpu or cuda")
-    return torch.device(name)
-
-
-def autocast_dtype(cfg: Config, device: torch.device) -> torch.dtype | None:
-    if device.type != "cuda" or cfg.train.amp == "none":
-        return None
-    if cfg.train.amp == "auto":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return {"bf16": torch.bfloat16, "fp16": torch.float16}[cfg.train.amp]
 
 
 class Trainer:
@@ -118,15 +117,21 @@ class Trainer:
             dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
-        self.amp = autocast_dtype(cfg, self.device)
+        self.amp = autocast_dtype(cfg.train.amp, self.device)
         self.scaler = torch.amp.GradScaler("cuda", enabled=self.amp == torch.float16)
         self.progress = Progress()
-        self.stop_reason: str | None = None
+        self.stop_reason: str | None = None  # agreed by all ranks
+        self.signalled = False  # this process got SIGINT/SIGTERM; acted on once all agree
         self.bad_steps = 0
         self.skipped_steps = 0
         self.checkpointed_at = -1  # step of the latest validation + save
         self.last_result: dict = {}
         self.started = time.time()
+        # On the device, read only at log intervals: label-smoothed loss, NLL, target tokens.
+        self.stats = torch.zeros(3, device=self.device)
+        self.ddp: DistributedDataParallel | None = None
+        self.bar_loss = "loss -"  # the progress bar's loss, updated at log intervals
+        self.interval_start = time.perf_counter()  # of the current log interval
 
     # --- set-up -----------------------------------------------------------------------------
     def _prepare_run_dir(self) -> None:
@@ -214,31 +219,47 @@ class Trainer:
         return built or load_tokenizers(d, self.run_dir)
 
     def _build(self) -> None:
-        torch.manual_seed(self.cfg.train.seed)
-        random.seed(self.cfg.train.seed)
+        t = self.cfg.train
+        torch.manual_seed(t.seed)
+        random.seed(t.seed)
         self.model: Seq2Seq = make_model(self.cfg.model, len(self.src_vocab), len(self.tgt_vocab),
                                          PAD).to(self.device)
-        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.cfg.train.lr,
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr,
                                           betas=(0.9, 0.98), eps=1e-9)
         if self.resume:
             state = load_checkpoint(self.run_dir / LAST)
             load_weights(self.model, state, self.run_dir / LAST)
             try:
                 self.optimizer.load_state_dict(state["optimizer"])
-                self.progress = Progress(**state["progress"])
+                saved = dict(state["progress"])
+                if "batch_in_epoch" in saved:  # written before positions were global (1 rank)
+                    saved["position"] = saved.pop("batch_in_epoch")
+                self.progress = Progress(**saved)
                 self._set_rng(state["rng"])
+                if self.scaler.is_enabled() and state.get("scaler"):
+                    self.scaler.load_state_dict(state["scaler"])
             except (KeyError, TypeError, ValueError, RuntimeError) as e:
                 raise CheckpointError(f"{self.run_dir / LAST}: cannot resume from it: training "
                                       f"state missing or invalid ({e!r})") from None
-            log.info(f"resumed {self.run_dir} at step {self.progress.step}")
+            p = self.progress
+            log.info(f"resumed {self.run_dir} at step {p.step} (epoch {p.epoch}, batch "
+                     f"{p.position}; saved by {p.world} process(es), now {self.world})")
         elif self.main:
             self.cfg.save(self.run_dir / CONFIG)
             self.src_vocab.save(self.run_dir / SRC_VOCAB)
             self.tgt_vocab.save(self.run_dir / TGT_VOCAB)
         n_params = sum(p.numel() for p in self.model.parameters())
         log.info(f"model: {n_params / 1e6:.2f}M parameters on {self.device}"
-                 + (f", autocast {self.amp}" if self.amp else ""))
-        self.net = (DistributedDataParallel(self.model) if self.world > 1 else self.model)
+                 + (f", autocast {self.amp}" if self.amp else "")
+                 + (f", {self.world} processes" if self.world > 1 else ""))
+        self.net = self.model
+        if self.world > 1:
+            self.net = self.ddp = DistributedDataParallel(self.model)
+        if t.compile:
+            # Dynamic shapes: batch and sequence lengths change from batch to batch, and one
+            # graph with symbolic sizes beats a recompile for each new shape.
+            self.net = torch.compile(self.net, dynamic=True)
+        self._signal_flag = torch.zeros((), device=self.device)
 
     # --- state ------------------------------------------------------------------------------
     @staticmethod
@@ -260,9 +281,20 @@ class Trainer:
             return
         state = {"model": self.model.state_dict(), "step": self.progress.step}
         if full:
+            self.progress.world = self.world
             state.update(optimizer=self.optimizer.state_dict(), progress=asdict(self.progress),
-                         rng=self._get_rng())
+                         rng=self._get_rng(), scaler=self.scaler.state_dict())
         save_checkpoint(self.run_dir / name, state)
+
+    def _keep_step_checkpoint(self) -> None:
+        """ckpt.STEP.pt for `mt average`: the newest train.keep_checkpoints, older ones removed
+        only once the new one is complete."""
+        keep = self.cfg.train.keep_checkpoints
+        if not keep or not self.main:
+            return
+        self._save(step_checkpoint_name(self.progress.step), full=False)
+        for _, path in step_checkpoints(self.run_dir)[:-keep]:
+            path.unlink(missing_ok=True)
 
     def _log(self, record: dict) -> None:
         if self.main:
@@ -271,6 +303,12 @@ class Trainer:
             with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
                 f.write(json.dumps(record) + "\n")
 
+    def _barrier(self) -> None:
+        """Under torchrun: wait for every rank (e.g. for rank 0's save before anyone exits, or
+        torchrun stops rank 0 mid-save when the first rank exits with an error)."""
+        if self.world > 1:
+            dist.barrier()
+
     # --- the loop ---------------------------------------------------------------------------
     def fit(self) -> dict:
         if self.main:  # under torchrun, rank 0 alone owns the run directory
@@ -278,11 +316,13 @@ class Trainer:
         self._load_data()
         self._build()
         t = self.cfg.train
-        per_epoch = len(self.train_data.batches(t.max_tokens, seed=t.seed)) // self.world
+        per_epoch = -(-len(self.train_data.batches(t.max_tokens, seed=t.seed))
+                      // (self.world * t.accum_steps))
         total = t.max_steps or per_epoch * t.max_epochs
         self.bar = tqdm(total=total, initial=self.progress.step, desc="train", unit=" step",
                         disable=not self.main or None, file=sys.stderr, dynamic_ncols=True)
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.interval_start = time.perf_counter()
         try:
             self._epochs()
         except Stop:
@@ -293,6 +333,7 @@ class Trainer:
             self.bar.close()
         if self.stop_reason == "signal":
             self._save(LAST, full=True)
+            self._barrier()
             raise RunError(f"interrupted at step {self.progress.step}; saved "
                            f"{self.run_dir / LAST}; continue with --resume")
         if self.checkpointed_at != self.progress.step:
@@ -304,38 +345,40 @@ class Trainer:
         log.info(f"done at step {self.progress.step} ({self.stop_reason}); best "
                  f"{t.metric} {self.progress.best}; run in {self.run_dir}")
         if self.world > 1:
+            self._barrier()
             dist.destroy_process_group()
         return {"step": self.progress.step, "best": self.progress.best, **final}
 
     def _on_signal(self, signum, frame) -> None:
-        if self.stop_reason == "signal":  # a second Ctrl-C: the user will not wait for the save
+        if self.signalled:  # a second Ctrl-C: the user will not wait for the save
             raise RunError(f"interrupted twice: stopped without saving; {self.run_dir / LAST}, "
                            "if there is one, holds the previous checkpoint")
-        self.stop_reason = "signal"  # acted on between steps, so no step is left half-done
+        self.signalled = True  # acted on between steps, once all ranks know (see _update)
 
     def _epochs(self) -> None:
         t, p = self.cfg.train, self.progress
         while p.epoch < t.max_epochs:
             # Batches depend only on (seed, epoch): a resumed run skips exactly the ones done.
             batches = self.train_data.batches(t.max_tokens, seed=t.seed + p.epoch)
-            n = len(batches) // self.world
-            mine = batches[self.rank::self.world][:n]
             self.model.train()
             clock, tokens = time.perf_counter(), 0
-            for batch in mine[p.batch_in_epoch:]:
-                loss = self._step(batch)
-                p.batch_in_epoch += 1
-                tokens += batch.n_tgt_tokens * self.world
+            while p.position < len(batches):
+                positions = update_positions(p.position, len(batches), self.world,
+                                             t.accum_steps, self.rank)
+                if positions:
+                    micro = self._take(batches, positions)
+                    self._step(*micro)
+                    tokens += sum(b.n_tgt_tokens for b in micro) * self.world
+                else:  # the epoch's last update has no batch left for this rank
+                    self._step(batches[p.position], idle=True)
+                p.position = min(p.position + self.world * t.accum_steps, len(batches))
                 self.bar.update()
-                if p.step % 10 == 0 or p.step == 1:
+                if p.step % 10 == 0:  # host-side counts: no device sync
                     rate = tokens / max(time.perf_counter() - clock, 1e-9)
-                    self.bar.set_postfix_str(f"loss {loss:.3f} | lr {self._lr():.1e} | "
+                    self.bar.set_postfix_str(f"{self.bar_loss} | lr {self._lr():.1e} | "
                                              f"tok/s {rate / 1000:.1f}k")
                 if p.step % t.log_every == 0:
-                    rate = tokens / max(time.perf_counter() - clock, 1e-9)
-                    self._log({"event": "train", "step": p.step, "epoch": p.epoch,
-                               "loss": round(loss, 4) if math.isfinite(loss) else None,
-                               "lr": self._lr(), "tok_per_s": round(rate)})
+                    self._log_interval()
                 if self.stop_reason == "signal":
                     raise Stop
                 if p.step % t.eval_every == 0:
@@ -344,46 +387,112 @@ class Trainer:
                     self.stop_reason = "max_steps"
                     raise Stop
             p.epoch += 1
-            p.batch_in_epoch = 0
+            p.position = 0
             if self.checkpointed_at != p.step:
                 self._checkpoint()
         self.stop_reason = "max_epochs"
 
+    def _take(self, batches: list[Batch], positions: list[int]) -> list[Batch]:
+        """The batches at these positions of the epoch's list."""
+        return [batches[i] for i in positions]
+
+    def _to_device(self, batch: Batch) -> Batch:
+        if self.device.type == "cuda" and batch.src.device.type == "cpu":
+            # Page-locked, so that the copy runs asynchronously, overlapping with compute.
+            batch = Batch(batch.src.pin_memory(), batch.tgt_in.pin_memory(),
+                          batch.tgt_out.pin_memory(), batch.n_tgt_tokens)
+        return batch.to(self.device)
+
+    def _log_interval(self) -> None:
+        """Read the interval's loss statistics (one sync), log them, start a new interval."""
+        p, stats = self.progress, self.stats
+        if self.world > 1:
+            dist.all_reduce(stats)
+        loss, nll, tokens = stats.tolist()
+        stats.zero_()
+        now = time.perf_counter()
+        rate = tokens / max(now - self.interval_start, 1e-9)
+        self.interval_start = now
+        loss, nll = ((round(x / tokens, 4) if tokens and math.isfinite(x) else None)
+                     for x in (loss, nll))
+        self._log({"event": "train", "step": p.step, "epoch": p.epoch, "loss": loss, "nll": nll,
+                   "lr": self._lr(), "tok_per_s": round(rate)})
+        self.bar_loss = f"loss {loss} | nll {nll}"
+
     def _lr(self) -> float:
         return self.optimizer.param_groups[0]["lr"]
 
-    def _step(self, batch) -> float:
-        t, p = self.cfg.train, self.progress
-        batch = batch.to(self.device)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr_at(p.step + 1, t.lr, t.warmup)
+    # --- one update -------------------------------------------------------------------------
+    def _step(self, *micro: Batch, idle: bool = False) -> torch.Tensor:
+        """One update from this rank's micro-batches (all ranks take part in every update).
+
+        The loss is normalised by the target tokens of the whole update, over micro-batches
+        and ranks, so k micro-batches equal one k-times larger batch, and N ranks one rank
+        with an N-times larger batch. idle: this rank has no batch left in the epoch's last
+        update; it runs micro[0] at weight 0, since every rank joins the gradient all-reduce.
+        Returns this rank's mean loss as a device tensor (not read here: no sync).
+        """
+        self.optimizer.zero_grad(set_to_none=True)
+        micro = tuple(self._to_device(b) for b in micro)
+        tokens = sum((b.tgt_out != PAD).sum() for b in micro) * (0 if idle else 1)
+        if self.world > 1:
+            tokens = tokens.float()
+            dist.all_reduce(tokens)  # stays on the device: the division below needs no sync
+        # DDP averages gradients over ranks: times world, they are sums again.
+        scale = self.world / tokens
+        stats = torch.zeros(3, device=self.device)
+        for i, batch in enumerate(micro):
+            last = i == len(micro) - 1
+            with contextlib.nullcontext() if last or self.ddp is None else self.ddp.no_sync():
+                stats += self._micro_batch(batch, 0.0 if idle else scale)
+        return self._update(stats)
+
+    def _micro_batch(self, batch: Batch, scale: torch.Tensor | float) -> torch.Tensor:
+        """Forward and backward of one batch (on the device); returns [loss sum, NLL sum,
+        target tokens]."""
         with torch.autocast(self.device.type, dtype=self.amp, enabled=self.amp is not None):
             logits = self.net(batch.src, batch.tgt_in)
-        loss, _ = label_smoothed_loss(logits, batch.tgt_out, t.label_smoothing)
-        loss = loss / batch.n_tgt_tokens
-        self.optimizer.zero_grad(set_to_none=True)
-        # Under DDP every process must take the same branch, or the others wait forever in the
-        # gradient all-reduce: there a bad loss shows up in the (shared) gradient norm below.
-        if self.world == 1 and not torch.isfinite(loss):
-            return self._skip("nonfinite_loss", f"loss is {loss.item()}")
-        self.scaler.scale(loss).backward()
+        loss, nll = label_smoothed_loss(logits, batch.tgt_out, self.cfg.train.label_smoothing)
+        self.scaler.scale(loss * scale).backward()
+        tokens = (batch.tgt_out != PAD).sum().float()
+        return torch.stack([loss.detach(), nll, tokens]) * (scale != 0)
+
+    def _update(self, stats: torch.Tensor) -> torch.Tensor:
+        """Clip, check, step and schedule. All ranks agree on skipping and stopping through one
+        all-reduced flag tensor, read once: the step's only host-device sync (fp16 aside)."""
+        t, p = self.cfg.train, self.progress
         self.scaler.unscale_(self.optimizer)  # a no-op without fp16
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm or math.inf)
-        if not torch.isfinite(norm) and not self.scaler.is_enabled():
-            # A finite loss can still overflow in backward; stepping would write NaN weights.
-            # (fp16's scaler skips such steps itself, and lowers its scale.)
-            return self._skip("nonfinite_grad", f"gradient norm is {norm.item()}")
+        self._signal_flag.fill_(float(self.signalled))  # a kernel launch, not a copy: no sync
+        flags = torch.stack([~torch.isfinite(stats[0]), ~torch.isfinite(norm),
+                             self._signal_flag.bool()]).float()
+        if self.world > 1:
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+        bad_loss, bad_grad, signalled = flags.tolist()
+        if signalled:
+            self.stop_reason = "signal"  # every rank stops after this step, rank 0 saves
+        if bad_loss:
+            return self._skip("nonfinite_loss", "loss is not finite")
+        # A finite loss can still overflow in backward; stepping would write NaN weights.
+        # (fp16's scaler skips such steps itself, and lowers its scale.)
+        if bad_grad and not self.scaler.is_enabled():
+            return self._skip("nonfinite_grad", "gradient norm is not finite")
         self.bad_steps = 0
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr_at(p.step + 1, t.lr, t.warmup)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         p.step += 1
-        return loss.item()
+        self.stats += stats
+        return stats[0] / stats[2].clamp(min=1)
 
-    def _skip(self, event: str, why: str) -> float:
+    def _skip(self, event: str, why: str) -> torch.Tensor:
         """Skip the update but keep the step (the next batch may well be fine); count it, and
         stop the run, saving last.pt, after MAX_BAD_STEPS in a row."""
         p = self.progress
         self.optimizer.zero_grad(set_to_none=True)
+        if self.scaler.is_enabled():
+            self.scaler.update()  # lowers the scale; unscale_ may be called again
         self.bad_steps += 1
         self.skipped_steps += 1
         self._log({"event": event, "step": p.step + 1, "in_a_row": self.bad_steps,
@@ -391,32 +500,47 @@ class Trainer:
         log.warn(f"step {p.step + 1}: {why}; update skipped ({self.bad_steps} in a row)")
         if self.bad_steps >= MAX_BAD_STEPS:
             self._save(LAST, full=True)
+            self._barrier()
             raise RunError(f"loss or gradients were not finite for {self.bad_steps} steps in a "
                            f"row; stopped at step {p.step}, saved {self.run_dir / LAST} "
                            "(lower train.lr or check the data)")
         p.step += 1
-        return float("nan")
+        return torch.tensor(float("nan"))
 
     # --- validation -------------------------------------------------------------------------
     @torch.no_grad()
     def validate(self) -> dict:
-        """Loss and perplexity on the validation pairs; BLEU/chrF of greedy output."""
-        if not self.main:
-            return {}
+        """Loss and perplexity on the validation pairs; BLEU/chrF of greedy output.
+
+        Under torchrun each rank takes its share of the batches and of the sentences to
+        decode; the sums are all-reduced and the translations gathered, so every rank
+        returns the same result.
+        """
         self.model.eval()
-        nll_sum, n = 0.0, 0
-        for batch in self.val_data.batches(self.cfg.train.max_tokens):
-            batch = batch.to(self.device)
+        sums = torch.zeros(2, device=self.device)
+        for batch in self.val_data.batches(self.cfg.train.max_tokens)[self.rank::self.world]:
+            batch = self._to_device(batch)
             with torch.autocast(self.device.type, dtype=self.amp, enabled=self.amp is not None):
                 logits = self.model(batch.src, batch.tgt_in)
-            nll_sum += label_smoothed_loss(logits, batch.tgt_out, 0.0)[1].item()
-            n += batch.n_tgt_tokens
+            nll = label_smoothed_loss(logits, batch.tgt_out, 0.0)[1]
+            sums += torch.stack([nll, (batch.tgt_out != PAD).sum().float()])
+        if self.world > 1:
+            dist.all_reduce(sums)
+        nll_sum, n = sums.tolist()
         result = {"val_loss": round(nll_sum / n, 4), "val_ppl": round(math.exp(nll_sum / n), 2)}
         if self.cfg.train.eval_bleu:
             run = Run(self.cfg, self.model, self.src_vocab, self.tgt_vocab, self.progress.step,
                       self.src_tok, self.tgt_tok)
             greedy = replace(self.cfg.decode, beam=1, nbest=1)  # fast, whatever decode.beam is
-            hyps = Translator(run, greedy, device=self.device).translate(self.val_src)
+            mine = Translator(run, greedy, device=self.device).translate(
+                self.val_src[self.rank::self.world])
+            hyps = mine
+            if self.world > 1:
+                parts: list = [None] * self.world
+                dist.all_gather_object(parts, mine)
+                hyps = [""] * len(self.val_src)
+                for rank, part in enumerate(parts):
+                    hyps[rank::self.world] = part
             scores = score(hyps, self.val_ref)
             result.update(val_bleu=scores["bleu"], val_chrf=scores["chrf"])
         self.model.train()
@@ -425,28 +549,27 @@ class Trainer:
     def _checkpoint(self) -> None:
         """Validate, save last (and best), and decide on early stopping."""
         t, p = self.cfg.train, self.progress
+        clock = time.perf_counter()
         result = self.validate()
         self.checkpointed_at, self.last_result = p.step, result
-        stop = False
-        if self.main:
-            value = result["val_bleu"] if t.metric == "bleu" else result["val_loss"]
-            better = p.best is None or (value > p.best if t.metric == "bleu" else value < p.best)
-            if better:
-                p.best, p.bad_evals = value, 0
-                self._save(BEST, full=False)
-            else:
-                p.bad_evals += 1
-            self._save(LAST, full=True)
-            self._log({"event": "valid", "step": p.step, "epoch": p.epoch, **result,
-                       "best": p.best})
-            shown = " | ".join(f"{k} {v}" for k, v in result.items())
-            log.info(f"step {p.step} | {shown}" + (" | new best" if better else ""))
-            stop = t.patience > 0 and p.bad_evals >= t.patience
-        if self.world > 1:
-            flag = [stop]
-            dist.broadcast_object_list(flag, src=0)
-            stop = flag[0]
-        if stop:
+        value = result["val_bleu"] if t.metric == "bleu" else result["val_loss"]
+        better = p.best is None or (value > p.best if t.metric == "bleu" else value < p.best)
+        if better:
+            p.best, p.bad_evals = value, 0
+            self._save(BEST, full=False)
+        else:
+            p.bad_evals += 1
+        self._save(LAST, full=True)
+        self._keep_step_checkpoint()
+        self.interval_start += time.perf_counter() - clock  # tok/s counts training time only
+        self._log({"event": "valid", "step": p.step, "epoch": p.epoch, **result, "best": p.best})
+        shown = " | ".join(f"{k} {v}" for k, v in result.items())
+        log.info(f"step {p.step} | {shown}" + (" | new best" if better else ""))
+        stop = torch.tensor(float(t.patience > 0 and p.bad_evals >= t.patience),
+                            device=self.device)
+        if self.world > 1:  # rank 0's decision, in case a reduction rounded differently
+            dist.broadcast(stop, src=0)
+        if stop.item():
             self.stop_reason = "patience"
             raise Stop
 
