@@ -60,6 +60,7 @@ class TrainConfig:
     log_every: int = 100  # steps between metrics-log lines
     amp: str = "auto"  # autocast on CUDA: auto (bf16 if supported), bf16, fp16, none
     threads: int = 0  # CPU threads for torch; 0 = torch's default
+    tensorboard: bool = False  # also write metrics as TensorBoard scalars to RUN/tb
 
 
 LENGTH_NORMS = ("gnmt", "average", "none")  # how beam search compares outputs of different lengths

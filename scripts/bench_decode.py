@@ -30,7 +30,7 @@ from mt.checkpoint import load_run
 from mt.config import DecodeConfig, override
 from mt.data import read_parallel
 from mt.decode import max_lengths
-from mt.evaluate import score
+from mt.metrics import score
 from mt.model import Seq2Seq
 from mt.train import pick_device
 from mt.translate import Translator
