@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -68,15 +69,17 @@ def translate_with_attention(run_path: Path, src: str, out: str, directory: Path
         out_toks = [run.tgt_vocab.itos[i] for i in out_ids] + [SPECIALS[EOS]]
         text = " ".join(translator.tgt_tok.detokenize(run.tgt_vocab.decode(out_ids)).split())
         texts.append(text)
-        title = f"layer {layer % n_layers}, heads {heads}: {text}"
-        save_png(heatmap(plt, weights, toks, out_toks, heads, title), directory / f"{n:04d}.png")
+        title = f"line {n}, decoder layer {layer % n_layers}, heads {heads}"
+        figure = heatmap(plt, weights, toks, out_toks, heads, title, text)
+        save_png(figure, directory / f"{n:04d}.png")
     _write(out, texts)
     return len(texts)
 
 
 def heatmap(plt, weights: torch.Tensor, src_toks: list[str], out_toks: list[str], heads: str,
-            title: str):
-    """A figure of weights (H, T, S): heads averaged into one panel, or one panel per head."""
+            title: str, text: str):
+    """A figure of weights (H, T, S): heads averaged into one panel, or one panel per head;
+    title and the translation's text above."""
     panels = [weights.mean(0)] if heads == "mean" else list(weights)
     T, S = len(out_toks), len(src_toks)
     width, height = 1.5 + 0.32 * max(S, 6), 1.8 + 0.28 * max(T, 6)  # inches, per panel
@@ -91,7 +94,8 @@ def heatmap(plt, weights: torch.Tensor, src_toks: list[str], out_toks: list[str]
             ax.set_ylabel("output")
         if heads == "all":
             ax.set_title(f"head {h}", fontsize=9)
-    fig.suptitle(title if len(title) <= 90 else title[:87] + "...", fontsize=9)
+    text = textwrap.fill(text, width=int(11 * width * len(panels)))  # about 11 chars an inch
+    fig.suptitle(f"{title}\n{text}", fontsize=9)
     fig.tight_layout()
     return fig
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mt.checkpoint import LAST, find_checkpoint, load_checkpoint, load_run
-from mt.plot import read_metrics
+from mt.sink import read_metrics
 
 
 def run_info(path: Path) -> dict:

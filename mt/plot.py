@@ -3,35 +3,14 @@ one PNG, read from each run's metrics.jsonl."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from mt.checkpoint import atomic_write
 from mt.errors import ConfigError, DataError
 from mt.log import warn
-from mt.sink import METRICS
+from mt.sink import METRICS, read_metrics
 
 WIDTH, HEIGHT, DPI = 15, 4, 100  # inches and dots per inch: a 1500 x 400 pixel picture
-
-
-def read_metrics(run: Path) -> list[dict]:
-    """The records of RUN/metrics.jsonl (or of the file given); a line cut short by a
-    training run still writing it is skipped."""
-    run = Path(run)
-    path = run / METRICS if run.is_dir() else run
-    if not run.exists():
-        raise DataError(f"{run}: no such run directory")
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if isinstance(record, dict) and isinstance(record.get("step"), int):
-            records.append(record)
-    return records
 
 
 def series(records: list[dict], event: str, key: str) -> tuple[list[int], list[float]]:

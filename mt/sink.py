@@ -1,5 +1,6 @@
 """Where training's metrics go: one JSON object a line in metrics.jsonl and, optionally,
-TensorBoard scalars in RUN/tb. Every record passes through `MetricsSink.write`."""
+TensorBoard scalars in RUN/tb. Every record passes through `MetricsSink.write`;
+`read_metrics` reads them back (for `mt plot` and `mt info`)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import json
 import math
 from pathlib import Path
 
-from mt.errors import ConfigError
+from mt.errors import ConfigError, DataError
 
 METRICS, TENSORBOARD_DIR = "metrics.jsonl", "tb"
 NOT_SCALARS = ("step", "epoch", "elapsed_s", "in_a_row", "skipped_steps")  # bookkeeping
@@ -44,9 +45,10 @@ class MetricsSink:
     def write(self, record: dict) -> None:
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(record) + "\n")
-        if self.writer is None or not isinstance(record.get("step"), int):
-            return
         event = record.get("event", "log")
+        # "end" repeats the last validation: TensorBoard has it already
+        if self.writer is None or not isinstance(record.get("step"), int) or event == "end":
+            return
         for key, value in record.items():
             if key in NOT_SCALARS or isinstance(value, bool):
                 continue
@@ -58,3 +60,23 @@ class MetricsSink:
         if self.writer is not None:
             self.writer.close()
             self.writer = None
+
+
+def read_metrics(run: Path) -> list[dict]:
+    """The records of RUN/metrics.jsonl (or of the file given); a line cut short by a
+    training run still writing it is skipped."""
+    run = Path(run)
+    path = run / METRICS if run.is_dir() else run
+    if not run.exists():
+        raise DataError(f"{run}: no such run directory")
+    if not path.is_file():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("step"), int):
+            records.append(record)
+    return records

@@ -31,7 +31,7 @@ def test_sink_writes_jsonl_and_every_numeric_field_to_tensorboard(tmp_path):
                 "tok_per_s": 950, "grad_norm": 0.5, "elapsed_s": 2.0},
                {"event": "valid", "step": 20, "val_loss": 2.0, "val_ppl": 7.39, "val_bleu": 12.5,
                 "val_chrf": 30.25, "best": 12.5},
-               {"event": "end", "step": 20, "reason": "max_steps"}]
+               {"event": "end", "step": 20, "reason": "max_steps", "val_bleu": 12.5}]
     for r in records:
         sink.write(dict(r))
     sink.close()
@@ -46,6 +46,7 @@ def test_sink_writes_jsonl_and_every_numeric_field_to_tensorboard(tmp_path):
     assert got["valid/bleu"] == [(20, 12.5)] and got["valid/chrf"] == [(20, 30.25)]
     assert got["valid/ppl"][0][1] == pytest.approx(7.39)
     assert not any(tag.endswith(("/step", "/epoch", "/elapsed_s")) for tag in got)
+    assert not any(tag.startswith("end/") for tag in got)
 
 
 def test_training_with_tensorboard_logs_what_metrics_jsonl_has(tmp_path):
