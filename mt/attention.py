@@ -36,6 +36,8 @@ def translate_with_attention(run_path: Path, src: str, out: str, directory: Path
     if directory.exists() and not directory.is_dir():
         raise DataError(f"{directory}: exists and is not a directory; give a directory for "
                         "the attention pictures")
+    if out != "-" and not Path(out).parent.is_dir():
+        raise DataError(f"{out}: output directory {Path(out).parent} does not exist")
     lines = []
     for line in iter_lines(src):
         if len(lines) == MAX_LINES:

@@ -121,7 +121,7 @@ def translate(
     batch_tokens: int | None = BATCH_TOKENS,
     attention: Path = typer.Option(None, "--attention", help="Also draw each line's "
                                    "cross-attention as DIR/NNNN.png (line NNNN; at most 100 "
-                                   "lines; needs mt[plot])."),
+                                   "lines; needs matplotlib)."),
     attention_layer: int = typer.Option(-1, "--attention-layer",
                                         help="Decoder layer to draw, from 0; -1 is the last."),
     attention_heads: str = typer.Option("mean", "--attention-heads",
@@ -152,8 +152,10 @@ def plot(
     runs: list[Path] = typer.Argument(..., help="Run directories (or metrics.jsonl files)."),
     out: Path = typer.Option(Path("curves.png"), "-o", "--output", help="The PNG to write."),
 ) -> None:
-    """Draw training and validation loss, validation BLEU and learning rate against steps, one
-    colour per run, into one PNG (needs mt[plot])."""
+    """Draw loss, validation BLEU and learning rate against steps into one PNG.
+
+    Several runs are overlaid, one colour each. Needs matplotlib (the plot extra).
+    """
     from mt.plot import plot_runs
 
     print(plot_runs(runs, out))
@@ -164,8 +166,10 @@ def info(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
-    """Describe a run or checkpoint: config, parameters, vocabularies, tokenizer, steps,
-    best validation result and the checkpoints present."""
+    """Describe a run or checkpoint: model, parameters, vocabularies, steps, best result.
+
+    Also the tokenizer, the data and the checkpoints present with their sizes.
+    """
     from mt.info import format_info, run_info
 
     result = run_info(run)

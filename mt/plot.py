@@ -55,7 +55,8 @@ def plot_runs(runs: list[Path], out: Path) -> Path:
                         f"log line (train.log_every steps)")
     fig, (loss_ax, bleu_ax, lr_ax) = plt.subplots(1, 3, figsize=(WIDTH, HEIGHT), dpi=DPI)
     for i, (run, records) in enumerate(found.items()):
-        color, name = f"C{i % 10}", run.name or str(run)
+        color = f"C{i % 10}"
+        name = (run if run.is_dir() else run.parent).resolve().name  # the run's directory
         loss_ax.plot(*series(records, "train", "loss"), color=color, label=f"{name} train")
         loss_ax.plot(*series(records, "valid", "val_loss"), color=color, linestyle="--",
                      marker=".", label=f"{name} valid")

@@ -2,14 +2,17 @@
 
 import shutil
 import struct
+import sys
 
+import pytest
 import torch
 
 from conftest import assert_user_error, run_mt
 from mt.checkpoint import load_run
 from mt.config import ModelConfig
+from mt.errors import ConfigError
 from mt.model import make_model
-from mt.plot import DPI, HEIGHT, WIDTH
+from mt.plot import DPI, HEIGHT, WIDTH, plot_runs
 from mt.vocab import BOS, PAD
 
 TWO_LINES = "Yesterday we saw forty two red dogs.\nI need seven hundred eleven books.\n"
@@ -124,3 +127,10 @@ def test_cross_attention_of_a_single_target_position():
                                    d_ff=32, dropout=0.0), 10, 12, PAD).eval()
     w = model.cross_attention(torch.tensor([[4, 5, 6]]), torch.tensor([[BOS]]))
     assert w[0].shape == (1, 2, 1, 3)
+
+
+def test_pictures_without_matplotlib_name_the_extra(tiny_run, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if not installed
+    with pytest.raises(ConfigError, match=r"mt\[plot\]"):
+        plot_runs([tiny_run], tmp_path / "c.png")
+    assert not (tmp_path / "c.png").exists()
