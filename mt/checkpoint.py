@@ -9,6 +9,11 @@ A run directory holds:
                        (torch.save's zip archive: every load checks its members' CRC-32s)
   ckpt.STEP.pt         weights at validation steps, the newest train.keep_checkpoints of them
   metrics.jsonl        one JSON object per log/validation event
+
+Checkpoints are one-file (`run_state`): besides the weights and step they carry the resolved
+config, both vocabularies and any tokenizer files, as plain dicts, lists, strings and
+tensors, so a checkpoint moved out of its run directory still loads. Older checkpoints hold
+weights and step only; `load_run` then reads config and vocab from the run directory.
 """
 
 from __future__ import annotations
@@ -17,19 +22,20 @@ import os
 import pickle
 import tempfile
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from mt.config import Config, load_config
-from mt.errors import CheckpointError, FileSystemError, os_error_message
+from mt.config import Config, config_from_dict, load_config
+from mt.errors import CheckpointError, FileSystemError, MTError, os_error_message
 from mt.model import Seq2Seq, make_model
 from mt.tokenizer import Tokenizer, load_tokenizers
 from mt.vocab import PAD, Vocab
 
 CONFIG, SRC_VOCAB, TGT_VOCAB, BEST, LAST = ("config.yaml", "vocab.src.txt", "vocab.tgt.txt",
                                              "best.pt", "last.pt")
+FORMAT = 1  # one-file checkpoint layout (`run_state`); files without "format" are weights-only
 
 
 def atomic_write(path: Path, write) -> None:
@@ -164,6 +170,26 @@ def find_checkpoint(run: Path) -> Path:
     raise CheckpointError(f"{run}: no such run directory or checkpoint file; check the path")
 
 
+def run_state(weights: dict[str, torch.Tensor], cfg: Config, src_vocab: Vocab, tgt_vocab: Vocab,
+              step: int, files: dict[str, bytes] | None = None) -> dict:
+    """A one-file checkpoint: everything needed to rebuild the model, as plain data.
+
+    weights is a model state dict (e.g. `model.state_dict()`, or averaged weights). files are
+    the tokenizer's files by name (say a SentencePiece model), kept as uint8 tensors because
+    `weights_only` loading accepts tensors, not bytes. Add training state to the result
+    (optimizer, progress, RNG) for a resumable checkpoint.
+    """
+    return {"format": FORMAT, "model": weights, "step": step, "config": cfg.to_dict(),
+            "vocab": {"src": list(src_vocab.itos), "tgt": list(tgt_vocab.itos)},
+            "files": {name: _as_tensor(data) for name, data in (files or {}).items()}}
+
+
+def _as_tensor(data: bytes) -> torch.Tensor:
+    if not data:
+        return torch.empty(0, dtype=torch.uint8)  # frombuffer refuses an empty buffer
+    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+
+
 @dataclass
 class Run:
     cfg: Config
@@ -173,27 +199,53 @@ class Run:
     step: int
     src_tok: Tokenizer
     tgt_tok: Tokenizer
+    files: dict[str, bytes] = field(default_factory=dict)  # tokenizer files from the checkpoint
 
 
 def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
-    """Rebuild the model from a run directory's text config and vocab, then load its weights."""
+    """Rebuild the model from a checkpoint: config and vocab from the file itself if it carries
+    them (one-file checkpoints), else from the run directory's text files; then its weights."""
     ckpt = find_checkpoint(Path(run))
-    run_dir = ckpt.parent
-    if not (run_dir / CONFIG).is_file():
-        raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory; "
-                              "copy it from the run the checkpoint came from")
-    cfg = load_config(run_dir / CONFIG)
-    src_vocab, tgt_vocab = Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB)
-    src_tok, tgt_tok = load_tokenizers(cfg.data, run_dir)
-    for tok, vocab, name in ((src_tok, src_vocab, SRC_VOCAB), (tgt_tok, tgt_vocab, TGT_VOCAB)):
-        if tok.fixed_vocab is not None and tok.fixed_vocab != vocab.itos:
-            raise CheckpointError(f"{run_dir / name}: does not match the run's tokenizer model; "
-                                  "use the files saved together with this run")
     state = load_checkpoint(ckpt)
+    if "config" in state and "vocab" in state:
+        cfg, src_vocab, tgt_vocab, files = _unpack(state, ckpt)
+    else:
+        run_dir = ckpt.parent
+        if not (run_dir / CONFIG).is_file():
+            raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory "
+                                  "(a checkpoint without its own config needs the config.yaml "
+                                  "and vocab files saved beside it)")
+        cfg = load_config(run_dir / CONFIG)
+        src_vocab, tgt_vocab = Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB)
+        files = {}
     model = make_model(cfg.model, len(src_vocab), len(tgt_vocab), PAD)
     load_weights(model, state, ckpt)
     model.to(device).eval()
-    return Run(cfg, model, src_vocab, tgt_vocab, int(state.get("step", 0)), src_tok, tgt_tok)
+    src_tok, tgt_tok = load_tokenizers(cfg.data, ckpt.parent, files)
+    for tok, vocab, side in ((src_tok, src_vocab, "source"), (tgt_tok, tgt_vocab, "target")):
+        if tok.fixed_vocab is not None and tok.fixed_vocab != vocab.itos:
+            raise CheckpointError(f"{ckpt}: the {side} vocabulary does not match the run's "
+                                  "tokenizer model; use the files saved together with this run")
+    return Run(cfg, model, src_vocab, tgt_vocab, int(state.get("step", 0)), src_tok, tgt_tok,
+               files)
+
+
+def _unpack(state: dict, where: Path) -> tuple[Config, Vocab, Vocab, dict[str, bytes]]:
+    """Config, vocabularies and files of a one-file checkpoint; CheckpointError if malformed."""
+    version = state.get("format")
+    if not isinstance(version, int) or version > FORMAT:
+        raise CheckpointError(f"{where}: checkpoint format {version!r} is not one this version "
+                              f"of mt reads (up to {FORMAT}); upgrade mt")
+    vocab, files = state["vocab"], state.get("files", {})
+    try:
+        cfg = config_from_dict(state["config"], f"{where} (its config)")
+        src, tgt = Vocab(vocab["src"]), Vocab(vocab["tgt"])
+        files = {name: t.numpy().tobytes() for name, t in files.items()}
+    except MTError as e:
+        raise CheckpointError(f"{where}: damaged one-file checkpoint: {e}") from None
+    except (TypeError, KeyError, AttributeError) as e:
+        raise CheckpointError(f"{where}: damaged one-file checkpoint ({e!r})") from None
+    return cfg, src, tgt, files
 
 
 def load_weights(model: torch.nn.Module, state: dict, where: Path) -> None:

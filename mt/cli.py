@@ -119,6 +119,13 @@ def translate(
     max_len_a: float | None = MAX_LEN_A,
     max_len_b: int | None = MAX_LEN_B,
     batch_tokens: int | None = BATCH_TOKENS,
+    attention: Path = typer.Option(None, "--attention", help="Also draw each line's "
+                                   "cross-attention as DIR/NNNN.png (line NNNN; at most 100 "
+                                   "lines; needs matplotlib)."),
+    attention_layer: int = typer.Option(-1, "--attention-layer",
+                                        help="Decoder layer to draw, from 0; -1 is the last."),
+    attention_heads: str = typer.Option("mean", "--attention-heads",
+                                        help="mean: heads averaged; all: one panel per head."),
 ) -> None:
     """Translate line by line: exactly one output line per input line, in order.
 
@@ -128,6 +135,14 @@ def translate(
 
     decode_set = _decode_set(beam, nbest, length_norm, length_penalty, min_len, max_len_a,
                              max_len_b, batch_tokens)
+    if attention is not None:
+        from mt.attention import translate_with_attention
+
+        if nbest is not None:
+            raise typer.BadParameter("not with --nbest", param_hint="'--attention'")
+        translate_with_attention(run, input, output, attention, attention_layer,
+                                 attention_heads, device=_device(device), decode_set=decode_set)
+        return
     translate_file(run, input, output, device=_device(device), decode_set=decode_set,
                    nbest=nbest is not None)
 
@@ -168,6 +183,35 @@ def average(
     from mt.average import average_run
 
     print(average_run(run, last, output))
+
+
+@app.command()
+def plot(
+    runs: list[Path] = typer.Argument(..., help="Run directories (or metrics.jsonl files)."),
+    out: Path = typer.Option(Path("curves.png"), "-o", "--output", help="The PNG to write."),
+) -> None:
+    """Draw loss, validation BLEU and learning rate against steps into one PNG.
+
+    Several runs are overlaid, one colour each. Needs matplotlib (the plot extra).
+    """
+    from mt.plot import plot_runs
+
+    print(plot_runs(runs, out))
+
+
+@app.command()
+def info(
+    run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Describe a run or checkpoint: model, parameters, vocabularies, steps, best result.
+
+    Also the tokenizer, the data and the checkpoints present with their sizes.
+    """
+    from mt.info import format_info, run_info
+
+    result = run_info(run)
+    print(json.dumps(result) if as_json else format_info(result))
 
 
 @data_app.command("multi30k")

@@ -71,6 +71,7 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model for training (dynamic shapes)
     keep_checkpoints: int = 0  # also keep the last N validation-step weights as ckpt.STEP.pt
     threads: int = 0  # CPU threads for torch; 0 = torch's default
+    tensorboard: bool = False  # also write metrics as TensorBoard scalars to RUN/tb
 
 
 LENGTH_NORMS = ("gnmt", "average", "none")  # how beam search compares outputs of different lengths

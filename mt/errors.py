@@ -21,6 +21,10 @@ class CheckpointError(MTError):
     exit_code = 5
 
 
+class VocabError(CheckpointError):
+    """A vocabulary that is missing, unreadable or malformed (it belongs to a run: exit code 5)."""
+
+
 class RunError(MTError):
     exit_code = 6
 

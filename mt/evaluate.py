@@ -1,4 +1,4 @@
-"""Scoring with sacreBLEU (BLEU and chrF) on detokenized output against raw references."""
+"""`mt eval`: translate a test split (or --src/--ref files) and score it (`mt.metrics.score`)."""
 
 from __future__ import annotations
 
@@ -6,26 +6,14 @@ import sys
 import typing
 from pathlib import Path
 
-from sacrebleu.metrics import BLEU, CHRF
 from tqdm import tqdm
 
 from mt.checkpoint import atomic_write, load_run
 from mt.config import DecodeConfig, override
 from mt.data import read_parallel, split_path
 from mt.errors import DataError
+from mt.metrics import score
 from mt.translate import Translator, check_output_path
-
-
-def score(hyps: list[str], refs: list[str]) -> dict:
-    """Corpus BLEU and chrF with sacreBLEU's default settings, and their signatures."""
-    if len(hyps) != len(refs):
-        raise DataError(f"{len(hyps)} hypotheses but {len(refs)} references; give one "
-                        "reference line per source line")
-    bleu, chrf = BLEU(), CHRF()
-    b, c = bleu.corpus_score(hyps, [refs]), chrf.corpus_score(hyps, [refs])
-    return {"bleu": round(b.score, 2), "chrf": round(c.score, 2), "sentences": len(hyps),
-            "bleu_signature": str(bleu.get_signature()),
-            "chrf_signature": str(chrf.get_signature())}
 
 
 def evaluate(run_path: Path, split: str | None = None, src: str | None = None,

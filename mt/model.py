@@ -123,9 +123,15 @@ class DecoderLayer(nn.Module):
         self.res = nn.ModuleList(Residual(cfg.d_model, cfg.dropout, cfg.pre_norm) for _ in range(3))
 
     def forward(self, x: torch.Tensor, past: KV | None, cross: KV, src_mask: torch.Tensor,
-                self_mask: torch.Tensor | None, is_causal: bool) -> tuple[torch.Tensor, KV]:
-        """x (B, T, D) are the new positions; past holds keys/values of earlier ones."""
+                self_mask: torch.Tensor | None, is_causal: bool, need_weights: bool = False
+                ) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
+        """x (B, T, D) are the new positions; past holds keys/values of earlier ones.
+
+        Returns the new states, the extended self-attention keys/values and, if need_weights,
+        the cross-attention weights (B, H, T, S).
+        """
         new_kv: KV = ()  # filled inside the sublayer, where the (pre-)normed input is at hand
+        weights = None
 
         def self_attend(y):
             nonlocal new_kv
@@ -135,9 +141,14 @@ class DecoderLayer(nn.Module):
             new_kv = (k, v)
             return self.self_attn(y, new_kv, self_mask, is_causal)[0]
 
+        def cross_attend(y):
+            nonlocal weights
+            out, weights = self.cross_attn(y, cross, src_mask, need_weights=need_weights)
+            return out
+
         x = self.res[0](x, self_attend)
-        x = self.res[1](x, lambda y: self.cross_attn(y, cross, src_mask)[0])
-        return self.res[2](x, self.ff), new_kv
+        x = self.res[1](x, cross_attend)
+        return self.res[2](x, self.ff), new_kv, weights
 
 
 def _pick(kv: KV, index: torch.Tensor) -> KV:
@@ -265,10 +276,22 @@ class Seq2Seq(nn.Module):
             self_mask = torch.ones(T, P + T, dtype=torch.bool, device=tgt.device).tril(P)
         past = []
         for layer, kv, cross in zip(self.decoder, cache.past, cache.cross):
-            x, new_kv = layer(x, kv, cross, cache.src_mask, self_mask, is_causal)
+            x, new_kv, _ = layer(x, kv, cross, cache.src_mask, self_mask, is_causal)
             past.append(new_kv)
         return self.dec_norm(x), DecoderCache(P + T, cache.src_mask, cache.cross, past,
                                               cache.group)
+
+    @torch.no_grad()
+    def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor) -> list[torch.Tensor]:
+        """Teacher-forced pass; each decoder layer's cross-attention weights (B, H, T, S)."""
+        src_mask = self.src_mask(src)
+        cache = self.start_cache(self.encode(src, src_mask), src_mask)
+        x = self._embed(self.tgt_embed, tgt_in, 0)
+        weights = []
+        for layer, cross in zip(self.decoder, cache.cross):
+            x, _, w = layer(x, None, cross, src_mask, None, tgt_in.size(1) > 1, need_weights=True)
+            weights.append(w)
+        return weights
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) for training."""

@@ -12,7 +12,7 @@ import gzip
 import io
 import os
 import re
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -35,10 +35,11 @@ def model_files(data_cfg: DataConfig) -> tuple[str, str]:
 
 
 class SentencePieceTokenizer:
-    def __init__(self, path: Path, lowercase: bool = False):
+    def __init__(self, path: Path, lowercase: bool = False, proto: bytes | None = None):
+        """The model at path, or its content `proto` (from a one-file checkpoint)."""
         path = Path(path)
         try:
-            proto = path.read_bytes()
+            proto = path.read_bytes() if proto is None else proto
         except FileNotFoundError:
             raise CheckpointError(f"{path}: SentencePiece model missing from the run "
                                   "directory (mt train writes it there); copy it back or train "
@@ -71,12 +72,13 @@ class SentencePieceTokenizer:
         return normalize(unescape(self._sp.decode_pieces(list(tokens)), SPACE))
 
 
-def load_models(data_cfg: DataConfig, directory: Path
+def load_models(data_cfg: DataConfig, directory: Path, files: Mapping[str, bytes]
                 ) -> tuple[SentencePieceTokenizer, SentencePieceTokenizer]:
+    """From `files` (name -> model content) where they hold the model, else from directory."""
     src_name, tgt_name = model_files(data_cfg)
-    src = SentencePieceTokenizer(directory / src_name, data_cfg.lowercase)
-    tgt = src if tgt_name == src_name else SentencePieceTokenizer(directory / tgt_name,
-                                                                  data_cfg.lowercase)
+    src = SentencePieceTokenizer(directory / src_name, data_cfg.lowercase, files.get(src_name))
+    tgt = src if tgt_name == src_name else SentencePieceTokenizer(
+        directory / tgt_name, data_cfg.lowercase, files.get(tgt_name))
     return src, tgt
 
 

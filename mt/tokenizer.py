@@ -11,7 +11,7 @@ spaCy is imported only when a spaCy tokenizer is made: a SentencePiece run never
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -71,15 +71,25 @@ def build_tokenizers(data_cfg: DataConfig, dest_dir: Path, train_src_path: Path,
     return load_tokenizers(data_cfg, dest_dir)
 
 
-def load_tokenizers(data_cfg: DataConfig, directory: Path) -> tuple[Tokenizer, Tokenizer]:
-    """The (source, target) tokenizers of a run directory; a missing or damaged model file is a
-    CheckpointError."""
+def load_tokenizers(data_cfg: DataConfig, directory: Path,
+                    files: Mapping[str, bytes] | None = None) -> tuple[Tokenizer, Tokenizer]:
+    """The (source, target) tokenizers of a run directory, or of `files` (name -> content, as a
+    one-file checkpoint carries them); a missing or damaged model file is a CheckpointError."""
     if data_cfg.tokenizer == "sentencepiece":
         from mt import subword
 
-        return subword.load_models(data_cfg, Path(directory))
+        return subword.load_models(data_cfg, Path(directory), files or {})
     return (SpacyTokenizer(data_cfg.src_lang, data_cfg.lowercase),
             SpacyTokenizer(data_cfg.tgt_lang, data_cfg.lowercase))
+
+
+def tokenizer_files(data_cfg: DataConfig) -> list[str]:
+    """Names of the files a run's tokenizers need (written by build_tokenizers)."""
+    if data_cfg.tokenizer == "sentencepiece":
+        from mt import subword
+
+        return sorted(set(subword.model_files(data_cfg)))
+    return []
 
 
 def has_tokenizer(lang: str) -> bool:

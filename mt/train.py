@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import json
 import math
 import os
 import random
@@ -34,6 +33,7 @@ from mt.checkpoint import (
     Run,
     load_checkpoint,
     load_weights,
+    run_state,
     save_checkpoint,
     step_checkpoint_name,
     step_checkpoints,
@@ -42,9 +42,10 @@ from mt.config import Config, load_config
 from mt.data import Batch, ParallelData, read_parallel, split_path
 from mt.device import autocast_dtype, pick_device
 from mt.errors import CheckpointError, ConfigError, DataError, RunError
-from mt.evaluate import score
+from mt.metrics import score
 from mt.model import Seq2Seq, make_model
-from mt.tokenizer import Tokenizer, build_tokenizers, load_tokenizers
+from mt.sink import MetricsSink, require_tensorboard
+from mt.tokenizer import Tokenizer, build_tokenizers, load_tokenizers, tokenizer_files
 from mt.translate import Translator
 from mt.vocab import PAD, Vocab
 
@@ -279,7 +280,9 @@ class Trainer:
     def _save(self, name: str, full: bool) -> None:
         if not self.main:
             return
-        state = {"model": self.model.state_dict(), "step": self.progress.step}
+        files = {name: (self.run_dir / name).read_bytes() for name in tokenizer_files(self.cfg.data)}
+        state = run_state(self.model.state_dict(), self.cfg, self.src_vocab, self.tgt_vocab,
+                          self.progress.step, files)
         if full:
             self.progress.world = self.world
             state.update(optimizer=self.optimizer.state_dict(), progress=asdict(self.progress),
@@ -300,8 +303,14 @@ class Trainer:
         if self.main:
             # Wall-clock seconds since this process started (a resumed run counts afresh).
             record["elapsed_s"] = round(time.time() - self.started, 1)
-            with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as f:
-                f.write(json.dumps(record) + "\n")
+            if record["event"] == "train" and "grad_norm" not in record:
+                norm = float(getattr(self, "grad_norm", math.nan))  # the latest step's
+                record["grad_norm"] = round(norm, 4) if math.isfinite(norm) else None
+            if getattr(self, "sink", None) is None:
+                self.sink = MetricsSink(self.run_dir, self.cfg.train.tensorboard)
+            self.sink.write(record)
+            if record["event"] == "end":
+                self.sink.close()
 
     def _barrier(self) -> None:
         """Under torchrun: wait for every rank (e.g. for rank 0's save before anyone exits, or
@@ -463,6 +472,7 @@ class Trainer:
         t, p = self.cfg.train, self.progress
         self.scaler.unscale_(self.optimizer)  # a no-op without fp16
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm or math.inf)
+        self.grad_norm = norm.detach()  # logged with the train events (before clipping)
         self._signal_flag.fill_(float(self.signalled))  # a kernel launch, not a copy: no sync
         flags = torch.stack([~torch.isfinite(stats[0]), ~torch.isfinite(norm),
                              self._signal_flag.bool()]).float()
@@ -582,6 +592,8 @@ def train(config: Path | None, overrides: list[str], out: Path | None, device: s
     run_dir = Path(out) if out is not None else Path("runs") / Path(config).stem
     saved = run_dir / CONFIG
     cfg = load_config(config if config is not None else saved, overrides)
+    if cfg.train.tensorboard:
+        require_tensorboard()  # now, not after minutes of loading data
     if resume and config is not None and saved.exists():
         old = load_config(saved)
         if old.model != cfg.model or old.data != cfg.data:

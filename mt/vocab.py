@@ -6,7 +6,7 @@ from collections import Counter
 from collections.abc import Iterable
 from pathlib import Path
 
-from mt.errors import CheckpointError
+from mt.errors import VocabError
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
@@ -15,11 +15,11 @@ SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
 class Vocab:
     def __init__(self, tokens: list[str]):
         if tokens[: len(SPECIALS)] != SPECIALS:
-            raise ValueError(f"a vocabulary must start with {SPECIALS}")
+            raise VocabError(f"a vocabulary must start with {SPECIALS}")
         self.itos = list(tokens)
         self.stoi = {t: i for i, t in enumerate(self.itos)}
         if len(self.stoi) != len(self.itos):
-            raise ValueError("duplicate tokens in vocabulary")
+            raise VocabError("duplicate tokens in vocabulary")
 
     @classmethod
     def build(cls, sentences: Iterable[list[str]], min_freq: int = 1, max_size: int = 0,
@@ -65,15 +65,15 @@ class Vocab:
         try:
             tokens = path.read_text(encoding="utf-8").split("\n")
         except FileNotFoundError:
-            raise CheckpointError(f"{path}: vocabulary file missing from the run directory; "
-                                  "copy it from the run the checkpoint came from") from None
+            raise VocabError(f"{path}: vocabulary file missing from the run directory; "
+                             "copy it from the run the checkpoint came from") from None
         except (OSError, UnicodeDecodeError) as e:
-            raise CheckpointError(f"{path}: cannot read vocabulary ({e}); copy it again from "
-                                  "its run") from None
+            raise VocabError(f"{path}: cannot read vocabulary ({e}); copy it again from "
+                             "its run") from None
         if tokens and tokens[-1] == "":
             tokens.pop()
         try:
             return cls(tokens)
-        except ValueError as e:
-            raise CheckpointError(f"{path}: not a valid vocabulary ({e}); copy it again from "
-                                  "its run") from None
+        except VocabError as e:
+            raise VocabError(f"{path}: not a valid vocabulary ({e}); copy it again from "
+                             "its run") from None

@@ -31,7 +31,7 @@ from mt.config import DecodeConfig, override
 from mt.data import read_parallel
 from mt.decode import max_lengths
 from mt.device import pick_device
-from mt.evaluate import score
+from mt.metrics import score
 from mt.model import Seq2Seq
 from mt.translate import Translator
 from mt.vocab import BOS, EOS

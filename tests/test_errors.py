@@ -374,6 +374,12 @@ def run_copy(tiny_run, tmp_path) -> Path:
     return Path(shutil.copytree(tiny_run, tmp_path / "run"))
 
 
+def weights_only(ckpt: Path) -> None:
+    """Rewrite a checkpoint as older mt wrote it: weights and step, config and vocab beside it."""
+    state = load_checkpoint(ckpt)
+    torch.save({"model": state["model"], "step": state["step"]}, ckpt)
+
+
 def test_checkpoint_with_code_is_refused_and_never_run(cli, run_copy, tmp_path):
     marker = tmp_path / "pwned"
     Payload.marker = str(marker)
@@ -497,6 +503,7 @@ def test_truncated_corrupted_and_foreign_checkpoints(cli, run_copy):
 
 
 def test_checkpoint_that_does_not_fit_the_vocabulary(cli, run_copy):
+    weights_only(run_copy / "best.pt")
     vocab = run_copy / "vocab.tgt.txt"
     vocab.write_text(vocab.read_text() + "extra1\nextra2\n")
     assert_user_error(cli("translate", run_copy, stdin=b"one\n"), 5, "does not match",
@@ -504,6 +511,7 @@ def test_checkpoint_that_does_not_fit_the_vocabulary(cli, run_copy):
 
 
 def test_checkpoint_that_does_not_fit_the_config(cli, run_copy):
+    weights_only(run_copy / "best.pt")
     config = run_copy / "config.yaml"
     config.write_text(config.read_text().replace("d_ff: 128", "d_ff: 96"))
     assert_user_error(cli("translate", run_copy, stdin=b"one\n"), 5, "does not match")
@@ -511,6 +519,7 @@ def test_checkpoint_that_does_not_fit_the_config(cli, run_copy):
 
 @pytest.mark.parametrize("name", ["vocab.src.txt", "vocab.tgt.txt", "config.yaml"])
 def test_run_directory_missing_a_file(cli, run_copy, name):
+    weights_only(run_copy / "best.pt")
     (run_copy / name).unlink()
     assert_user_error(cli("translate", run_copy, stdin=b"one\n"), 5, name, "missing")
 

@@ -67,7 +67,7 @@ def test_resume_continues_exactly(tmp_path):
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
     c = load_checkpoint(tmp_path / "split" / "best.pt")
-    assert set(c) == {"model", "step"}  # best.pt carries weights only
+    assert set(c) == {"format", "model", "step", "config", "vocab", "files"}  # no training state
 
 
 def test_distributed_training_under_torchrun(tmp_path):

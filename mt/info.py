@@ -1,0 +1,88 @@
+"""`mt info`: what a run directory or checkpoint file holds, as text or JSON."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from mt.checkpoint import LAST, find_checkpoint, load_checkpoint, load_run
+from mt.sink import read_metrics
+
+
+def run_info(path: Path) -> dict:
+    """Config summary, parameters, vocabularies, tokenizer, steps, best metric, checkpoints.
+
+    A run directory describes its best checkpoint (else last.pt) and lists every *.pt in it;
+    a checkpoint file describes itself (with the best metric from a metrics.jsonl beside it).
+    A missing, damaged or foreign file: CheckpointError.
+    """
+    path = Path(path)
+    ckpt = find_checkpoint(path)
+    run = load_run(ckpt)
+    state = load_checkpoint(ckpt)
+    run_dir = path if path.is_dir() else None
+    cfg, m, d = run.cfg, run.cfg.model, run.cfg.data
+    checkpoints = []
+    for file in sorted(run_dir.glob("*.pt")) if run_dir else [ckpt]:
+        step = state.get("step") if file == ckpt else load_checkpoint(file).get("step")
+        checkpoints.append({"name": file.name, "bytes": file.stat().st_size, "step": step})
+    last = next((c["step"] for c in checkpoints if c["name"] == LAST), None)
+    info = {
+        "path": str(path),
+        "checkpoint": str(ckpt),
+        "format": state.get("format", 0),  # 0: weights only (config and vocab beside it)
+        "self_contained": "config" in state and "vocab" in state,
+        "step": run.step,
+        "steps_trained": max(run.step, last or 0),
+        "parameters": sum(p.numel() for p in run.model.parameters()),
+        "model": {k: getattr(m, k) for k in ("d_model", "n_heads", "n_enc_layers",
+                                             "n_dec_layers", "d_ff", "pre_norm", "tie_output",
+                                             "tie_all")},
+        "vocab": {"src": len(run.src_vocab), "tgt": len(run.tgt_vocab),
+                  "shared": run.src_vocab.itos == run.tgt_vocab.itos},
+        "tokenizer": {"kind": "spacy", "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
+                      "lowercase": d.lowercase},
+        "data": {"dir": d.dir, "train": d.train, "val": d.val, "test": d.test},
+        "best": best_metric(ckpt.parent, cfg.train.metric),
+        "checkpoints": checkpoints,
+    }
+    return info
+
+
+def best_metric(run_dir: Path, metric: str) -> dict | None:
+    """The best validation result in run_dir/metrics.jsonl by train.metric, and its step."""
+    key, sign = ("val_bleu", 1) if metric == "bleu" else ("val_loss", -1)
+    valid = [r for r in read_metrics(run_dir) if r.get("event") == "valid"
+             and isinstance(r.get(key), (int, float))]
+    if not valid:
+        return None
+    best = max(valid, key=lambda r: (sign * r[key], -r["step"]))  # the first of equals
+    return {"metric": key, "value": best[key], "step": best["step"]}
+
+
+def format_info(info: dict) -> str:
+    """The text `mt info` prints: one `name: value` line per item."""
+    m, v, t = info["model"], info["vocab"], info["tokenizer"]
+    norm = "pre-norm" if m["pre_norm"] else "post-norm"
+    tied = "all embeddings tied" if m["tie_all"] else ("tied output" if m["tie_output"]
+                                                       else "untied")
+    best = info["best"]
+    lines = [
+        ("checkpoint", f"{info['checkpoint']} (step {info['step']}, format {info['format']}"
+                       + (", self-contained)" if info["self_contained"] else
+                          ", weights only: config and vocab read from its directory)")),
+        ("model", f"Transformer {m['n_enc_layers']}+{m['n_dec_layers']} layers, d_model "
+                  f"{m['d_model']}, {m['n_heads']} heads, d_ff {m['d_ff']}, {norm}, {tied}"),
+        ("parameters", f"{info['parameters']:,} ({info['parameters'] / 1e6:.2f}M)"),
+        ("vocab", f"src {v['src']:,}, tgt {v['tgt']:,}" + (" (shared)" if v["shared"] else "")),
+        ("tokenizer", f"{t['kind']} {t['src_lang']} -> {t['tgt_lang']}"
+                      + (", lowercased" if t["lowercase"] else "")),
+        ("data", f"{info['data']['dir']} (train {info['data']['train']}, val "
+                 f"{info['data']['val']}, test {info['data']['test']})"),
+        ("steps trained", str(info["steps_trained"])),
+        ("best", f"{best['metric']} {best['value']} at step {best['step']}" if best
+                 else "unknown (no validation in metrics.jsonl)"),
+    ]
+    for c in info["checkpoints"]:
+        lines.append((c["name"], f"{c['bytes'] / 2**20:.1f} MiB, step {c['step']}"))
+    width = max(len(name) for name, _ in lines)
+    return "\n".join(f"{name + ':':<{width + 1}} {value}" for name, value in lines)
