@@ -60,7 +60,8 @@ def check_quantization(quantization: str | None) -> None:
 
 
 def _np(t: torch.Tensor):
-    return t.detach().to("cpu", torch.float32).numpy()
+    # A copy: quantizing the spec rewrites its arrays in place, which would change the model.
+    return t.detach().to("cpu", torch.float32, copy=True).numpy()
 
 
 def _linear(spec, weight: torch.Tensor, bias: torch.Tensor | None = None) -> None:

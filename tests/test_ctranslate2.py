@@ -166,3 +166,14 @@ def test_without_the_extra_one_line_names_it(tiny_run, tmp_path):
     r = run_mt("translate", "--engine", "ctranslate2", str(tiny_run), input="eight cats\n",
                env=env)
     assert_user_error(r, 6, 'pip install "mt[ctranslate2]"')
+
+
+def test_export_leaves_the_model_as_it_was(tiny_run, tmp_path):
+    """Quantizing rewrites the spec's arrays in place: they must be copies, not the weights."""
+    from mt.export import write_model
+
+    run = load_run(tiny_run)
+    before = {k: v.clone() for k, v in run.model.state_dict().items()}
+    write_model(run, tiny_run, tmp_path, "int8", "best.pt")
+    after = run.model.state_dict()
+    assert all(torch.equal(after[k], v) for k, v in before.items())
