@@ -57,7 +57,8 @@ class CTranslate2Search:
         """src (B, S) padded ids -> up to cfg.nbest hypotheses per sentence, best first."""
         mask = src != PAD
         limits = max_lengths(mask, cfg.max_len_a, cfg.max_len_b, self.max_positions).tolist()
-        tokens = [[self.src_vocab.itos[i] for i in row[m]] for row, m in zip(src, mask)]
+        itos = self.src_vocab.itos
+        tokens = [[itos[i] for i in row if i != PAD] for row in src.tolist()]
         alpha = CT2_LENGTH_PENALTY[cfg.length_norm]
         out: list[list[Hypothesis]] = [[] for _ in tokens]
         for limit in sorted(set(limits)):  # one call per length limit: each sentence gets its own
