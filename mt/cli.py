@@ -59,6 +59,14 @@ MIN_LEN = typer.Option(None, "--min-len", help="No end of sentence before this m
 MAX_LEN_A = typer.Option(None, "--max-len-a", help="Output at most a * source length + b tokens.")
 MAX_LEN_B = typer.Option(None, "--max-len-b", help="See --max-len-a.")
 BATCH_TOKENS = typer.Option(None, "--batch-tokens", help="Source tokens per batch (x beam).")
+ENGINE = typer.Option("mt", "--engine", help="mt, or ctranslate2: RUN may then be an `mt export` "
+                      "directory (a run is exported on the fly); README, CTranslate2.")
+
+
+def _check_engine(engine: str) -> None:
+    if engine not in ("mt", "ctranslate2"):
+        raise typer.BadParameter(f"{engine!r}: expected mt or ctranslate2",
+                                 param_hint="'--engine'")
 
 
 def _decode_set(beam: int | None, nbest: int | None, length_norm: str | None,
@@ -87,15 +95,18 @@ def evaluate(
     max_len_a: float | None = MAX_LEN_A,
     max_len_b: int | None = MAX_LEN_B,
     batch_tokens: int | None = BATCH_TOKENS,
+    engine: str = ENGINE,
 ) -> None:
     """Translate a test set and print sacreBLEU BLEU and chrF with their signatures."""
     from mt.evaluate import evaluate as run_eval
 
     if split not in ("val", "test"):
         raise typer.BadParameter(f"{split!r}: expected val or test", param_hint="'--split'")
+    _check_engine(engine)
     decode_set = _decode_set(beam, None, length_norm, length_penalty, min_len, max_len_a,
                              max_len_b, batch_tokens)
-    r = run_eval(run, split, src, ref, output, device=_device(device), decode_set=decode_set)
+    r = run_eval(run, split, src, ref, output, device=_device(device), decode_set=decode_set,
+                 engine=engine)
     if as_json:
         print(json.dumps(r))
     else:
@@ -126,6 +137,7 @@ def translate(
                                         help="Decoder layer to draw, from 0; -1 is the last."),
     attention_heads: str = typer.Option("mean", "--attention-heads",
                                         help="mean: heads averaged; all: one panel per head."),
+    engine: str = ENGINE,
 ) -> None:
     """Translate line by line: exactly one output line per input line, in order.
 
@@ -133,6 +145,7 @@ def translate(
     """
     from mt.translate import translate_file
 
+    _check_engine(engine)
     decode_set = _decode_set(beam, nbest, length_norm, length_penalty, min_len, max_len_a,
                              max_len_b, batch_tokens)
     if attention is not None:
@@ -144,7 +157,32 @@ def translate(
                                  attention_heads, device=_device(device), decode_set=decode_set)
         return
     translate_file(run, input, output, device=_device(device), decode_set=decode_set,
-                   nbest=nbest is not None)
+                   nbest=nbest is not None, engine=engine)
+
+
+@app.command("export")
+def export_model(
+    run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
+    out: Path = typer.Argument(..., help="Directory to create for the exported model."),
+    to: str = typer.Option(..., "--to", help="Format: ctranslate2 (needs the extra: "
+                           'pip install "mt[ctranslate2]").'),
+    quantization: str = typer.Option(None, "--quantization", help="Weights as int8, "
+                                     "int8_float32, bfloat16 or float16 (default: float32)."),
+    force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
+) -> None:
+    """Export a model for another engine: mt export RUN --to ctranslate2 OUT.
+
+    OUT gets the CTranslate2 model and the run's config, vocabularies and tokenizer files;
+    it is written whole or not at all. Translate with it: mt translate --engine ctranslate2 OUT.
+    """
+    from mt.export import QUANTIZATIONS, export
+
+    if to != "ctranslate2":
+        raise typer.BadParameter(f"{to!r}: expected ctranslate2", param_hint="'--to'")
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise typer.BadParameter(f"{quantization!r}: expected one of {', '.join(QUANTIZATIONS)}",
+                                 param_hint="'--quantization'")
+    print(json.dumps(export(run, out, quantization, force)))
 
 
 @app.command()

@@ -8,28 +8,29 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.checkpoint import atomic_write, load_run
+from mt.checkpoint import atomic_write
 from mt.config import DecodeConfig, override
 from mt.data import read_parallel, split_path
 from mt.errors import DataError
 from mt.metrics import score
-from mt.translate import Translator, check_output_path
+from mt.translate import Translator, check_output_path, open_run
 
 
 def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
              ref: str | None = None, output: str | None = None,
              decode: DecodeConfig | None = None, device: str = "cpu",
-             decode_set: typing.Sequence[str] = ()) -> dict:
+             decode_set: typing.Sequence[str] = (), engine: str = "mt") -> dict:
     """Translate a split of the run's data (or --src/--ref files) and score it.
 
     decode_set: `decode.key=value` overrides of the run's saved config (command-line options).
+    engine: mt, or ctranslate2 (run_path may then be an `mt export` directory).
     """
     if src is not None and ref is None:
         raise DataError(f"--src {src}: no reference translations to score against; add "
                         "--ref FILE")
     if output:
         check_output_path(output)  # before minutes of translating, not after
-    run = load_run(run_path, device)
+    run, search = open_run(run_path, engine, device)
     decode = decode or override(run.cfg, decode_set, "command line").decode
     if src is None:
         d = run.cfg.data
@@ -39,7 +40,7 @@ def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
     else:
         src_path, ref_path = Path(src), Path(ref)
     src_lines, ref_lines = read_parallel(src_path, ref_path)
-    stream = Translator(run, decode, device).translate_stream(src_lines)
+    stream = Translator(run, decode, device, search).translate_stream(src_lines)
     hyps = list(tqdm(stream, total=len(src_lines), desc="eval", unit=" lines", disable=None,
                      file=sys.stderr))
     if output:

@@ -37,8 +37,9 @@ def format_nbest(index: int, translations: list[Translation]) -> str:
 
 class Translator:
     def __init__(self, run: Run, decode: DecodeConfig | None = None,
-                 device: torch.device | str = "cpu"):
+                 device: torch.device | str = "cpu", engine=None):
         self.run, self.device = run, torch.device(device)
+        self.engine = engine  # another engine's search (mt.engine); None: mt's own decoders
         self.decode_cfg = decode or run.cfg.decode
         self.src_tok, self.tgt_tok = run.src_tok, run.tgt_tok
         self.max_src = run.cfg.model.max_positions
@@ -77,6 +78,8 @@ class Translator:
         return " ".join(text.split())
 
     def _search(self, src: torch.Tensor, scored: bool) -> list[list[Hypothesis]]:
+        if self.engine is not None:
+            return self.engine.search(src, self.decode_cfg, scored)
         c, model = self.decode_cfg, self.run.model
         model.eval()
         if c.beam > 1:
@@ -125,9 +128,24 @@ def check_output_path(out: str) -> None:
                               "check the permissions or choose another path")
 
 
+ENGINES = ("mt", "ctranslate2")
+
+
+def open_run(path: Path, engine: str = "mt", device: str = "cpu"):
+    """The run to translate with and the engine's search (None: mt's own decoders).
+
+    For ctranslate2, path is an `mt export` directory, or a run exported on the fly.
+    """
+    if engine == "mt":
+        return load_run(path, device), None
+    from mt.engine import open_ctranslate2
+
+    return open_ctranslate2(path, device)
+
+
 def translate_file(run_path: Path, src: str, out: str, decode: DecodeConfig | None = None,
-                   device: str = "cpu", decode_set: Sequence[str] = (), nbest: bool = False
-                   ) -> int:
+                   device: str = "cpu", decode_set: Sequence[str] = (), nbest: bool = False,
+                   engine: str = "mt") -> int:
     """`mt translate`: '-' means stdin/stdout. A file output appears only when complete.
 
     decode_set: `decode.key=value` overrides of the run's saved config (command-line options).
@@ -135,9 +153,9 @@ def translate_file(run_path: Path, src: str, out: str, decode: DecodeConfig | No
     """
     check_input_path(src)
     check_output_path(out)
-    run = load_run(run_path, device)
+    run, search = open_run(run_path, engine, device)
     decode = decode or override(run.cfg, decode_set, "command line").decode
-    translator = Translator(run, decode, device)
+    translator = Translator(run, decode, device, search)
     nbest = nbest or decode.nbest > 1
     lines = iter_lines(src)
     bar = tqdm(desc="translate", unit=" lines", disable=None, file=sys.stderr)

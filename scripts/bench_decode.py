@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -98,6 +99,81 @@ def timed(fns: list, model: Seq2Seq, device: torch.device, repeat: int
     return best
 
 
+def profile(name: str, translator: Translator, lines: list[str]) -> None:
+    """Where one decoder's time goes, from torch's profiler (self CPU time per op).
+
+    The profiler adds a few microseconds per op, which lands in "outside torch ops"; that
+    share is therefore an upper bound on the Python overhead (plus tokenization)."""
+    from torch.profiler import ProfilerActivity, record_function
+    from torch.profiler import profile as torch_profile
+
+    from mt.model import DecoderCache
+
+    model = translator.run.model
+    project, reorder = model.generator.forward, DecoderCache.reorder
+
+    def labelled(label, fn):
+        def call(*a, **k):
+            with record_function(label):
+                return fn(*a, **k)
+        return call
+
+    model.generator.forward = labelled("vocab projection", project)
+    DecoderCache.reorder = labelled("cache reorder", reorder)
+    calls = [0]
+    hook = model.decoder[0].register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    try:
+        translator.translate(lines[:WARMUP])
+        calls[0] = 0
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            start = time.perf_counter()
+            outputs = translator.translate(lines)
+            wall = time.perf_counter() - start
+    finally:
+        model.generator.forward, DecoderCache.reorder = project, reorder
+        hook.remove()
+    events = prof.key_averages()
+    self_us = {e.key: e.self_cpu_time_total for e in events}
+    total_us = {e.key: e.cpu_time_total for e in events}
+    ops = sum(v for k, v in self_us.items() if k.startswith("aten::")) / 1e6
+    mm = sum(self_us.get(k, 0) for k in ("aten::addmm", "aten::mm", "aten::bmm")) / 1e6
+    attn = sum(v for k, v in self_us.items() if "scaled_dot_product" in k) / 1e6
+    parts = [("vocab projection (generator)", total_us.get("vocab projection", 0) / 1e6),
+             ("other matrix products", mm - total_us.get("vocab projection", 0) / 1e6),
+             ("attention kernels", attn),
+             ("cache: self-attention concat (aten::cat)", self_us.get("aten::cat", 0) / 1e6),
+             ("cache: reorder (index_select)", total_us.get("cache reorder", 0) / 1e6),
+             ("outside torch ops (Python, tokenizing)", wall - ops)]
+    rest = wall - sum(t for _, t in parts)
+    start = time.perf_counter()
+    translator.src_tok.tokenize_many(lines)
+    for out in outputs:
+        translator.tgt_tok.detokenize(out.split())
+    text = time.perf_counter() - start
+    print(f"\n{name}: {wall:.2f} s under the profiler, {calls[0]} decoder steps, "
+          f"{wall / max(calls[0], 1) * 1e3:.2f} ms per step")
+    for label, t in parts + [("other torch ops", rest)]:
+        print(f"  {label:<42} {t:7.2f} s {100 * t / wall:5.1f}%")
+    print(f"  (tokenizing and detokenizing alone, timed apart: {text:.2f} s; the rest of "
+          f"'outside' is Python and profiler overhead, about "
+          f"{(parts[-1][1] - text) / max(calls[0], 1) * 1e3:.2f} ms per step)")
+
+
+def ct2_translators(run, run_dir: Path, cfgs: dict, threads: int, device: torch.device,
+                    model_dirs: dict) -> dict:
+    """CTranslate2 contenders: Translators whose search is a CTranslate2 model of the same
+    weights, one per (quantization, search), with `threads` intra-op threads."""
+    from mt.engine import CTranslate2Search
+
+    out = {}
+    for quant, model_dir in model_dirs.items():
+        search = CTranslate2Search(model_dir, run.src_vocab, run.tgt_vocab,
+                                   run.cfg.model.max_positions, str(device), threads)
+        for kind, cfg in cfgs.items():
+            out[(quant, kind)] = Translator(run, cfg, device, search)
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("run", type=Path, help="run directory (uses best.pt) or checkpoint file")
@@ -105,12 +181,20 @@ def main() -> None:
     p.add_argument("--ref", type=Path, default=DATA / "test_2016_flickr.en.gz")
     p.add_argument("--limit", type=int, default=0, help="use the first N sentences (0 = all)")
     p.add_argument("--naive-limit", type=int, default=200,
-                   help="sentences for the naive decoder (a subset: it is slow)")
+                   help="sentences for the naive decoder (a subset: it is slow; 0 = skip it)")
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--batch-tokens", type=int, default=0,
                    help="decode.batch_tokens for greedy and beam (0 = the run's config)")
     p.add_argument("--repeat", type=int, default=3,
                    help="rounds; each decoder's fastest round counts")
+    p.add_argument("--threads", default="",
+                   help="comma-separated CPU thread counts to measure at, e.g. 1,2 "
+                        "(default: torch's)")
+    p.add_argument("--ct2", default="float32,int8",
+                   help="CTranslate2 columns: comma-separated weight types (float32, int8, ...; "
+                        "'' = none); needs the ctranslate2 extra")
+    p.add_argument("--profile", action="store_true",
+                   help="also show where mt's greedy and beam search spend their time")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
     args = p.parse_args()
 
@@ -122,50 +206,83 @@ def main() -> None:
     n_naive = min(args.naive_limit, len(src)) if args.naive_limit > 0 else 0
     sets = [] if not args.batch_tokens else [f"decode.batch_tokens={args.batch_tokens}"]
     base = override(run.cfg, sets + ["decode.nbest=1"], "bench").decode
-    greedy_cfg = override(run.cfg, sets + ["decode.beam=1", "decode.nbest=1"], "bench").decode
-    beam_cfg = override(run.cfg, sets + [f"decode.beam={args.beam}", "decode.nbest=1"],
-                        "bench").decode
-    greedy_tr = Translator(run, greedy_cfg, device)
-    beam_tr = Translator(run, beam_cfg, device)
+    cfgs = {"greedy": override(run.cfg, sets + ["decode.beam=1", "decode.nbest=1"],
+                               "bench").decode,
+            f"beam {args.beam}": override(run.cfg, sets + [f"decode.beam={args.beam}",
+                                                           "decode.nbest=1"], "bench").decode}
+    greedy_tr, beam_tr = (Translator(run, c, device) for c in cfgs.values())
+    quants = [q for q in args.ct2.split(",") if q]
+    model_dirs, tmp = {}, None
+    if quants:
+        from mt.checkpoint import find_checkpoint
+        from mt.export import check_quantization, write_model
 
-    print(f"checkpoint {args.run} (step {run.step}) on {device}, torch threads "
-          f"{torch.get_num_threads()}; {len(src)} sentences from {args.src}")
+        tmp = tempfile.TemporaryDirectory(prefix="bench-ct2-")
+        ckpt = find_checkpoint(args.run)
+        for q in quants:
+            check_quantization(None if q == "float32" else q)
+            model_dirs[q] = Path(tmp.name) / q
+            model_dirs[q].mkdir()
+            write_model(run, ckpt.parent, model_dirs[q], None if q == "float32" else q, str(ckpt))
+
+    print(f"checkpoint {args.run} (step {run.step}) on {device}; {len(src)} sentences from "
+          f"{args.src}")
     print(f"decode: batch_tokens {base.batch_tokens} (x beam for beam search), "
           f"max_len {base.max_len_a} * src + {base.max_len_b}, min_len {base.min_len}, "
-          f"beam scores {base.length_norm} (alpha {base.length_penalty}); fastest of "
-          f"{args.repeat} rounds", flush=True)
+          f"beam scores {base.length_norm} (alpha {base.length_penalty}; CTranslate2: "
+          f"length^alpha); fastest of {args.repeat} rounds", flush=True)
+    threads = [int(t) for t in args.threads.split(",") if t] or [torch.get_num_threads()]
+    for n in threads:
+        torch.set_num_threads(n)
+        ct2 = ct2_translators(run, args.run, cfgs, n, device, model_dirs) if quants else {}
+        names = ["mt greedy (batched, cached)", f"mt beam {args.beam}"]
+        fns = [(greedy_tr.translate, src), (beam_tr.translate, src)]
+        for (quant, kind), tr in ct2.items():
+            names.append(f"CTranslate2 {quant} {kind}")
+            fns.append((tr.translate, src))
+        if n_naive:
+            names.append("naive (no cache, 1 sentence)")
+            fns.append((lambda x: naive_translate(greedy_tr, x), src[:n_naive]))
+        results = timed(fns, run.model, device, args.repeat)
+        report(names, fns, results, ref, n, n_naive, args.beam, quants)
+        if args.profile:
+            profile(f"mt greedy, {n} thread(s)", greedy_tr, src)
+            profile(f"mt beam {args.beam}, {n} thread(s)", beam_tr, src)
 
-    naive = (lambda x: naive_translate(greedy_tr, x), src[:n_naive])
-    fns = [(greedy_tr.translate, src), (beam_tr.translate, src)] + ([naive] if n_naive else [])
-    (greedy_hyps, t_greedy, p_greedy), (beam_hyps, t_beam, p_beam), *naive_result = timed(
-        fns, run.model, device, args.repeat)
-    rows = []
-    if n_naive:
-        naive_hyps, t_naive, p_naive = naive_result[0]
-        rows.append(("naive (no cache, 1 sentence)", n_naive, t_naive, p_naive,
-                     score(naive_hyps, ref[:n_naive])["bleu"]))
-    rows.append(("mt greedy (batched, cached)", len(src), t_greedy, p_greedy,
-                 score(greedy_hyps, ref)["bleu"]))
-    rows.append((f"mt beam {args.beam}", len(src), t_beam, p_beam,
-                 score(beam_hyps, ref)["bleu"]))
 
-    # positions/sent: target positions the decoder stack computed per sentence
-    print(f"\n{'decoder':<30} {'sentences':>9} {'seconds':>9} {'sent/s':>9} "
+def report(names, fns, results, ref, threads, n_naive, beam, quants) -> None:
+    """The table for one thread count, then the ratios."""
+    print(f"\n{threads} thread(s)")
+    print(f"{'decoder':<34} {'sentences':>9} {'seconds':>9} {'sent/s':>9} "
           f"{'positions/sent':>14} {'BLEU':>7}")
-    for name, n, secs, pos, bleu in rows:
-        print(f"{name:<30} {n:>9} {secs:>9.2f} {n / secs:>9.1f} {pos / n:>14.1f} {bleu:>7.2f}")
+    rate, bleu, hyps = {}, {}, {}
+    for name, (_, lines), (out, secs, pos) in zip(names, fns, results, strict=True):
+        n = len(lines)
+        rate[name], hyps[name] = n / secs, out
+        bleu[name] = score(out, ref[:n])["bleu"]
+        # CTranslate2 runs outside torch: its positions are not counted
+        shown = f"{pos / n:>14.1f}" if not name.startswith("CTranslate2") else f"{'-':>14}"
+        print(f"{name:<34} {n:>9} {secs:>9.2f} {n / secs:>9.1f} {shown} {bleu[name]:>7.2f}")
     print()
-    greedy_rate = len(src) / t_greedy
+    g, b = "mt greedy (batched, cached)", f"mt beam {beam}"
     if n_naive:
-        same = sum(a == b for a, b in zip(naive_hyps, greedy_hyps, strict=False))
-        subset_bleu = score(greedy_hyps[:n_naive], ref[:n_naive])["bleu"]
-        speedup = greedy_rate / (n_naive / t_naive)
+        naive = "naive (no cache, 1 sentence)"
+        same = sum(a == c for a, c in zip(hyps[naive], hyps[g], strict=False))
+        subset_bleu = score(hyps[g][:n_naive], ref[:n_naive])["bleu"]
         print(f"naive: sentences/s measured on the first {n_naive} sentences only; greedy BLEU "
               f"on that subset {subset_bleu:.2f}; identical outputs {same}/{n_naive}")
-        print(f"greedy / naive speed      {speedup:8.1f}x   (target >= 30x)")
-    print(f"beam {args.beam} / greedy time     {t_beam / t_greedy:8.2f}x   (target <= 3x)")
-    gain = rows[-1][-1] - rows[-2][-1]
-    print(f"beam {args.beam} - greedy BLEU     {gain:+8.2f}    (target >= 0)")
+        print(f"greedy / naive speed      {rate[g] / rate[naive]:8.1f}x   (target >= 30x)")
+    print(f"beam {beam} / greedy time     {rate[g] / rate[b]:8.2f}x   (target <= 3x)")
+    print(f"beam {beam} - greedy BLEU     {bleu[b] - bleu[g]:+8.2f}    (target >= 0)")
+    for q in quants:
+        cg, cb = f"CTranslate2 {q} greedy", f"CTranslate2 {q} beam {beam}"
+        target = ("   (target >= 0.9 / >= 0.8)" if q == "float32" else "")
+        same = sum(a == c for a, c in zip(hyps[cg], hyps[g], strict=True))
+        print(f"mt / CT2 {q:<8} speed     greedy {rate[g] / rate[cg]:5.2f}  beam {beam} "
+              f"{rate[b] / rate[cb]:5.2f}{target}")
+        print(f"CT2 {q:<8} - mt BLEU      greedy {bleu[cg] - bleu[g]:+5.2f}  beam {beam} "
+              f"{bleu[cb] - bleu[b]:+5.2f}; greedy outputs identical to mt's "
+              f"{same}/{len(hyps[g])}")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,117 @@
+"""CTranslate2 as the search engine of `mt translate` and `mt eval` (`--engine ctranslate2`).
+
+mt tokenizes, batches and detokenizes as always (mt.translate.Translator); only the search over
+a batch of source ids goes to CTranslate2. Given an export (`mt export`), its model is loaded;
+given a run directory or checkpoint, it is exported in float32 to a temporary directory first.
+
+Options, mt's -> CTranslate2's (README, Engines):
+  beam, nbest                    beam_size, num_hypotheses: exact
+  max_len_a, max_len_b           max_decoding_length, per sentence: sentences are sent in groups
+                                 of equal limit, so each gets mt's a * src_len + b (capped by
+                                 model.max_positions), exactly
+  min_len                        min_decoding_length: exact
+  length_norm, length_penalty    length_penalty: none -> 0 and average -> 1 rank finished
+                                 hypotheses as mt does; gnmt ((5 + m) / 6)^alpha has no
+                                 CTranslate2 equivalent and becomes m^alpha. The stopping rules
+                                 also differ, so beam outputs may differ; greedy is exact.
+Scores shown (--nbest) are mt's: each hypothesis is rescored with CTranslate2's score_batch
+(per-token log-probabilities, <eos> included) and divided by mt's length penalty.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import torch
+
+from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, Run, find_checkpoint, load_run
+from mt.config import DecodeConfig, load_config
+from mt.decode import Hypothesis, length_penalty, max_lengths
+from mt.export import MARKER, require_ctranslate2, write_model
+from mt.tokenizer import load_tokenizers
+from mt.vocab import PAD, Vocab
+
+# mt's length_norm -> CTranslate2's length_penalty exponent (None: use decode.length_penalty)
+CT2_LENGTH_PENALTY = {"none": 0.0, "average": 1.0, "gnmt": None}
+
+
+def is_export(path: Path) -> bool:
+    return Path(path).is_dir() and (Path(path) / "model.bin").is_file()
+
+
+class CTranslate2Search:
+    """The search of a Translator, done by a `ctranslate2.Translator`: ids in, hypotheses out."""
+
+    def __init__(self, model_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab, max_positions: int,
+                 device: str = "cpu", threads: int = 0):
+        ct2 = require_ctranslate2()
+        # Same thread count as torch's, so the two engines compare like for like.
+        self.translator = ct2.Translator(
+            str(model_dir), device="cuda" if str(device).startswith("cuda") else "cpu",
+            intra_threads=threads or torch.get_num_threads())
+        self.src_vocab, self.tgt_vocab, self.max_positions = src_vocab, tgt_vocab, max_positions
+
+    def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool
+               ) -> list[list[Hypothesis]]:
+        """src (B, S) padded ids -> up to cfg.nbest hypotheses per sentence, best first."""
+        mask = src != PAD
+        limits = max_lengths(mask, cfg.max_len_a, cfg.max_len_b, self.max_positions).tolist()
+        itos = self.src_vocab.itos
+        tokens = [[itos[i] for i in row if i != PAD] for row in src.tolist()]
+        alpha = CT2_LENGTH_PENALTY[cfg.length_norm]
+        out: list[list[Hypothesis]] = [[] for _ in tokens]
+        for limit in sorted(set(limits)):  # one call per length limit: each sentence gets its own
+            group = [i for i, n in enumerate(limits) if n == limit]
+            results = self.translator.translate_batch(
+                [tokens[i] for i in group], beam_size=cfg.beam,
+                num_hypotheses=min(cfg.nbest, cfg.beam), max_input_length=0,
+                max_decoding_length=limit, min_decoding_length=min(cfg.min_len, limit),
+                length_penalty=cfg.length_penalty if alpha is None else alpha)
+            for i, r in zip(group, results, strict=True):
+                out[i] = [Hypothesis(self.tgt_vocab.encode(h), float("nan"))
+                          for h in r.hypotheses]
+        if scored:
+            self._rescore(tokens, out, cfg)
+        return out
+
+    def _rescore(self, tokens: list[list[str]], out: list[list[Hypothesis]],
+                 cfg: DecodeConfig) -> None:
+        """Give each hypothesis mt's score, and sort each list best first by it."""
+        pairs = [(i, h) for i, hyps in enumerate(out) for h in hyps]
+        targets = [[self.tgt_vocab.itos[t] for t in h.tokens] for _, h in pairs]
+        results = self.translator.score_batch([tokens[i] for i, _ in pairs], targets,
+                                              max_input_length=0)
+        for (_, h), r in zip(pairs, results, strict=True):
+            h.score = sum(r.log_probs) / length_penalty(len(h.tokens) + 1, cfg.length_norm,
+                                                        cfg.length_penalty)
+        for hyps in out:
+            hyps.sort(key=lambda h: -h.score)
+
+
+def open_ctranslate2(path: Path, device: str = "cpu") -> tuple[Run, CTranslate2Search]:
+    """An export, or a run directory / checkpoint exported on the fly (float32, temporary).
+
+    The Run carries the config and vocabularies mt tokenizes with; its model is None for an
+    export (CTranslate2 holds the weights).
+    """
+    require_ctranslate2()
+    path = Path(path)
+    if is_export(path):
+        cfg = load_config(path / CONFIG)
+        src_vocab, tgt_vocab = Vocab.load(path / SRC_VOCAB), Vocab.load(path / TGT_VOCAB)
+        step = 0
+        if (path / MARKER).is_file():
+            step = int(json.loads((path / MARKER).read_text(encoding="utf-8")).get("step", 0))
+        run = Run(cfg, None, src_vocab, tgt_vocab, step, *load_tokenizers(cfg.data, path))
+        search = CTranslate2Search(path, src_vocab, tgt_vocab, cfg.model.max_positions, device)
+        return run, search
+    ckpt = find_checkpoint(path)
+    run = load_run(ckpt)
+    with tempfile.TemporaryDirectory(prefix="mt-ct2-") as tmp:
+        write_model(run, ckpt.parent, Path(tmp), None, str(ckpt))
+        # CTranslate2 reads the whole model into memory here: the directory can go after.
+        search = CTranslate2Search(Path(tmp), run.src_vocab, run.tgt_vocab,
+                                   run.cfg.model.max_positions, device)
+    return run, search
