@@ -25,6 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from mt import log
+from mt.cache import open_cache
 from mt.checkpoint import (
     BEST,
     CONFIG,
@@ -41,7 +42,6 @@ from mt.data import ParallelData, read_parallel, split_path
 from mt.errors import CheckpointError, ConfigError, DataError, RunError
 from mt.evaluate import score
 from mt.model import Seq2Seq, make_model
-from mt.tokenizer import Tokenizer
 from mt.translate import Translator
 from mt.vocab import PAD, Vocab
 
@@ -162,25 +162,25 @@ class Trainer:
 
     def _load_data(self) -> None:
         d = self.cfg.data
-        self.src_tok, self.tgt_tok = Tokenizer(d.src_lang, d.lowercase), Tokenizer(d.tgt_lang,
-                                                                                   d.lowercase)
-        src_lines, tgt_lines = read_parallel(split_path(d.dir, d.train, d.src_lang),
-                                             split_path(d.dir, d.train, d.tgt_lang))
         val_src, val_tgt = read_parallel(split_path(d.dir, d.val, d.src_lang),
                                          split_path(d.dir, d.val, d.tgt_lang))
-        src_toks = self.src_tok.tokenize_many(src_lines)
-        tgt_toks = self.tgt_tok.tokenize_many(tgt_lines)
+        vocabs = None
         if self.resume:
-            self.src_vocab = Vocab.load(self.run_dir / SRC_VOCAB)
-            self.tgt_vocab = Vocab.load(self.run_dir / TGT_VOCAB)
-        elif d.shared_vocab:
-            self.src_vocab = self.tgt_vocab = Vocab.build(src_toks + tgt_toks, d.min_freq,
-                                                          d.max_size)
-        else:  # from the training split only: no leak from val/test
-            self.src_vocab = Vocab.build(src_toks, d.min_freq, d.max_size)
-            self.tgt_vocab = Vocab.build(tgt_toks, d.min_freq, d.max_size)
-        self.train_data = ParallelData([self.src_vocab.encode(t) for t in src_toks],
-                                       [self.tgt_vocab.encode(t) for t in tgt_toks])
+            vocabs = Vocab.load(self.run_dir / SRC_VOCAB), Vocab.load(self.run_dir / TGT_VOCAB)
+        # The training split comes from the token cache (mt.cache). Under torchrun rank 0 builds
+        # it, if it must, while the other ranks wait here; then every rank maps the same arrays.
+        if not self.main:
+            dist.barrier()
+        try:
+            cache = open_cache(d, vocabs)
+        finally:
+            if self.main and self.world > 1:
+                dist.barrier()
+        self.src_vocab, self.tgt_vocab = vocabs or cache.vocabs
+        self.src_tok, self.tgt_tok = cache.tokenizers()
+        if self.main and not self.resume:
+            cache.copy_tokenizer_files(self.run_dir)
+        self.train_data = cache.data()
         dropped = self.train_data.filter_length(d.max_len)
         if not len(self.train_data):
             raise DataError(f"{split_path(d.dir, d.train, d.src_lang)}: no training pairs left "
@@ -259,7 +259,7 @@ class Trainer:
         self._load_data()
         self._build()
         t = self.cfg.train
-        per_epoch = len(self.train_data.batches(t.max_tokens, seed=t.seed)) // self.world
+        per_epoch = len(self.train_data.plan(t.max_tokens, seed=t.seed)) // self.world
         total = t.max_steps or per_epoch * t.max_epochs
         self.bar = tqdm(total=total, initial=self.progress.step, desc="train", unit=" step",
                         disable=not self.main or None, file=sys.stderr, dynamic_ncols=True)
@@ -298,12 +298,13 @@ class Trainer:
         t, p = self.cfg.train, self.progress
         while p.epoch < t.max_epochs:
             # Batches depend only on (seed, epoch): a resumed run skips exactly the ones done.
-            batches = self.train_data.batches(t.max_tokens, seed=t.seed + p.epoch)
-            n = len(batches) // self.world
-            mine = batches[self.rank::self.world][:n]
+            # Rank r takes global positions r, r + world, ...; each is collated as it is reached.
+            plan = self.train_data.plan(t.max_tokens, seed=t.seed + p.epoch)
+            n = len(plan) // self.world * self.world
+            positions = range(p.batch_in_epoch * self.world + self.rank, n, self.world)
             self.model.train()
             clock, tokens = time.perf_counter(), 0
-            for batch in mine[p.batch_in_epoch:]:
+            for batch in self.train_data.loader(plan, positions, self.device.type == "cuda"):
                 loss = self._step(batch)
                 p.batch_in_epoch += 1
                 tokens += batch.n_tgt_tokens * self.world

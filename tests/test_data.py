@@ -26,14 +26,14 @@ def test_mismatched_parallel_files_name_both(tmp_path):
 
 
 def test_length_filter_counts_drops():
-    data = ParallelData([[5] * 3, [5] * 9, [], [5]], [[6] * 2, [6] * 2, [6], [6] * 9])
+    data = ParallelData.from_lists([[5] * 3, [5] * 9, [], [5]], [[6] * 2, [6] * 2, [6], [6] * 9])
     assert data.filter_length(5) == 3 and len(data) == 1
 
 
 def test_batches_fit_budget_and_cover_everything():
     torch.manual_seed(0)
     lens = torch.randint(1, 30, (500, 2)).tolist()
-    data = ParallelData([[7] * s for s, _ in lens], [[8] * t for _, t in lens])
+    data = ParallelData.from_lists([[7] * s for s, _ in lens], [[8] * t for _, t in lens])
     batches = data.batches(max_tokens=300, seed=1)
     seen = 0
     for b in batches:
