@@ -162,8 +162,6 @@ class Trainer:
 
     def _load_data(self) -> None:
         d = self.cfg.data
-        val_src, val_tgt = read_parallel(split_path(d.dir, d.val, d.src_lang),
-                                         split_path(d.dir, d.val, d.tgt_lang))
         vocabs = None
         if self.resume:
             vocabs = Vocab.load(self.run_dir / SRC_VOCAB), Vocab.load(self.run_dir / TGT_VOCAB)
@@ -186,6 +184,8 @@ class Trainer:
             raise DataError(f"{split_path(d.dir, d.train, d.src_lang)}: no training pairs left "
                             f"after dropping empty ones and those over data.max_len={d.max_len} "
                             "tokens")
+        val_src, val_tgt = read_parallel(split_path(d.dir, d.val, d.src_lang),
+                                         split_path(d.dir, d.val, d.tgt_lang))
         self.val_data = ParallelData.from_text(val_src, val_tgt, self.src_tok, self.tgt_tok,
                                                self.src_vocab, self.tgt_vocab)
         self.val_data.filter_length(self.cfg.model.max_positions - 2)
