@@ -91,6 +91,7 @@ class TokenCache:
     meta: dict
     src_vocab: Vocab
     tgt_vocab: Vocab
+    data_cfg: DataConfig
 
     @property
     def vocabs(self) -> tuple[Vocab, Vocab]:
@@ -110,7 +111,7 @@ class TokenCache:
         return TokenArray(ids, offsets)
 
     def tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
-        return make_tokenizers(DataConfig(**self.meta["data"]), self.path / "tok")
+        return make_tokenizers(self.data_cfg, self.path / "tok")
 
     def copy_tokenizer_files(self, dest: Path) -> None:
         """Put the tokenizers' files (if any) into a run directory, which must be self-contained."""
@@ -130,13 +131,13 @@ def open_cache(d: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None, workers
     files = [_stat(src_path), _stat(tgt_path)]
     settings = _settings(d)
     entry = _entry_path(d, settings, files)
-    cache = _load(entry)
+    cache = _load(entry, d)
     if cache is not None and (vocabs is None or _same(cache.vocabs, vocabs)):
         return cache
     if vocabs is not None:
         settings["vocab"] = _hash([v.itos for v in vocabs])
         entry = _entry_path(d, settings, files)
-        if (cache := _load(entry)) is not None:
+        if (cache := _load(entry, d)) is not None:
             return cache
     return _build(entry, d, settings, (src_path, tgt_path), files, vocabs, workers)
 
@@ -172,7 +173,7 @@ def _same(a: tuple[Vocab, Vocab], b: tuple[Vocab, Vocab]) -> bool:
     return all(x.itos == y.itos for x, y in zip(a, b))
 
 
-def _load(entry: Path) -> TokenCache | None:
+def _load(entry: Path, d: DataConfig) -> TokenCache | None:
     """The entry if it is complete and intact; None if it is missing or damaged."""
     try:
         meta = json.loads((entry / META).read_text(encoding="utf-8"))
@@ -189,7 +190,7 @@ def _load(entry: Path) -> TokenCache | None:
     except (OSError, ValueError, KeyError, TypeError, MTError) as e:
         log.warn(f"{entry}: token cache entry is damaged ({e}); rebuilding it")
         return None
-    return TokenCache(entry, meta, src_vocab, tgt_vocab)
+    return TokenCache(entry, meta, src_vocab, tgt_vocab, d)
 
 
 # --- Building one ----------------------------------------------------------------------------
@@ -205,7 +206,7 @@ def _build(entry: Path, d: DataConfig, settings: dict, paths: tuple[Path, Path],
     with lock:
         # One builder per entry; the flock dies with its process, so a killed one frees it.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        cache = _load(entry)
+        cache = _load(entry, d)
         if cache is not None:  # built by another process while this one waited
             return cache
         _say_what_changed(entry, paths, files)
@@ -233,7 +234,7 @@ def _build(entry: Path, d: DataConfig, settings: dict, paths: tuple[Path, Path],
     log.info(f"data: token cache {entry}: {meta['pairs']} pairs, "
              f"{meta['bytes'] / 2**20:.1f} MiB, built in {meta['build_seconds']} s "
              f"({meta['pairs'] / max(meta['build_seconds'], 1e-9):.0f} pairs/s)")
-    cache = _load(entry)
+    cache = _load(entry, d)
     assert cache is not None, entry
     return cache
 
