@@ -64,19 +64,31 @@ def make_corpus(dest: Path, fold: int, data: Path) -> int:
     return len(order)
 
 
-def run(args: list[str], env: dict) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MiB) of one process (its waited-for children included)."""
-    with tempfile.TemporaryFile("w+") as err:
+# Runs `mt` and, at exit, writes its peak resident memory (VmHWM: this process alone, not its
+# workers, and not the benchmark's own memory, which getrusage would count from before exec).
+PEAK = """import atexit, runpy, sys
+def peak():
+    with open("/proc/self/status") as f:
+        kb = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
+    with open(sys.argv[1], "w") as out:
+        out.write(kb)
+atexit.register(peak)
+sys.argv = ["mt", *sys.argv[2:]]
+runpy.run_module("mt", run_name="__main__", alter_sys=True)
+"""
+
+
+def run(args: list[str], env: dict, code: Path) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of `mt ARGS`, run with the mt package found in `code`."""
+    with tempfile.TemporaryFile("w+") as err, tempfile.NamedTemporaryFile("r") as peak:
         started = time.perf_counter()
-        p = subprocess.Popen([sys.executable, "-m", "mt", *args], cwd=ROOT, env=env,
-                             stdout=subprocess.DEVNULL, stderr=err, text=True)
-        _, status, usage = os.wait4(p.pid, 0)
+        p = subprocess.run([sys.executable, "-c", PEAK, peak.name, *args], cwd=code, env=env,
+                           stdout=subprocess.DEVNULL, stderr=err)
         wall = time.perf_counter() - started
-        p.returncode = os.waitstatus_to_exitcode(status)
         if p.returncode:
             err.seek(0)
             sys.exit(f"bench_data: mt {args[0]} failed ({p.returncode}):\n{err.read()[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+        return wall, int(peak.read()) / 1024
 
 
 def keep(best: dict[str, list[float]], name: str, *values: float) -> None:
@@ -112,8 +124,9 @@ def main() -> None:
         archive = subprocess.run(["git", "archive", rev, "mt"], cwd=ROOT, capture_output=True,
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
-        base = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
-        old_env = {**base, "PYTHONPATH": str(old_tree)}
+        assert not (old_tree / "mt" / "cache.py").exists(), f"{rev} has the token cache already"
+        base = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                "MT_CACHE_DIR": str(tmp / "cache")}
         rows = []
         for fold in args.folds:
             corpus = tmp / f"x{fold}"
@@ -131,15 +144,17 @@ def main() -> None:
                     out = tmp / f"run{fold}.{n}"
                     if who == "old":
                         wall, rss = run(["train", *config, "--out", str(out), "--device", "cpu"],
-                                        old_env)
+                                        base, old_tree)
                         keep(best, "old", wall, to_first_step(out), rss)
                         continue
                     env = {**base, "MT_CACHE_DIR": str(tmp / f"cache{n}")}
-                    wall, rss = run(["prepare", *config, "--workers", str(args.workers)], env)
+                    wall, rss = run(["prepare", *config, "--workers", str(args.workers)], env,
+                                    ROOT)
                     [meta] = (tmp / f"cache{n}" / "tokens").glob("*/meta.json")
                     build = json.loads(meta.read_text())["build_seconds"]
                     keep(best, "cold", wall, build, rss)
-                    wall, rss = run(["train", *config, "--out", str(out), "--device", "cpu"], env)
+                    wall, rss = run(["train", *config, "--out", str(out), "--device", "cpu"], env,
+                                    ROOT)
                     keep(best, "warm", wall, to_first_step(out), rss)
                     shutil.rmtree(tmp / f"cache{n}")
                 shutil.rmtree(out, ignore_errors=True)

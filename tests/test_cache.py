@@ -137,6 +137,16 @@ def test_resumed_vocabularies_are_kept(tmp_path, cache_dir):
     assert ids.max() < 10 and (ids == 1).any()  # the rest became <unk>
 
 
+def test_ids_are_uint32_when_a_vocabulary_outgrows_uint16(tmp_path, cache_dir):
+    d = corpus(tmp_path)
+    counted = open_cache(d)
+    big = Vocab(counted.src_vocab.itos + [f"extra{i}" for i in range(70_000)])
+    cache = open_cache(d, (big, counted.tgt_vocab))
+    data = cache.data()
+    assert data.src.ids.dtype == np.uint32 and data.tgt.ids.dtype == np.uint16
+    assert all(data.pair(i) == counted.data().pair(i) for i in range(len(data)))
+
+
 def _die_in_a_worker(pairs, toks=None):
     if os.getpid() != MAIN_PID and pairs[0][0] == CHUNK_TO_DIE_ON:
         os.kill(os.getpid(), signal.SIGKILL)
