@@ -67,12 +67,12 @@ def make_corpus(dest: Path, fold: int, data: Path) -> int:
 # Runs `mt` and, at exit, writes its peak resident memory (VmHWM: this process alone, not its
 # workers, and not the benchmark's own memory, which getrusage would count from before exec).
 PEAK = """import atexit, runpy, sys
-def peak():
+def peak(path):
     with open("/proc/self/status") as f:
         kb = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
-    with open(sys.argv[1], "w") as out:
+    with open(path, "w") as out:
         out.write(kb)
-atexit.register(peak)
+atexit.register(peak, sys.argv[1])
 sys.argv = ["mt", *sys.argv[2:]]
 runpy.run_module("mt", run_name="__main__", alter_sys=True)
 """
