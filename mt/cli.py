@@ -51,6 +51,21 @@ def train(
         print(json.dumps(result))
 
 
+@app.command()
+def prepare(
+    config: Path = typer.Argument(..., help="YAML config whose training split to prepare."),
+    set_: list[str] = typer.Option([], "--set",
+                                   help="Override a config value: --set data.min_freq=2"),
+    workers: int = typer.Option(0, "--workers", min=0,
+                                help="Tokenizer processes (default: one per available core)."),
+) -> None:
+    """Tokenize the training split into the token cache now (README, Data and the token cache);
+    `mt train` on the same data then starts at once. Prints the cache entry's directory."""
+    from mt.cache import prepare as build
+
+    print(build(config, set_, workers).path)
+
+
 # Decoding options; each one given overrides the run's saved `decode:` section (README, Decoding).
 BEAM = typer.Option(None, "--beam", help="Beam size; 1 is greedy.")
 LENGTH_NORM = typer.Option(None, "--length-norm", help="Beam scores: gnmt, average or none.")

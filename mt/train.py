@@ -14,6 +14,7 @@ import shutil
 import signal
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from mt import log
+from mt.cache import open_cache
 from mt.checkpoint import (
     BEST,
     CONFIG,
@@ -45,7 +47,7 @@ from mt.errors import CheckpointError, ConfigError, DataError, RunError
 from mt.metrics import score
 from mt.model import Seq2Seq, make_model
 from mt.sink import MetricsSink, require_tensorboard
-from mt.tokenizer import Tokenizer, build_tokenizers, load_tokenizers, tokenizer_files
+from mt.tokenizer import tokenizer_files
 from mt.translate import Translator
 from mt.vocab import PAD, Vocab
 
@@ -175,32 +177,30 @@ class Trainer:
 
     def _load_data(self) -> None:
         d = self.cfg.data
-        train_src = split_path(d.dir, d.train, d.src_lang)
-        train_tgt = split_path(d.dir, d.train, d.tgt_lang)
-        src_lines, tgt_lines = read_parallel(train_src, train_tgt)
-        self.src_tok, self.tgt_tok = self._tokenizers(train_src, train_tgt)
-        val_src, val_tgt = read_parallel(split_path(d.dir, d.val, d.src_lang),
-                                         split_path(d.dir, d.val, d.tgt_lang))
-        src_toks = self.src_tok.tokenize_many(src_lines)
-        tgt_toks = self.tgt_tok.tokenize_many(tgt_lines)
+        vocabs = None
         if self.resume:
-            self.src_vocab = Vocab.load(self.run_dir / SRC_VOCAB)
-            self.tgt_vocab = Vocab.load(self.run_dir / TGT_VOCAB)
-        elif d.shared_vocab:
-            self.src_vocab = self.tgt_vocab = Vocab.build(src_toks + tgt_toks, d.min_freq,
-                                                          d.max_size, self.src_tok.fixed_vocab)
-        else:  # from the training split only: no leak from val/test
-            self.src_vocab = Vocab.build(src_toks, d.min_freq, d.max_size,
-                                         self.src_tok.fixed_vocab)
-            self.tgt_vocab = Vocab.build(tgt_toks, d.min_freq, d.max_size,
-                                         self.tgt_tok.fixed_vocab)
-        self.train_data = ParallelData([self.src_vocab.encode(t) for t in src_toks],
-                                       [self.tgt_vocab.encode(t) for t in tgt_toks])
+            vocabs = Vocab.load(self.run_dir / SRC_VOCAB), Vocab.load(self.run_dir / TGT_VOCAB)
+        # The training split comes from the token cache (mt.cache). Under torchrun rank 0 builds
+        # it, if it must, while the other ranks wait here; then every rank maps the same arrays.
+        if not self.main:
+            dist.barrier()
+        try:
+            cache = open_cache(d, vocabs)
+        finally:
+            if self.main and self.world > 1:
+                dist.barrier()
+        self.src_vocab, self.tgt_vocab = vocabs or cache.vocabs
+        self.src_tok, self.tgt_tok = cache.tokenizers()
+        if self.main and not self.resume:
+            cache.copy_tokenizer_files(self.run_dir)
+        self.train_data = cache.data()
         dropped = self.train_data.filter_length(d.max_len)
         if not len(self.train_data):
             raise DataError(f"{split_path(d.dir, d.train, d.src_lang)}: no training pairs left "
                             f"after dropping empty ones and those over data.max_len={d.max_len} "
                             "tokens")
+        val_src, val_tgt = read_parallel(split_path(d.dir, d.val, d.src_lang),
+                                         split_path(d.dir, d.val, d.tgt_lang))
         self.val_data = ParallelData.from_text(val_src, val_tgt, self.src_tok, self.tgt_tok,
                                                self.src_vocab, self.tgt_vocab)
         self.val_data.filter_length(self.cfg.model.max_positions - 2)
@@ -208,16 +208,6 @@ class Trainer:
         log.info(f"data: {len(self.train_data)} training pairs ({dropped} dropped: empty or over "
                  f"{d.max_len} tokens), {len(val_src)} validation; vocab src {len(self.src_vocab)} "
                  f"tgt {len(self.tgt_vocab)}")
-
-    def _tokenizers(self, train_src: Path, train_tgt: Path) -> tuple[Tokenizer, Tokenizer]:
-        """A fresh run trains its tokenizers (rank 0, into the run directory); the others load."""
-        d = self.cfg.data
-        if self.resume:
-            return load_tokenizers(d, self.run_dir)
-        built = build_tokenizers(d, self.run_dir, train_src, train_tgt) if self.main else None
-        if self.world > 1:
-            dist.barrier()
-        return built or load_tokenizers(d, self.run_dir)
 
     def _build(self) -> None:
         t = self.cfg.train
@@ -325,7 +315,7 @@ class Trainer:
         self._load_data()
         self._build()
         t = self.cfg.train
-        per_epoch = -(-len(self.train_data.batches(t.max_tokens, seed=t.seed))
+        per_epoch = -(-len(self.train_data.plan(t.max_tokens, seed=t.seed))
                       // (self.world * t.accum_steps))
         total = t.max_steps or per_epoch * t.max_epochs
         self.bar = tqdm(total=total, initial=self.progress.step, desc="train", unit=" step",
@@ -368,48 +358,57 @@ class Trainer:
         t, p = self.cfg.train, self.progress
         while p.epoch < t.max_epochs:
             # Batches depend only on (seed, epoch): a resumed run skips exactly the ones done.
-            batches = self.train_data.batches(t.max_tokens, seed=t.seed + p.epoch)
+            plan = self.train_data.plan(t.max_tokens, seed=t.seed + p.epoch)
+            n, stride = len(plan), self.world * t.accum_steps
+            # This rank's micro-batch positions for each remaining update of the epoch; a rank
+            # left without a batch in the last update runs one at weight 0 (idle).
+            updates = []
+            for start in range(p.position, n, stride):
+                mine = update_positions(start, n, self.world, t.accum_steps, self.rank)
+                updates.append((mine or [start], not mine))
+            # Collated in a background thread, a few batches ahead of the step that needs them.
+            loader = self.train_data.loader(plan, (k for mine, _ in updates for k in mine),
+                                            pin_memory=self.device.type == "cuda")
             self.model.train()
-            clock, tokens = time.perf_counter(), 0
-            while p.position < len(batches):
-                positions = update_positions(p.position, len(batches), self.world,
-                                             t.accum_steps, self.rank)
-                if positions:
-                    micro = self._take(batches, positions)
-                    self._step(*micro)
-                    tokens += sum(b.n_tgt_tokens for b in micro) * self.world
-                else:  # the epoch's last update has no batch left for this rank
-                    self._step(batches[p.position], idle=True)
-                p.position = min(p.position + self.world * t.accum_steps, len(batches))
-                self.bar.update()
-                if p.step % 10 == 0:  # host-side counts: no device sync
-                    rate = tokens / max(time.perf_counter() - clock, 1e-9)
-                    self.bar.set_postfix_str(f"{self.bar_loss} | lr {self._lr():.1e} | "
-                                             f"tok/s {rate / 1000:.1f}k")
-                if p.step % t.log_every == 0:
-                    self._log_interval()
-                if self.stop_reason == "signal":
-                    raise Stop
-                if p.step % t.eval_every == 0:
-                    self._checkpoint()
-                if t.max_steps and p.step >= t.max_steps:
-                    self.stop_reason = "max_steps"
-                    raise Stop
+            with contextlib.closing(loader):  # stops the thread when training stops mid-epoch
+                self._updates(updates, loader, stride, n)
             p.epoch += 1
             p.position = 0
             if self.checkpointed_at != p.step:
                 self._checkpoint()
         self.stop_reason = "max_epochs"
 
-    def _take(self, batches: list[Batch], positions: list[int]) -> list[Batch]:
-        """The batches at these positions of the epoch's list."""
-        return [batches[i] for i in positions]
+    def _updates(self, updates: list[tuple[list[int], bool]], loader: Iterator[Batch],
+                 stride: int, n: int) -> None:
+        """The epoch's remaining updates; raises Stop when training is to end."""
+        t, p = self.cfg.train, self.progress
+        clock, tokens = time.perf_counter(), 0
+        for mine, idle in updates:
+            micro = [next(loader) for _ in mine]
+            self._step(*micro, idle=idle)
+            if not idle:
+                tokens += sum(b.n_tgt_tokens for b in micro) * self.world
+            p.position = min(p.position + stride, n)
+            self.bar.update()
+            if p.step % 10 == 0:  # host-side counts: no device sync
+                rate = tokens / max(time.perf_counter() - clock, 1e-9)
+                self.bar.set_postfix_str(f"{self.bar_loss} | lr {self._lr():.1e} | "
+                                         f"tok/s {rate / 1000:.1f}k")
+            if p.step % t.log_every == 0:
+                self._log_interval()
+            if self.stop_reason == "signal":
+                raise Stop
+            if p.step % t.eval_every == 0:
+                self._checkpoint()
+            if t.max_steps and p.step >= t.max_steps:
+                self.stop_reason = "max_steps"
+                raise Stop
 
     def _to_device(self, batch: Batch) -> Batch:
-        if self.device.type == "cuda" and batch.src.device.type == "cpu":
-            # Page-locked, so that the copy runs asynchronously, overlapping with compute.
-            batch = Batch(batch.src.pin_memory(), batch.tgt_in.pin_memory(),
-                          batch.tgt_out.pin_memory(), batch.n_tgt_tokens)
+        if self.device.type == "cuda" and not batch.src.is_pinned():
+            # Page-locked, so that the copy runs asynchronously, overlapping with compute
+            # (training batches come pinned from the loader; validation batches do not).
+            batch = batch.pin_memory()
         return batch.to(self.device)
 
     def _log_interval(self) -> None:

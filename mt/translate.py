@@ -11,12 +11,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
 from tqdm import tqdm
 
 from mt.checkpoint import Run, atomic_write, load_run
 from mt.config import DecodeConfig, override
-from mt.data import _fill, iter_lines, pad
+from mt.data import group_bounds, iter_lines, pad
 from mt.decode import Hypothesis, beam_search, greedy, sequence_scores
 from mt.errors import DataError, FileSystemError
 from mt.log import warn
@@ -66,7 +67,9 @@ class Translator:
         out = [[Translation("", 0.0)] for _ in lines]
         order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
         K = self.decode_cfg.beam  # beam search decodes K rows per sentence: budget K x tokens
-        for group in _fill(order, lambda i: (K * len(ids[i]), 0), self.decode_cfg.batch_tokens):
+        sizes = np.array([K * len(ids[i]) for i in order], dtype=np.int64)
+        bounds = group_bounds(sizes, np.zeros_like(sizes), self.decode_cfg.batch_tokens)
+        for group in (order[a:b] for a, b in zip(bounds[:-1], bounds[1:])):
             src = pad([ids[i] for i in group]).to(self.device)
             for i, hyps in zip(group, self._search(src, scored), strict=True):
                 out[i] = [Translation(self._detokenize(h.tokens), h.score) for h in hyps]

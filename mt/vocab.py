@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from mt.errors import VocabError
@@ -28,11 +28,14 @@ class Vocab:
         (SentencePiece's pieces in id order), as it is."""
         if fixed is not None:
             return cls(fixed)
-        counts = Counter(tok for sent in sentences for tok in sent)
-        for s in SPECIALS:
-            counts.pop(s, None)
+        return cls.from_counts(Counter(tok for sent in sentences for tok in sent), min_freq,
+                               max_size)
+
+    @classmethod
+    def from_counts(cls, counts: Mapping[str, int], min_freq: int = 1, max_size: int = 0
+                    ) -> Vocab:
         # Most frequent first; ties broken alphabetically so builds are reproducible.
-        kept = (t for t, c in counts.items() if c >= min_freq)
+        kept = (t for t, c in counts.items() if c >= min_freq and t not in SPECIALS)
         ranked = sorted(kept, key=lambda t: (-counts[t], t))
         if max_size > 0:
             ranked = ranked[:max_size]

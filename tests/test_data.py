@@ -1,9 +1,11 @@
 import gzip
+import threading
+import time
 
 import pytest
 import torch
 
-from mt.data import ParallelData, read_lines, read_parallel, split_path
+from mt.data import ParallelData, prefetch, read_lines, read_parallel, split_path
 from mt.errors import DataError
 from mt.vocab import BOS, EOS, PAD
 
@@ -26,14 +28,14 @@ def test_mismatched_parallel_files_name_both(tmp_path):
 
 
 def test_length_filter_counts_drops():
-    data = ParallelData([[5] * 3, [5] * 9, [], [5]], [[6] * 2, [6] * 2, [6], [6] * 9])
+    data = ParallelData.from_lists([[5] * 3, [5] * 9, [], [5]], [[6] * 2, [6] * 2, [6], [6] * 9])
     assert data.filter_length(5) == 3 and len(data) == 1
 
 
 def test_batches_fit_budget_and_cover_everything():
     torch.manual_seed(0)
     lens = torch.randint(1, 30, (500, 2)).tolist()
-    data = ParallelData([[7] * s for s, _ in lens], [[8] * t for _, t in lens])
+    data = ParallelData.from_lists([[7] * s for s, _ in lens], [[8] * t for _, t in lens])
     batches = data.batches(max_tokens=300, seed=1)
     seen = 0
     for b in batches:
@@ -55,3 +57,34 @@ def test_batches_fit_budget_and_cover_everything():
     other = data.batches(max_tokens=300, seed=2)
     assert any(a.src.shape != b.src.shape or not torch.equal(a.src, b.src)
                for a, b in zip(batches, other))
+
+
+def test_loader_collates_the_planned_batches_in_the_background():
+    torch.manual_seed(0)
+    lens = torch.randint(1, 30, (300, 2)).tolist()
+    data = ParallelData.from_lists([[7] * s for s, _ in lens], [[8] * t for _, t in lens])
+    plan = data.plan(max_tokens=300, seed=3)
+    eager = data.batches(max_tokens=300, seed=3)
+    positions = range(1, len(plan), 2)  # e.g. rank 1 of 2
+    lazy = list(data.loader(plan, positions))
+    assert len(lazy) == len(positions)
+    for k, batch in zip(positions, lazy):
+        assert torch.equal(batch.src, eager[k].src) and torch.equal(batch.tgt_out, eager[k].tgt_out)
+    stopped = data.loader(plan, range(len(plan)))
+    next(stopped)
+    stopped.close()  # leaving early stops the thread instead of leaving it blocked
+    deadline = time.monotonic() + 10
+    while any(t.name == "mt-prefetch" for t in threading.enumerate()):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+
+
+def test_prefetch_raises_the_producers_error_in_the_consumer():
+    def items():
+        yield 1
+        raise DataError("bad chunk")
+
+    it = prefetch(items())
+    assert next(it) == 1
+    with pytest.raises(DataError, match="bad chunk"):
+        next(it)

@@ -1,0 +1,199 @@
+"""Benchmark: start-up time and memory of training on N-fold copies of Multi30k, before the token
+cache (mt as of --old-rev, all in memory) and with it (mt here), side by side.
+
+    python scripts/bench_data.py                        # folds 1, 10, 30
+    python scripts/bench_data.py --folds 1 10 30 100 --old-max-fold 30
+
+For each fold N it writes N shuffled copies of Multi30k train (29,000 x N pairs) to a temporary
+directory and runs, each as its own process with a tiny model and train.max_steps=1:
+  old        `mt train` from --old-rev: reads, tokenizes and batches everything, every start
+  new cold   `mt prepare` into an empty cache: tokenize on every core, write the arrays
+  new warm   `mt train` with the cache built: what every later start and --resume costs
+Each run reports wall time (the whole process: imports, data, model, one step, one validation
+pass on Multi30k val, a checkpoint), the time to step 1 as the trainer logs it (from the trainer's
+start: no imports), and the process's peak resident memory. Rounds alternate between the
+contenders and each keeps its fastest. Slopes are per pair between the smallest and largest fold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+TINY = ["model.d_model=64", "model.n_heads=4", "model.n_enc_layers=1", "model.n_dec_layers=1",
+        "model.d_ff=128", "train.max_steps=1", "train.log_every=1", "train.eval_bleu=false",
+        "train.metric=loss", "train.eval_every=100000", "train.threads=1"]
+WMT14 = {"WMT14 en-de (4.5M pairs)": 4_500_000, "WMT14 en-fr (36M pairs)": 36_000_000}
+
+
+def first_cache_commit() -> str:
+    """The commit before mt/cache.py was added: mt with its all-in-memory data path."""
+    out = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "mt/cache.py"],
+                         cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    if not out:
+        sys.exit("bench_data: mt/cache.py is not committed; give --old-rev")
+    return out[-1] + "^"
+
+
+def make_corpus(dest: Path, fold: int, data: Path) -> int:
+    """N shuffled copies of Multi30k train (the same permutation on both sides), and its val."""
+    import gzip
+
+    sides = {}
+    for lang in ("de", "en"):
+        with gzip.open(data / f"train.{lang}.gz", "rt", encoding="utf-8") as f:
+            sides[lang] = f.read().splitlines()
+    n = len(sides["de"])
+    order = [i % n for i in range(n * fold)]
+    random.Random(fold).shuffle(order)
+    dest.mkdir(parents=True)
+    for lang, lines in sides.items():
+        with open(dest / f"train.{lang}", "w", encoding="utf-8") as f:
+            f.writelines(lines[i] + "\n" for i in order)
+        shutil.copy(data / f"val.{lang}.gz", dest / f"val.{lang}.gz")
+    return len(order)
+
+
+# Runs `mt` and, at exit, writes its peak resident memory (VmHWM: this process alone, not its
+# workers, and not the benchmark's own memory, which getrusage would count from before exec).
+PEAK = """import atexit, runpy, sys
+def peak(path):
+    with open("/proc/self/status") as f:
+        kb = next(line.split()[1] for line in f if line.startswith("VmHWM:"))
+    with open(path, "w") as out:
+        out.write(kb)
+atexit.register(peak, sys.argv[1])
+sys.argv = ["mt", *sys.argv[2:]]
+runpy.run_module("mt", run_name="__main__", alter_sys=True)
+"""
+
+
+def run(args: list[str], env: dict, code: Path) -> tuple[float, float]:
+    """Wall seconds and peak RSS (MiB) of `mt ARGS`, run with the mt package found in `code`."""
+    with tempfile.TemporaryFile("w+") as err, tempfile.NamedTemporaryFile("r") as peak:
+        started = time.perf_counter()
+        p = subprocess.run([sys.executable, "-c", PEAK, peak.name, *args], cwd=code, env=env,
+                           stdout=subprocess.DEVNULL, stderr=err)
+        wall = time.perf_counter() - started
+        if p.returncode:
+            err.seek(0)
+            sys.exit(f"bench_data: mt {args[0]} failed ({p.returncode}):\n{err.read()[-2000:]}")
+        return wall, int(peak.read()) / 1024
+
+
+def keep(best: dict[str, list[float]], name: str, *values: float) -> None:
+    """Each measure's smallest over the rounds (noise on a shared machine only adds)."""
+    best[name] = [min(a, b) for a, b in zip(best.get(name, values), values)]
+
+
+def to_first_step(run_dir: Path) -> float:
+    for line in (run_dir / "metrics.jsonl").read_text().splitlines():
+        record = json.loads(line)
+        if record.get("event") == "train":
+            return record["elapsed_s"]
+    raise RuntimeError(f"{run_dir}: no training step logged")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--folds", type=int, nargs="+", default=[1, 10, 30])
+    ap.add_argument("--old-max-fold", type=int, default=30,
+                    help="skip the old path above this fold (it needs ~1.7 KB and 0.1 ms a pair)")
+    ap.add_argument("--rounds", type=int, default=1)
+    ap.add_argument("--old-rev", default=None, help="mt before the cache (default: the commit "
+                    "before mt/cache.py was added)")
+    ap.add_argument("--data", type=Path, default=MULTI30K, help="Multi30k (train/val .gz)")
+    ap.add_argument("--workers", type=int, default=0, help="mt prepare --workers (0: all cores)")
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_data."))
+    try:
+        old_tree = tmp / "old"
+        old_tree.mkdir()
+        rev = args.old_rev or first_cache_commit()
+        archive = subprocess.run(["git", "archive", rev, "mt"], cwd=ROOT, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
+        assert not (old_tree / "mt" / "cache.py").exists(), f"{rev} has the token cache already"
+        base = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                "MT_CACHE_DIR": str(tmp / "cache")}
+        rows = []
+        for fold in args.folds:
+            corpus = tmp / f"x{fold}"
+            pairs = make_corpus(corpus, fold, args.data)
+            sets = [f"data.dir={corpus}", *TINY]
+            config = [str(ROOT / "configs" / "multi30k_de_en.yaml")]
+            for s in sets:
+                config += ["--set", s]
+            best: dict[str, list[float]] = {}
+            n = 0
+            for _ in range(args.rounds):
+                contenders = ["new", "old"] if fold <= args.old_max_fold else ["new"]
+                for who in contenders:
+                    n += 1
+                    out = tmp / f"run{fold}.{n}"
+                    if who == "old":
+                        wall, rss = run(["train", *config, "--out", str(out), "--device", "cpu"],
+                                        base, old_tree)
+                        keep(best, "old", wall, to_first_step(out), rss)
+                        continue
+                    env = {**base, "MT_CACHE_DIR": str(tmp / f"cache{n}")}
+                    wall, rss = run(["prepare", *config, "--workers", str(args.workers)], env,
+                                    ROOT)
+                    [meta] = (tmp / f"cache{n}" / "tokens").glob("*/meta.json")
+                    build = json.loads(meta.read_text())["build_seconds"]
+                    keep(best, "cold", wall, build, rss)
+                    wall, rss = run(["train", *config, "--out", str(out), "--device", "cpu"], env,
+                                    ROOT)
+                    keep(best, "warm", wall, to_first_step(out), rss)
+                    shutil.rmtree(tmp / f"cache{n}")
+                shutil.rmtree(out, ignore_errors=True)
+            rows.append((fold, pairs, best))
+            report(rows, args.workers)
+            shutil.rmtree(corpus)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def report(rows: list, workers: int) -> None:
+    print("\n| fold | pairs | old: wall / to step 1 / peak RSS | new cold `mt prepare`: wall / "
+          "build / pairs/s | new warm: wall / to step 1 / peak RSS | warm speed-up |")
+    print("|---|---|---|---|---|---|")
+    for fold, pairs, b in rows:
+        old = b.get("old")
+        cold, warm = b["cold"], b["warm"]
+        old_s = f"{old[0]:.1f} s / {old[1]:.1f} s / {old[2]:.0f} MiB" if old else "-"
+        ratio = f"{old[0] / warm[0]:.1f}x" if old else "-"
+        print(f"| {fold}x | {pairs:,} | {old_s} | {cold[0]:.1f} s / {cold[1]:.1f} s / "
+              f"{pairs / cold[1]:,.0f} | {warm[0]:.1f} s / {warm[1]:.1f} s / {warm[2]:.0f} MiB | "
+              f"{ratio} |")
+    if len(rows) < 2:
+        return
+    (_, p0, b0), (_, p1, b1) = rows[0], rows[-1]
+    dp = p1 - p0
+    print(f"\nper pair, {rows[0][0]}x -> {rows[-1][0]}x:")
+    for name, label in (("old", "old"), ("warm", "new warm")):
+        if name in b0 and name in b1:
+            t = (b1[name][0] - b0[name][0]) / dp
+            m = (b1[name][2] - b0[name][2]) * 2**20 / dp
+            print(f"  {label}: {t * 1e6:.2f} us and {m:.0f} bytes of peak RSS per pair")
+            for corpus, size in WMT14.items():
+                print(f"    {corpus}: start ~{b1[name][0] + t * (size - p1):.0f} s, peak RSS "
+                      f"~{(b1[name][2] * 2**20 + m * (size - p1)) / 2**30:.1f} GiB")
+    rate = p1 / b1["cold"][1]
+    print(f"  new cold build: {rate:,.0f} pairs/s ({workers or os.cpu_count()} workers); "
+          + ", ".join(f"{c}: ~{size / rate / 60:.0f} min" for c, size in WMT14.items()))
+
+
+if __name__ == "__main__":
+    main()
