@@ -270,7 +270,7 @@ class Trainer:
     def _save(self, name: str, full: bool) -> None:
         if not self.main:
             return
-        files = {name: (self.run_dir / name).read_bytes() for name in tokenizer_files(self.cfg.data)}
+        files = {n: (self.run_dir / n).read_bytes() for n in tokenizer_files(self.cfg.data)}
         state = run_state(self.model.state_dict(), self.cfg, self.src_vocab, self.tgt_vocab,
                           self.progress.step, files)
         if full:
@@ -384,7 +384,7 @@ class Trainer:
         t, p = self.cfg.train, self.progress
         clock, tokens = time.perf_counter(), 0
         for mine, idle in updates:
-            micro = [next(loader) for _ in mine]
+            micro = self._take(loader, mine)
             self._step(*micro, idle=idle)
             if not idle:
                 tokens += sum(b.n_tgt_tokens for b in micro) * self.world
@@ -403,6 +403,10 @@ class Trainer:
             if t.max_steps and p.step >= t.max_steps:
                 self.stop_reason = "max_steps"
                 raise Stop
+
+    def _take(self, loader: Iterator[Batch], positions: list[int]) -> list[Batch]:
+        """The batches at these positions of the epoch's plan (the loader yields them in order)."""
+        return [next(loader) for _ in positions]
 
     def _to_device(self, batch: Batch) -> Batch:
         if self.device.type == "cuda" and not batch.src.is_pinned():
