@@ -22,6 +22,7 @@ import torch
 
 from mt.config import Config, load_config
 from mt.errors import CheckpointError, FileSystemError, os_error_message
+from mt.log import warn
 from mt.model import Seq2Seq, make_model
 from mt.tokenizer import Tokenizer, load_tokenizers
 from mt.vocab import PAD, Vocab
@@ -138,6 +139,11 @@ def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
         raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory (a "
                               "checkpoint needs the config.yaml and vocab files saved beside it)")
     cfg = load_config(run_dir / CONFIG)
+    if "tokenizer:" not in (run_dir / CONFIG).read_text(encoding="utf-8"):
+        # Saved configs hold every key: this run is older than data.tokenizer, its vocabulary
+        # has no joiner marks (README, Tokenization).
+        warn(f"{run_dir}: trained before reversible tokenization; its translations lose "
+             "punctuation; evaluate it with the mt version that trained it, or train again")
     src_vocab, tgt_vocab = Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB)
     src_tok, tgt_tok = load_tokenizers(cfg.data, run_dir)
     for tok, vocab, name in ((src_tok, src_vocab, SRC_VOCAB), (tgt_tok, tgt_vocab, TGT_VOCAB)):
