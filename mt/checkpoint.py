@@ -29,6 +29,7 @@ import torch
 
 from mt.config import Config, config_from_dict, load_config
 from mt.errors import CheckpointError, FileSystemError, MTError, os_error_message
+from mt.log import warn
 from mt.model import Seq2Seq, make_model
 from mt.tokenizer import Tokenizer, load_tokenizers
 from mt.vocab import PAD, Vocab
@@ -212,10 +213,15 @@ def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
     else:
         run_dir = ckpt.parent
         if not (run_dir / CONFIG).is_file():
-            raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory "
-                                  "(a checkpoint without its own config needs the config.yaml "
-                                  "and vocab files saved beside it)")
+            raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory; "
+                                  "copy it (and the vocab files) from the run the checkpoint "
+                                  "came from")
         cfg = load_config(run_dir / CONFIG)
+        if "tokenizer:" not in (run_dir / CONFIG).read_text(encoding="utf-8"):
+            # Saved configs hold every key: this run is older than data.tokenizer, its
+            # vocabulary has no joiner marks (README, Tokenization).
+            warn(f"{run_dir}: trained before reversible tokenization; its translations lose "
+                 "punctuation; evaluate it with the mt version that trained it, or train again")
         src_vocab, tgt_vocab = Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB)
         files = {}
     model = make_model(cfg.model, len(src_vocab), len(tgt_vocab), PAD)

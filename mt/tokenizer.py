@@ -153,10 +153,6 @@ class SpacyTokenizer:
         return "".join(out)
 
 
-def _is_word_edge(char: str) -> bool:
-    return char.isalnum()
-
-
 def _mark(doc) -> list[str]:
     """A spaCy Doc as marked tokens. Pieces come from the character offsets (whitespace is
     never part of a token; a spaCy token holding some is split there)."""
@@ -167,7 +163,7 @@ def _mark(doc) -> list[str]:
         (prev, _, prev_end), (cur, cur_start, _) = pieces[i - 1], pieces[i]
         if prev_end != cur_start:  # whitespace between them
             continue
-        if _is_word_edge(cur[0]) and not _is_word_edge(prev[-1]):
+        if cur[0].isalnum() and not prev[-1].isalnum():
             tokens[i - 1] += MARK  # "(￭ father": the bracket carries the mark
         else:
             tokens[i] = MARK + tokens[i]  # "father ￭-", "dogs ￭,", "ca ￭n't"

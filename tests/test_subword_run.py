@@ -148,3 +148,13 @@ def test_tokenize_with_a_spacy_language(tmp_path):
     assert_user_error(run_mt("tokenize", input="x\n"), 2, "--lang")
     assert_user_error(run_mt("tokenize", "--lang", "en", "-i", str(tmp_path / "nope")), 4)
     assert_user_error(run_mt("tokenize", str(tmp_path / "nope")), 5)
+
+
+def test_a_run_older_than_reversible_tokenization_is_flagged(tiny_run, tmp_path):
+    run = tmp_path / "old"
+    shutil.copytree(tiny_run, run)
+    config = (run / "config.yaml").read_text()
+    assert "tokenizer: spacy\n" in config
+    (run / "config.yaml").write_text(config.replace("  tokenizer: spacy\n", ""))
+    r = run_mt("translate", str(run), input="one\n")
+    assert r.code == 0 and "trained before reversible tokenization" in r.err, r
