@@ -1,8 +1,9 @@
 """`mt average`: the mean of a run's last N step checkpoints (ckpt.STEP.pt), as one checkpoint.
 
 Averaging the weights of the last few checkpoints usually scores a little higher than the last
-one alone. The result is an ordinary weights-only checkpoint: `mt eval` and `mt translate` take
-it like best.pt, reading config and vocabulary from the directory it lies in.
+one alone. The result is a one-file checkpoint like best.pt (config, vocabularies and tokenizer
+files carried over from the newest of them): `mt eval`, `translate`, `export` and `info` take it
+anywhere.
 """
 
 from __future__ import annotations
@@ -51,5 +52,7 @@ def average_run(run: Path, last: int, out: Path | None = None) -> Path:
     weights = average_weights(states, [str(path) for _, path in chosen])
     out = Path(out) if out is not None else run / "average.pt"
     steps = [step for step, _ in chosen]
-    save_checkpoint(out, {"model": weights, "step": steps[-1], "averaged_steps": steps})
+    # Everything but the weights from the newest checkpoint (step checkpoints carry no
+    # training state), so the average is self-contained as they are.
+    save_checkpoint(out, {**states[-1], "model": weights, "averaged_steps": steps})
     return out

@@ -27,7 +27,7 @@ from pathlib import Path
 import torch
 
 from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, Run, find_checkpoint, load_run
-from mt.errors import FileSystemError, RunError, os_error_message
+from mt.errors import ConfigError, FileSystemError, RunError, os_error_message
 from mt.model import MultiHeadAttention, Seq2Seq
 from mt.tokenizer import tokenizer_files
 from mt.vocab import BOS, EOS, SPECIALS, UNK
@@ -38,11 +38,11 @@ MARKER = "mt_export.json"  # written last into an export: what it came from
 
 
 def require_ctranslate2():
-    """The ctranslate2 module, or a one-line RunError naming the extra that installs it."""
+    """The ctranslate2 module, or a one-line ConfigError naming the extra that installs it."""
     try:
         import ctranslate2
     except ImportError:
-        raise RunError(EXTRA) from None
+        raise ConfigError(EXTRA) from None
     return ctranslate2
 
 

@@ -230,6 +230,10 @@ def test_keep_checkpoints_then_mt_average_feeds_eval(data, tmp_path):
     r = run_mt("eval", str(run / "average.pt"), "--split", "val", "--json")
     assert r.code == 0, r.err
     assert json.loads(r.out)["step"] == 8
+    # One file: moved away from its run directory, it still translates.
+    (run / "average.pt").rename(tmp_path / "alone.pt")
+    r = run_mt("translate", str(tmp_path / "alone.pt"), input="eight cats\n")
+    assert r.code == 0 and r.out.count("\n") == 1, r.err
 
 
 def test_torch_floor_is_one_the_code_runs_on():
