@@ -22,7 +22,7 @@ from mt.cache import open_cache
 from mt.config import DataConfig
 from mt.data import ParallelData, group_bounds, read_parallel
 from mt.errors import FileSystemError, RunError
-from mt.tokenizer import Tokenizer
+from mt.tokenizer import SpacyTokenizer
 from mt.vocab import Vocab
 
 MAIN_PID = os.getpid()
@@ -56,8 +56,8 @@ def in_memory(d: DataConfig) -> tuple[ParallelData, Vocab, Vocab]:
     """The training data as mt built it before the cache: all in one process, in memory."""
     src_lines, tgt_lines = read_parallel(Path(d.dir) / f"{d.train}.{d.src_lang}",
                                          Path(d.dir) / f"{d.train}.{d.tgt_lang}")
-    src = Tokenizer(d.src_lang, d.lowercase).tokenize_many(src_lines)
-    tgt = Tokenizer(d.tgt_lang, d.lowercase).tokenize_many(tgt_lines)
+    src = SpacyTokenizer(d.src_lang, d.lowercase).tokenize_many(src_lines)
+    tgt = SpacyTokenizer(d.tgt_lang, d.lowercase).tokenize_many(tgt_lines)
     if d.shared_vocab:
         src_vocab = tgt_vocab = Vocab.build(src + tgt, d.min_freq, d.max_size)
     else:

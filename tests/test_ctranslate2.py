@@ -19,7 +19,6 @@ from mt.data import pad, read_parallel  # noqa: E402
 from mt.decode import greedy  # noqa: E402
 from mt.engine import CTranslate2Search  # noqa: E402
 from mt.export import QUANTIZATIONS, build_spec, export  # noqa: E402
-from mt.tokenizer import Tokenizer  # noqa: E402
 from mt.vocab import BOS, EOS  # noqa: E402
 
 
@@ -28,7 +27,7 @@ def toy_test(tiny_run):
     """The toy test set as source ids, and mt's greedy outputs for it."""
     run = load_run(tiny_run)
     src, _ = read_parallel(TOY / "toy.test.en", TOY / "toy.test.de")
-    ids = [run.src_vocab.encode(t) for t in Tokenizer("en").tokenize_many(src)]
+    ids = [run.src_vocab.encode(t) for t in run.src_tok.tokenize_many(src)]
     c = run.cfg.decode
     return run, ids, greedy(run.model, pad(ids), c.max_len_a, c.max_len_b, c.min_len)
 
