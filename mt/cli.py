@@ -111,22 +111,31 @@ def evaluate(
     max_len_b: int | None = MAX_LEN_B,
     batch_tokens: int | None = BATCH_TOKENS,
     engine: str = ENGINE,
+    metrics: list[str] = typer.Option([], "--metrics", help="Add a metric: ter."),
 ) -> None:
-    """Translate a test set and print sacreBLEU BLEU and chrF with their signatures."""
+    """Translate a test set and score it with sacreBLEU: cased BLEU and chrF, lowercased BLEU,
+    BLEU on lowercased spaCy tokens (README, Results), each with its signature."""
     from mt.evaluate import evaluate as run_eval
+    from mt.metrics import EXTRA_METRICS
 
     if split not in ("val", "test"):
         raise typer.BadParameter(f"{split!r}: expected val or test", param_hint="'--split'")
+    for m in metrics:
+        if m not in EXTRA_METRICS:
+            raise typer.BadParameter(f"{m!r}: expected {', '.join(EXTRA_METRICS)}",
+                                     param_hint="'--metrics'")
     _check_engine(engine)
     decode_set = _decode_set(beam, None, length_norm, length_penalty, min_len, max_len_a,
                              max_len_b, batch_tokens)
     r = run_eval(run, split, src, ref, output, device=_device(device), decode_set=decode_set,
-                 engine=engine)
+                 engine=engine, metrics=metrics)
     if as_json:
         print(json.dumps(r))
-    else:
-        print(f"BLEU = {r['bleu']:.2f}  {r['bleu_signature']}")
-        print(f"chrF = {r['chrf']:.2f}  {r['chrf_signature']}")
+        return
+    for key, name in (("bleu", "BLEU"), ("chrf", "chrF"), ("bleu_lc", "BLEU lowercased"),
+                      ("bleu_tok_lc", "BLEU tokenized lowercased"), ("ter", "TER")):
+        if key in r:
+            print(f"{name} = {r[key]:.2f}  {r[key + '_signature']}")
 
 
 @app.command()

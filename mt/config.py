@@ -70,6 +70,7 @@ class TrainConfig:
     accum_steps: int = 1  # micro-batches (of max_tokens each) per rank per update
     compile: bool = False  # torch.compile the model for training (dynamic shapes)
     keep_checkpoints: int = 0  # also keep the last N validation-step weights as ckpt.STEP.pt
+    max_minutes: float = 0.0  # wall-clock budget for training (resumes included); 0 = none
     threads: int = 0  # CPU threads for torch; 0 = torch's default
     tensorboard: bool = False  # also write metrics as TensorBoard scalars to RUN/tb
 
@@ -295,6 +296,7 @@ def validate(cfg: Config, where: str = "config", overrides: typing.Sequence[str]
         (t.threads >= 0, "train.threads must be 0 (default) or positive"),
         (t.accum_steps >= 1, "train.accum_steps must be at least 1"),
         (t.keep_checkpoints >= 0, "train.keep_checkpoints must be 0 (off) or positive"),
+        (t.max_minutes >= 0, "train.max_minutes must be 0 (no budget) or positive"),
         (dec.beam >= 1, "decode.beam must be at least 1"),
         (1 <= dec.nbest <= dec.beam,
          f"decode.nbest ({dec.nbest}) must be between 1 and decode.beam ({dec.beam})"),

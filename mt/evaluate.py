@@ -12,18 +12,20 @@ from mt.checkpoint import atomic_write
 from mt.config import DecodeConfig, override
 from mt.data import read_parallel, split_path
 from mt.errors import DataError
-from mt.metrics import score
+from mt.metrics import full_score
 from mt.translate import Translator, check_output_path, open_run
 
 
 def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
              ref: str | None = None, output: str | None = None,
              decode: DecodeConfig | None = None, device: str = "cpu",
-             decode_set: typing.Sequence[str] = (), engine: str = "mt") -> dict:
+             decode_set: typing.Sequence[str] = (), engine: str = "mt",
+             metrics: typing.Sequence[str] = ()) -> dict:
     """Translate a split of the run's data (or --src/--ref files) and score it.
 
     decode_set: `decode.key=value` overrides of the run's saved config (command-line options).
     engine: mt, or ctranslate2 (run_path may then be an `mt export` directory).
+    metrics: extra metrics beside the BLEU and chrF variants (mt.metrics.EXTRA_METRICS).
     """
     if src is not None and ref is None:
         raise DataError(f"--src {src}: no reference translations to score against; add "
@@ -47,7 +49,7 @@ def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
         out = Path(output)
         atomic_write(out, lambda tmp: Path(tmp).write_text(
             "".join(h + "\n" for h in hyps), encoding="utf-8"))
-    result = score(hyps, ref_lines)
+    result = full_score(hyps, ref_lines, run.cfg.data.tgt_lang, tuple(metrics))
     result.update(src=str(src_path), ref=str(ref_path), step=run.step)
     return result
 

@@ -1,21 +1,89 @@
-"""Scoring translations: corpus BLEU and chrF with sacreBLEU, used by training and `mt eval`."""
+"""Scoring translations with sacreBLEU, used by training (validation) and `mt eval`.
+
+Every score is on detokenized output against the raw references. `score` gives what training
+follows: cased BLEU and chrF. `mt eval` adds scores comparable with results published under
+other conventions (README, Results): lowercased BLEU, and BLEU over lowercased spaCy tokens
+(the metric of the pytorch-seq2seq tutorials); and TER when asked.
+"""
 
 from __future__ import annotations
 
-from sacrebleu.metrics import BLEU, CHRF
+import functools
+
+from sacrebleu.metrics import BLEU, CHRF, TER
 
 from mt.errors import DataError
 
+EXTRA_METRICS = ("ter",)  # what `mt eval --metrics` may add
 
-def score(hyps: list[str], refs: list[str]) -> dict:
-    """Corpus BLEU and chrF with sacreBLEU's default settings, and their signatures.
 
-    hyps are detokenized outputs, refs the raw references, one per hypothesis.
-    """
-    if len(hyps) != len(refs):
-        raise DataError(f"{len(hyps)} hypotheses but {len(refs)} references")
-    bleu, chrf = BLEU(), CHRF()
+def bleu_tokenizer(lang: str | None) -> str:
+    """sacreBLEU's tokenizer for a target language: its own for Chinese, Japanese and Korean
+    (the last two need `pip install "sacrebleu[ja]"` / `"sacrebleu[ko]"`, else characters),
+    13a (sacreBLEU's default) for the rest."""
+    if lang == "zh":
+        return "zh"
+    if lang in ("ja", "ko"):
+        try:
+            BLEU(tokenize=f"{lang}-mecab")
+            return f"{lang}-mecab"
+        except (RuntimeError, ImportError):
+            return "char"
+    return "13a"
+
+
+def score(hyps: list[str], refs: list[str], lang: str | None = None) -> dict:
+    """Corpus BLEU (cased, tokenized for `lang` as sacreBLEU does) and chrF, with signatures."""
+    _check(hyps, refs)
+    bleu, chrf = BLEU(tokenize=bleu_tokenizer(lang)), CHRF()
     b, c = bleu.corpus_score(hyps, [refs]), chrf.corpus_score(hyps, [refs])
     return {"bleu": round(b.score, 2), "chrf": round(c.score, 2), "sentences": len(hyps),
             "bleu_signature": str(bleu.get_signature()),
             "chrf_signature": str(chrf.get_signature())}
+
+
+def full_score(hyps: list[str], refs: list[str], lang: str | None = None,
+               extra: tuple[str, ...] = ()) -> dict:
+    """`score`, plus lowercased BLEU; BLEU over lowercased spaCy tokens where spaCy knows the
+    language (`bleu_tok_lc`: hypotheses and references split by `spacy.blank(lang)`, tokens
+    joined by spaces, sacreBLEU adding no tokenization); and the `extra` metrics (ter)."""
+    result = score(hyps, refs, lang)
+    lc = BLEU(tokenize=bleu_tokenizer(lang), lowercase=True)
+    result["bleu_lc"] = round(lc.corpus_score(hyps, [refs]).score, 2)
+    result["bleu_lc_signature"] = str(lc.get_signature())
+    split = _spacy_words(lang)
+    if split is not None:
+        tok = BLEU(tokenize="none", force=True)
+        s = tok.corpus_score(split(hyps), [split(refs)])
+        result["bleu_tok_lc"] = round(s.score, 2)
+        result["bleu_tok_lc_signature"] = f"{tok.get_signature()}|words:spacy-{lang}-lc"
+    if "ter" in extra:
+        ter = TER()
+        result["ter"] = round(ter.corpus_score(hyps, [refs]).score, 2)
+        result["ter_signature"] = str(ter.get_signature())
+    return result
+
+
+def _check(hyps: list[str], refs: list[str]) -> None:
+    if len(hyps) != len(refs):
+        raise DataError(f"{len(hyps)} hypotheses but {len(refs)} references; give one "
+                        "reference line per source line")
+
+
+@functools.cache
+def _spacy_words(lang: str | None):
+    """lines -> lines of lowercased spaCy tokens joined by spaces; None without spaCy's lang."""
+    if lang is None:
+        return None
+    try:
+        import spacy
+
+        nlp = spacy.blank(lang)
+    except (ImportError, KeyError, ValueError):
+        return None
+
+    def split(lines: list[str]) -> list[str]:
+        docs = nlp.tokenizer.pipe(line.lower() for line in lines)
+        return [" ".join(t.text for t in doc if not t.is_space) for doc in docs]
+
+    return split

@@ -99,6 +99,7 @@ class Progress:
     world: int = 1  # ranks of the run that saved this (a resume may use another number)
     best: float | None = None  # best validation metric so far
     bad_evals: int = 0  # validations since the best one
+    train_s: float = 0.0  # wall-clock seconds trained before this process (train.max_minutes)
 
 
 class Stop(Exception):
@@ -250,7 +251,7 @@ class Trainer:
             # Dynamic shapes: batch and sequence lengths change from batch to batch, and one
             # graph with symbolic sizes beats a recompile for each new shape.
             self.net = torch.compile(self.net, dynamic=True)
-        self._signal_flag = torch.zeros((), device=self.device)
+        self._host_flags = torch.zeros(2, device=self.device)  # signal, out of time
 
     # --- state ------------------------------------------------------------------------------
     @staticmethod
@@ -275,7 +276,8 @@ class Trainer:
                           self.progress.step, files)
         if full:
             self.progress.world = self.world
-            state.update(optimizer=self.optimizer.state_dict(), progress=asdict(self.progress),
+            state.update(optimizer=self.optimizer.state_dict(),
+                         progress={**asdict(self.progress), "train_s": self._trained_s()},
                          rng=self._get_rng(), scaler=self.scaler.state_dict())
         save_checkpoint(self.run_dir / name, state)
 
@@ -288,6 +290,10 @@ class Trainer:
         self._save(step_checkpoint_name(self.progress.step), full=False)
         for _, path in step_checkpoints(self.run_dir)[:-keep]:
             path.unlink(missing_ok=True)
+
+    def _trained_s(self) -> float:
+        """Wall-clock seconds of this run so far, earlier processes (before --resume) included."""
+        return self.progress.train_s + time.time() - self.started
 
     def _log(self, record: dict) -> None:
         if self.main:
@@ -396,7 +402,7 @@ class Trainer:
                                          f"tok/s {rate / 1000:.1f}k")
             if p.step % t.log_every == 0:
                 self._log_interval()
-            if self.stop_reason == "signal":
+            if self.stop_reason in ("signal", "max_minutes"):
                 raise Stop
             if p.step % t.eval_every == 0:
                 self._checkpoint()
@@ -476,14 +482,18 @@ class Trainer:
         self.scaler.unscale_(self.optimizer)  # a no-op without fp16
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm or math.inf)
         self.grad_norm = norm.detach()  # logged with the train events (before clipping)
-        self._signal_flag.fill_(float(self.signalled))  # a kernel launch, not a copy: no sync
-        flags = torch.stack([~torch.isfinite(stats[0]), ~torch.isfinite(norm),
-                             self._signal_flag.bool()]).float()
+        out_of_time = bool(t.max_minutes) and self._trained_s() >= t.max_minutes * 60
+        self._host_flags[0].fill_(float(self.signalled))  # kernel launches, not copies: no sync
+        self._host_flags[1].fill_(float(out_of_time))
+        flags = torch.cat([torch.stack([~torch.isfinite(stats[0]), ~torch.isfinite(norm)]).float(),
+                           self._host_flags])
         if self.world > 1:
             dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-        bad_loss, bad_grad, signalled = flags.tolist()
+        bad_loss, bad_grad, signalled, out_of_time = flags.tolist()
         if signalled:
             self.stop_reason = "signal"  # every rank stops after this step, rank 0 saves
+        elif out_of_time:  # every rank stops after this step; then validate and save
+            self.stop_reason = "max_minutes"
         if bad_loss:
             return self._skip("nonfinite_loss", "loss is not finite")
         # A finite loss can still overflow in backward; stepping would write NaN weights.
@@ -554,7 +564,7 @@ class Trainer:
                 hyps = [""] * len(self.val_src)
                 for rank, part in enumerate(parts):
                     hyps[rank::self.world] = part
-            scores = score(hyps, self.val_ref)
+            scores = score(hyps, self.val_ref, self.cfg.data.tgt_lang)
             result.update(val_bleu=scores["bleu"], val_chrf=scores["chrf"])
         self.model.train()
         return result

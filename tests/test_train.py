@@ -246,3 +246,20 @@ def test_torch_floor_is_one_the_code_runs_on():
     installed = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
     assert installed >= floor
     assert torch.amp.GradScaler("cuda", enabled=False).state_dict() == {}
+
+
+def test_max_minutes_ends_training_with_a_validation_and_save(data, tmp_path):
+    """A budget far below max_epochs: training stops on time, validates at its last step and
+    keeps best.pt; a resume counts the time already spent, so it stops again at once."""
+    run = tmp_path / "run"
+    result = train(CONFIG, sets(data, "train.max_epochs=10000", "train.max_minutes=0.05"),
+                   run, "cpu", False)
+    events = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    end = events[-1]
+    assert end["event"] == "end" and end["reason"] == "max_minutes", end
+    assert [e for e in events if e["event"] == "valid"][-1]["step"] == result["step"]
+    assert (run / "best.pt").is_file()
+    trained = load_checkpoint(run / "last.pt")["progress"]["train_s"]
+    assert trained >= 3.0, trained
+    again = train(None, ["train.max_minutes=0.05"], run, "cpu", True)
+    assert again["step"] == result["step"] + 1  # one update, then the budget is found spent
