@@ -12,8 +12,8 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from mt.checkpoint import atomic_write, load_run
-from mt.config import override
+from mt.checkpoint import Run, atomic_write, load_run
+from mt.config import DecodeConfig, override
 from mt.data import iter_lines
 from mt.decode import beam_search, greedy
 from mt.errors import ConfigError, DataError
@@ -60,14 +60,7 @@ def translate_with_attention(run_path: Path, src: str, out: str, directory: Path
         if not toks:  # an empty line: an empty translation and no picture
             texts.append("")
             continue
-        src_ids = torch.tensor([run.src_vocab.encode(toks)], device=device)  # (1, S)
-        if decode.beam > 1:
-            out_ids = beam_search(run.model, src_ids, decode)[0][0].tokens
-        else:
-            out_ids = greedy(run.model, src_ids, decode.max_len_a, decode.max_len_b,
-                             decode.min_len)[0]
-        tgt_in = torch.tensor([[BOS, *out_ids]], device=device)  # (1, T): row t predicts t
-        weights = run.model.cross_attention(src_ids, tgt_in)[layer][0].float().cpu()  # (H, T, S)
+        out_ids, weights = attend(run, decode, toks, layer, device)
         out_toks = [run.tgt_vocab.itos[i] for i in out_ids] + [SPECIALS[EOS]]
         text = " ".join(translator.tgt_tok.detokenize(run.tgt_vocab.decode(out_ids)).split())
         texts.append(text)
@@ -76,6 +69,20 @@ def translate_with_attention(run_path: Path, src: str, out: str, directory: Path
         save_png(figure, directory / f"{n:04d}.png")
     _write(out, texts)
     return len(texts)
+
+
+def attend(run: Run, decode: DecodeConfig, toks: list[str], layer: int, device: str
+           ) -> tuple[list[int], torch.Tensor]:
+    """Translate one tokenized line as `mt translate` would (greedy or beam), then one
+    teacher-forced pass over the output for the layer's cross-attention weights (H, T, S),
+    T = output tokens + <eos>."""
+    src = torch.tensor([run.src_vocab.encode(toks)], device=device)  # (1, S)
+    if decode.beam > 1:
+        out_ids = beam_search(run.model, src, decode)[0][0].tokens
+    else:
+        out_ids = greedy(run.model, src, decode.max_len_a, decode.max_len_b, decode.min_len)[0]
+    tgt_in = torch.tensor([[BOS, *out_ids]], device=device)  # (1, T): row t predicts token t
+    return out_ids, run.model.cross_attention(src, tgt_in)[layer][0].float().cpu()
 
 
 def heatmap(plt, weights: torch.Tensor, src_toks: list[str], out_toks: list[str], heads: str,

@@ -9,6 +9,9 @@ import torch
 from conftest import TOY, assert_user_error, run_mt
 from mt.checkpoint import FORMAT, load_checkpoint, load_run, run_state, save_checkpoint
 from mt.errors import CheckpointError
+from mt.evaluate import evaluate
+from mt.info import run_info
+from mt.translate import Translator
 
 TWO_LINES = "Yesterday we saw forty two red dogs.\nI need seven hundred eleven books.\n"
 
@@ -28,13 +31,13 @@ def test_moved_checkpoint_translates_and_evaluates_alone(tiny_run, tmp_path):
     alone.parent.mkdir()
     shutil.copy(tiny_run / "best.pt", alone)
     assert sorted(p.name for p in alone.parent.iterdir()) == ["model.pt"]
-    in_run = run_mt("translate", str(tiny_run), input=TWO_LINES)
+    in_run = Translator(load_run(tiny_run)).translate(TWO_LINES.splitlines())
     moved = run_mt("translate", str(alone), input=TWO_LINES)
     assert moved.code == 0, moved.err
-    assert moved.out == in_run.out and "zwei und vierzig" in moved.out
-    args = ["--src", str(TOY / "toy.test.en"), "--ref", str(TOY / "toy.test.de"), "--json"]
-    a = json.loads(run_mt("eval", str(tiny_run), *args).out)
-    r = run_mt("eval", str(alone), *args, cwd=tmp_path)
+    assert moved.out.splitlines() == in_run and "zwei und vierzig" in moved.out
+    src, ref = str(TOY / "toy.test.en"), str(TOY / "toy.test.de")
+    a = evaluate(tiny_run, src=src, ref=ref)
+    r = run_mt("eval", str(alone), "--src", src, "--ref", ref, "--json", cwd=tmp_path)
     assert r.code == 0, r.err
     b = json.loads(r.out)
     assert b["bleu"] == a["bleu"] > 80 and b["chrf"] == a["chrf"]
@@ -98,24 +101,28 @@ def test_info_json(tiny_run):
 
 
 def test_info_of_missing_truncated_or_foreign_checkpoints(tiny_run, tmp_path):
-    assert_user_error(run_mt("info", str(tmp_path / "none.pt")), 5, "none.pt")
     cut = tmp_path / "cut.pt"
     cut.write_bytes((tiny_run / "best.pt").read_bytes()[:5000])
     assert_user_error(run_mt("info", str(cut), "--json"), 5, "truncated or corrupted")
+    with pytest.raises(CheckpointError, match="none.pt"):
+        run_info(tmp_path / "none.pt")
     foreign = tmp_path / "foreign.pt"
     torch.save({"state_dict": {"w": torch.zeros(2)}}, foreign)
-    assert_user_error(run_mt("info", str(foreign)), 5, "not an mt checkpoint")
+    with pytest.raises(CheckpointError, match="not an mt checkpoint"):
+        run_info(foreign)
     old = tmp_path / "old" / "best.pt"  # weights only, and no run directory around it
     old.parent.mkdir()
     state = load_checkpoint(tiny_run / "best.pt")
     torch.save({"model": state["model"], "step": state["step"]}, old)
-    assert_user_error(run_mt("info", str(old)), 5, "config missing")
+    with pytest.raises(CheckpointError, match="config missing"):
+        run_info(old)
 
 
 def test_old_weights_only_checkpoints_still_load_from_their_run_directory(tiny_run, tmp_path):
     run_dir = shutil.copytree(tiny_run, tmp_path / "run")
     state = load_checkpoint(run_dir / "best.pt")
     torch.save({"model": state["model"], "step": state["step"]}, run_dir / "best.pt")
-    r = run_mt("translate", str(run_dir), input=TWO_LINES)
-    assert r.code == 0 and r.out == run_mt("translate", str(tiny_run), input=TWO_LINES).out
-    assert json.loads(run_mt("info", str(run_dir), "--json").out)["format"] == 0
+    lines = TWO_LINES.splitlines()
+    old = load_run(run_dir)
+    assert Translator(old).translate(lines) == Translator(load_run(tiny_run)).translate(lines)
+    assert run_info(run_dir)["format"] == 0 and not run_info(run_dir)["self_contained"]

@@ -8,11 +8,13 @@ import pytest
 import torch
 
 from conftest import assert_user_error, run_mt
+from mt.attention import translate_with_attention
 from mt.checkpoint import load_run
 from mt.config import ModelConfig
-from mt.errors import ConfigError
+from mt.errors import ConfigError, DataError
 from mt.model import make_model
 from mt.plot import DPI, HEIGHT, WIDTH, plot_runs
+from mt.translate import Translator
 from mt.vocab import BOS, PAD
 
 TWO_LINES = "Yesterday we saw forty two red dogs.\nI need seven hundred eleven books.\n"
@@ -47,10 +49,11 @@ def test_plot_of_a_run_without_metrics(tmp_path):
     out = tmp_path / "c.png"
     assert_user_error(run_mt("plot", str(empty), "-o", str(out)), 4, str(empty),
                       "no metrics to plot yet")
-    (empty / "metrics.jsonl").write_text("")
-    assert_user_error(run_mt("plot", str(empty), "-o", str(out)), 4, "no metrics")
-    assert_user_error(run_mt("plot", str(tmp_path / "nope"), "-o", str(out)), 4,
-                      "no such run directory")
+    (empty / "metrics.jsonl").write_text('{"event": "train", "st')  # a line cut short
+    with pytest.raises(DataError, match="no metrics"):
+        plot_runs([empty], out)
+    with pytest.raises(DataError, match="no such run directory"):
+        plot_runs([tmp_path / "nope"], out)
     assert not out.exists()
 
 
@@ -82,17 +85,19 @@ def test_cross_attention_weights_leave_the_outputs_unchanged(tiny_run):
 
 def test_attention_pictures_for_two_lines(tiny_run, tmp_path):
     pictures = tmp_path / "att"
-    plain = run_mt("translate", str(tiny_run), input=TWO_LINES)
+    plain = Translator(load_run(tiny_run)).translate(TWO_LINES.splitlines())
     r = run_mt("translate", str(tiny_run), "--attention", str(pictures), input=TWO_LINES)
     assert r.code == 0, r.err
-    assert r.out == plain.out  # the translations as without --attention
+    assert r.out.splitlines() == plain  # the translations as without --attention
     assert sorted(p.name for p in pictures.iterdir()) == ["0001.png", "0002.png"]
     w1, h1 = png_size(pictures / "0001.png")
     assert w1 > 300 and h1 > 300
     heads = tmp_path / "heads"
-    r = run_mt("translate", str(tiny_run), "--attention", str(heads), "--attention-heads", "all",
-               "--attention-layer", "0", input=TWO_LINES)
-    assert r.code == 0, r.err
+    src = tmp_path / "in.txt"
+    src.write_text(TWO_LINES)
+    translate_with_attention(tiny_run, str(src), str(tmp_path / "out.txt"), heads, layer=0,
+                             heads="all")
+    assert (tmp_path / "out.txt").read_text().splitlines() == plain
     assert png_size(heads / "0001.png")[0] > 3 * w1  # one panel per head, side by side
 
 
@@ -113,12 +118,13 @@ def test_attention_bad_options(tiny_run, tmp_path):
     r = run_mt("translate", str(tiny_run), "--attention", str(tmp_path / "a"),
                "--attention-layer", "7", input=TWO_LINES)
     assert_user_error(r, 3, "--attention-layer 7", "2 decoder layers")
-    r = run_mt("translate", str(tiny_run), "--attention", str(tmp_path / "a"),
-               "--attention-heads", "some", input=TWO_LINES)
-    assert_user_error(r, 3, "--attention-heads some")
-    r = run_mt("translate", str(tiny_run), "--attention", str(tmp_path / "a"),
-               input="one.\n" * 101)
-    assert_user_error(r, 4, "at most 100 lines")
+    src = tmp_path / "in.txt"
+    src.write_text(TWO_LINES)
+    with pytest.raises(ConfigError, match="--attention-heads some"):
+        translate_with_attention(tiny_run, str(src), "-", tmp_path / "a", heads="some")
+    src.write_text("one.\n" * 101)
+    with pytest.raises(DataError, match="at most 100 lines"):
+        translate_with_attention(tiny_run, str(src), "-", tmp_path / "a")
     assert not (tmp_path / "a").exists()
 
 
