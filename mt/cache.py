@@ -155,11 +155,11 @@ def _stat(path: Path) -> list:
     try:
         st = path.stat()
     except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
+        raise DataError(f"{path}: file not found; check the path") from None
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
     if path.is_dir():
-        raise DataError(f"{path}: is a directory, expected a text file")
+        raise DataError(f"{path}: is a directory; give a text file")
     return [str(path.resolve()), st.st_size, st.st_mtime_ns]
 
 

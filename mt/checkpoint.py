@@ -214,8 +214,8 @@ def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
         run_dir = ckpt.parent
         if not (run_dir / CONFIG).is_file():
             raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory; "
-                                  "copy it (and the vocab files) from the run the checkpoint "
-                                  "came from")
+                                  "copy it from the run the checkpoint came from (with the "
+                                  "vocab files)")
         cfg = load_config(run_dir / CONFIG)
         if "tokenizer:" not in (run_dir / CONFIG).read_text(encoding="utf-8"):
             # Saved configs hold every key: this run is older than data.tokenizer, its
@@ -228,10 +228,11 @@ def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
     load_weights(model, state, ckpt)
     model.to(device).eval()
     src_tok, tgt_tok = load_tokenizers(cfg.data, ckpt.parent, files)
-    for tok, vocab, side in ((src_tok, src_vocab, "source"), (tgt_tok, tgt_vocab, "target")):
+    for tok, vocab, name in ((src_tok, src_vocab, SRC_VOCAB), (tgt_tok, tgt_vocab, TGT_VOCAB)):
         if tok.fixed_vocab is not None and tok.fixed_vocab != vocab.itos:
-            raise CheckpointError(f"{ckpt}: the {side} vocabulary does not match the run's "
-                                  "tokenizer model; use the files saved together with this run")
+            where = f"{ckpt}: its {name}" if "vocab" in state else ckpt.parent / name
+            raise CheckpointError(f"{where}: does not match the run's tokenizer model; use the "
+                                  "files saved together with this run")
     return Run(cfg, model, src_vocab, tgt_vocab, int(state.get("step", 0)), src_tok, tgt_tok,
                files)
 

@@ -149,6 +149,6 @@ def _read_lines(path: Path) -> Iterator[str]:
             for line in f:
                 yield line.rstrip("\n")
     except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
+        raise DataError(f"{path}: file not found; check the path") from None
     except (OSError, EOFError) as e:
         raise DataError(f"{path}: cannot read ({e})") from None

@@ -390,7 +390,7 @@ class Trainer:
         t, p = self.cfg.train, self.progress
         clock, tokens = time.perf_counter(), 0
         for mine, idle in updates:
-            micro = self._take(loader, mine)
+            micro = [next(loader)] if idle else self._take(loader, mine)
             self._step(*micro, idle=idle)
             if not idle:
                 tokens += sum(b.n_tgt_tokens for b in micro) * self.world

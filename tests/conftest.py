@@ -82,3 +82,12 @@ def tiny_run(tmp_path_factory) -> Path:
     r = run_mt(*args)
     assert r.code == 0, r.err
     return out
+
+
+def make_weights_only(run_dir: Path) -> None:
+    """Rewrite a run's best.pt as checkpoints were before they carried config, vocabularies and
+    tokenizer files: weights and step only, so mt reads those from the run directory."""
+    from mt.checkpoint import load_checkpoint, save_checkpoint
+
+    state = load_checkpoint(run_dir / "best.pt")
+    save_checkpoint(run_dir / "best.pt", {"model": state["model"], "step": state["step"]})

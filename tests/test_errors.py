@@ -29,7 +29,7 @@ import pytest
 import torch
 
 import mt.translate
-from conftest import ROOT, TINY, TOY, Result, assert_user_error, run_mt
+from conftest import ROOT, TINY, TOY, Result, assert_user_error, make_weights_only, run_mt
 from mt.checkpoint import atomic_write, load_checkpoint, load_run, save_checkpoint
 from mt.cli import main
 from mt.config import load_config
@@ -166,6 +166,8 @@ def test_error_lines_say_what_to_do(cli, tmp_path, run_copy):
     empty_run.mkdir()
     no_vocab = Path(shutil.copytree(run_copy, tmp_path / "v"))
     no_config = Path(shutil.copytree(run_copy, tmp_path / "c"))
+    for old in (no_vocab, no_config):  # checkpoints that need the files beside them
+        make_weights_only(old)
     (no_vocab / "vocab.tgt.txt").unlink()
     (no_config / "config.yaml").unlink()
     cases = [
