@@ -115,6 +115,8 @@ def main() -> None:
                     "before mt/cache.py was added)")
     ap.add_argument("--data", type=Path, default=MULTI30K, help="Multi30k (train/val .gz)")
     ap.add_argument("--workers", type=int, default=0, help="mt prepare --workers (0: all cores)")
+    ap.add_argument("--set", dest="sets", action="append", default=[],
+                    help="more config overrides for every run, e.g. --set data.min_freq=1")
     args = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_data."))
@@ -132,7 +134,7 @@ def main() -> None:
         for fold in args.folds:
             corpus = tmp / f"x{fold}"
             pairs = make_corpus(corpus, fold, args.data)
-            sets = [f"data.dir={corpus}", *TINY]
+            sets = [f"data.dir={corpus}", *TINY, *args.sets]
             config = [str(ROOT / "configs" / "multi30k_de_en.yaml")]
             for s in sets:
                 config += ["--set", s]
