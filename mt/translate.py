@@ -125,9 +125,6 @@ def _check_paths(src: str, out: str) -> None:
         raise FileSystemError(f"{out}: output directory {out_path.parent} is not writable")
 
 
-ENGINES = ("mt", "ctranslate2")
-
-
 def open_run(path: Path, engine: str = "mt", device: str = "cpu"):
     """The run to translate with and the engine's search (None: mt's own decoders).
 
