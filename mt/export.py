@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from mt.checkpoint import Run, find_checkpoint, load_run
+from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, Run, find_checkpoint, load_run
 from mt.errors import FileSystemError, RunError, os_error_message
 from mt.model import MultiHeadAttention, Seq2Seq
 from mt.vocab import BOS, EOS, SPECIALS, UNK
@@ -152,11 +152,16 @@ def write_model(run: Run, run_dir: Path, dest: Path, quantization: str | None,
     spec = build_spec(run.model, run.src_vocab.itos, run.tgt_vocab.itos)
     spec.optimize(quantization=quantization)
     spec.save(str(dest))
-    # The run's config, vocabularies and tokenizer files (whatever load_tokenizers reads).
-    for f in sorted(run_dir.iterdir()):
-        if f.is_file() and not f.name.startswith(".") and f.suffix not in RUN_ONLY \
-                and not (dest / f.name).exists():
-            shutil.copy2(f, dest / f.name)
+    # The config and vocabularies as loaded (a checkpoint may carry its own), then the run
+    # directory's other files: its tokenizer files, whatever load_tokenizers reads.
+    run.cfg.save(dest / CONFIG)
+    run.src_vocab.save(dest / SRC_VOCAB)
+    run.tgt_vocab.save(dest / TGT_VOCAB)
+    if (run_dir / CONFIG).is_file():  # a run directory, not just where a checkpoint lies
+        for f in sorted(run_dir.iterdir()):
+            if f.is_file() and not f.name.startswith(".") and f.suffix not in RUN_ONLY \
+                    and not (dest / f.name).exists():
+                shutil.copy2(f, dest / f.name)
     info = {"format": 1, "engine": "ctranslate2", "checkpoint": checkpoint, "step": run.step,
             "quantization": quantization or "float32"}
     (dest / MARKER).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
