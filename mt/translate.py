@@ -131,9 +131,6 @@ def check_output_path(out: str) -> None:
                               "check the permissions or choose another path")
 
 
-ENGINES = ("mt", "ctranslate2")
-
-
 def open_run(path: Path, engine: str = "mt", device: str = "cpu"):
     """The run to translate with and the engine's search (None: mt's own decoders).
 
