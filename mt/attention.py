@@ -18,6 +18,7 @@ from mt.data import iter_lines
 from mt.decode import beam_search, greedy
 from mt.errors import ConfigError, DataError
 from mt.plot import DPI, pyplot, save_png
+from mt.tokenizer import MARK
 from mt.translate import Translator
 from mt.vocab import BOS, EOS, SPECIALS
 
@@ -65,7 +66,9 @@ def translate_with_attention(run_path: Path, src: str, out: str, directory: Path
         text = " ".join(translator.tgt_tok.detokenize(run.tgt_vocab.decode(out_ids)).split())
         texts.append(text)
         title = f"line {n}, decoder layer {layer % n_layers}, heads {heads}"
-        figure = heatmap(plt, weights, toks, out_toks, heads, title, text)
+        # The joiner mark is not in matplotlib's default font: shown as a middle dot.
+        shown = [[t.replace(MARK, "\u00b7") for t in side] for side in (toks, out_toks)]
+        figure = heatmap(plt, weights, *shown, heads, title, text)
         save_png(figure, directory / f"{n:04d}.png")
     _write(out, texts)
     return len(texts)
