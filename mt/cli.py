@@ -113,8 +113,11 @@ def evaluate(
     engine: str = ENGINE,
     metrics: list[str] = typer.Option([], "--metrics", help="Add a metric: ter."),
 ) -> None:
-    """Translate a test set and score it with sacreBLEU: cased BLEU and chrF, lowercased BLEU,
-    BLEU on lowercased spaCy tokens (README, Results), each with its signature."""
+    """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
+
+    Cased BLEU and chrF, lowercased BLEU and BLEU on lowercased spaCy tokens, each with its
+    signature; --metrics ter adds TER.
+    """
     from mt.evaluate import evaluate as run_eval
     from mt.metrics import EXTRA_METRICS
 
@@ -222,8 +225,10 @@ def tokenize(
     detok: bool = typer.Option(False, "--detok", help="Join space-separated tokens back into "
                                "text instead."),
 ) -> None:
-    """Write each line as space-separated tokens (or, with --detok, tokens back as text): one
-    output line per input line, empty lines kept. See README, Tokenization."""
+    """Split lines into space-separated tokens, or join them back into text (--detok).
+
+    One output line per input line, empty lines kept. See README, Tokenization.
+    """
     from mt.tokenize_text import pick_tokenizer, tokenize_file
 
     if (run is None) == (lang is None):
