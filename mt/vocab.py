@@ -22,12 +22,9 @@ class Vocab:
             raise VocabError("duplicate tokens in vocabulary")
 
     @classmethod
-    def build(cls, sentences: Iterable[list[str]], min_freq: int = 1, max_size: int = 0,
-              fixed: list[str] | None = None) -> Vocab:
-        """Count the tokens of `sentences`, or take `fixed`, a tokenizer's own vocabulary
-        (SentencePiece's pieces in id order), as it is."""
-        if fixed is not None:
-            return cls(fixed)
+    def build(cls, sentences: Iterable[list[str]], min_freq: int = 1, max_size: int = 0) -> Vocab:
+        """Count the tokens of `sentences` (a tokenizer's fixed vocabulary is taken as it is by
+        mt.cache instead)."""
         return cls.from_counts(Counter(tok for sent in sentences for tok in sent), min_freq,
                                max_size)
 
