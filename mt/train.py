@@ -194,6 +194,9 @@ class Trainer:
         self.src_tok, self.tgt_tok = cache.tokenizers()
         if self.main and not self.resume:
             cache.copy_tokenizer_files(self.run_dir)
+        # What checkpoints carry of the tokenizers (e.g. a SentencePiece model): read once.
+        self.tok_files = ({n: (self.run_dir / n).read_bytes() for n in tokenizer_files(d)}
+                          if self.main else {})
         self.train_data = cache.data()
         dropped = self.train_data.filter_length(d.max_len)
         if not len(self.train_data):
@@ -271,9 +274,8 @@ class Trainer:
     def _save(self, name: str, full: bool) -> None:
         if not self.main:
             return
-        files = {n: (self.run_dir / n).read_bytes() for n in tokenizer_files(self.cfg.data)}
         state = run_state(self.model.state_dict(), self.cfg, self.src_vocab, self.tgt_vocab,
-                          self.progress.step, files)
+                          self.progress.step, self.tok_files)
         if full:
             self.progress.world = self.world
             state.update(optimizer=self.optimizer.state_dict(),
