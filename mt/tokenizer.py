@@ -10,6 +10,7 @@ spaCy is imported only when a spaCy tokenizer is made: a SentencePiece run never
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
 MARK = "\uffed"  # ￭ joiner: no whitespace between this token and its neighbour on that side
 ESCAPE = "\uffee"  # ￮ escape: inside a token, ESCAPE ESCAPE is a literal ￮, ESCAPE "m" a literal
 #                    of the one character a tokenizer reserves (MARK here, ▁ in SentencePiece)
+_BLOCK = 1000  # lines per spaCy Doc in SpacyTokenizer.tokenize_many
 _NON_SPACE = re.compile(r"\S+")  # \S is exactly `not str.isspace()`, as `str.split()` uses
 
 
@@ -134,8 +136,14 @@ class SpacyTokenizer:
         return self.tokenize_many([line])[0]
 
     def tokenize_many(self, lines: Iterable[str]) -> list[list[str]]:
-        docs = self._nlp.tokenizer.pipe(self._prep(line) for line in lines)
-        return [_mark(doc) for doc in docs]
+        # One spaCy Doc per _BLOCK lines joined by newlines, not one per line: making a Doc
+        # costs about as much as tokenizing a short line. spaCy tokenizes each
+        # whitespace-separated span on its own, so the tokens are the same as line by line.
+        out: list[list[str]] = []
+        it = iter(lines)
+        while block := [self._prep(line) for line in itertools.islice(it, _BLOCK)]:
+            out.extend(_mark(self._nlp.tokenizer("\n".join(block)), block))
+        return out
 
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Tokens back into one line: a space between two tokens unless a MARK joins them.
@@ -153,11 +161,24 @@ class SpacyTokenizer:
         return "".join(out)
 
 
-def _mark(doc) -> list[str]:
-    """A spaCy Doc as marked tokens. Pieces come from the character offsets (whitespace is
-    never part of a token; a spaCy token holding some is split there)."""
-    pieces = [(m.group(), t.idx + m.start(), t.idx + m.end())
-              for t in doc for m in _NON_SPACE.finditer(t.text)]
+def _mark(doc, lines: list[str]) -> list[list[str]]:
+    """The marked tokens of each of `lines`, from a spaCy Doc of them joined by newlines.
+    Pieces come from the character offsets (whitespace is never part of a token; a spaCy token
+    holding some is split there), so each belongs to exactly one line."""
+    ends = list(itertools.accumulate(len(line) + 1 for line in lines))  # past each newline
+    pieces: list[list[tuple[str, int, int]]] = [[] for _ in lines]
+    i = 0
+    for t in doc:  # in text order, so the line index only moves forward
+        for m in _NON_SPACE.finditer(t.text):
+            start = t.idx + m.start()
+            while start >= ends[i]:
+                i += 1
+            pieces[i].append((m.group(), start, t.idx + m.end()))
+    return [_joined(p) for p in pieces]
+
+
+def _joined(pieces: list[tuple[str, int, int]]) -> list[str]:
+    """One line's pieces (text, start, end) as tokens, MARK where two of them touch."""
     tokens = [escape(text, MARK) for text, _, _ in pieces]
     for i in range(1, len(pieces)):
         (prev, _, prev_end), (cur, cur_start, _) = pieces[i - 1], pieces[i]

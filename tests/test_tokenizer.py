@@ -65,6 +65,14 @@ def test_spacy_round_trip_in_several_languages(spacy_tokenizers, line):
         assert tok.detokenize(tokens) == normalize(line), (lang, tokens)
 
 
+@settings(max_examples=100, deadline=None)
+@given(lines=st.lists(text, max_size=6))
+def test_lines_tokenized_together_as_one_by_one(spacy_tokenizers, lines):
+    # tokenize_many joins lines into one spaCy Doc; no token may cross or shift a line boundary
+    for lang, tok in spacy_tokenizers.items():
+        assert tok.tokenize_many(lines) == [tok.tokenize(line) for line in lines], lang
+
+
 @pytest.fixture(scope="module")
 def lowercasing() -> SpacyTokenizer:
     return SpacyTokenizer("de", lowercase=True)
