@@ -12,12 +12,12 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from mt.checkpoint import Run, atomic_write, load_run
+from mt.checkpoint import Run, load_run
 from mt.config import DecodeConfig, override
-from mt.data import iter_lines
 from mt.decode import beam_search, greedy
 from mt.errors import ConfigError, DataError
 from mt.plot import DPI, pyplot, save_png
+from mt.textio import atomic_write, iter_lines
 from mt.tokenizer import MARK
 from mt.translate import Translator
 from mt.vocab import BOS, EOS, SPECIALS

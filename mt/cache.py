@@ -44,6 +44,7 @@ from mt import log
 from mt.config import DataConfig, load_config
 from mt.data import ParallelData, TokenArray, iter_parallel, split_path
 from mt.errors import DataError, FileSystemError, MTError, RunError, os_error_message
+from mt.textio import file_identity
 from mt.tokenizer import Tokenizer, build_tokenizers, load_tokenizers
 from mt.vocab import UNK, Vocab
 
@@ -132,7 +133,7 @@ def open_cache(d: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None, workers
     these is. workers: tokenizer processes when building (0: one per available core).
     """
     src_path, tgt_path = (split_path(d.dir, d.train, lang) for lang in (d.src_lang, d.tgt_lang))
-    files = [_stat(src_path), _stat(tgt_path)]
+    files = [file_identity(src_path), file_identity(tgt_path)]
     settings = _settings(d)
     entry = _entry_path(d, settings, files)
     cache = _load(entry, d)
@@ -149,18 +150,6 @@ def open_cache(d: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None, workers
 def prepare(config: Path, overrides: list[str], workers: int = 0) -> TokenCache:
     """`mt prepare`: build the training split's token cache ahead of training."""
     return open_cache(load_config(config, overrides).data, workers=workers)
-
-
-def _stat(path: Path) -> list:
-    try:
-        st = path.stat()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found; check the path") from None
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror or e})") from None
-    if path.is_dir():
-        raise DataError(f"{path}: is a directory; give a text file")
-    return [str(path.resolve()), st.st_size, st.st_mtime_ns]
 
 
 def _hash(value: object) -> str:
@@ -220,7 +209,7 @@ def _build(entry: Path, d: DataConfig, settings: dict, paths: tuple[Path, Path],
         try:
             tmp.mkdir()
             meta = _write(tmp, d, settings, paths, files, vocabs, workers)
-            if [_stat(p) for p in paths] != files:
+            if [file_identity(p) for p in paths] != files:
                 raise DataError(f"{paths[0]} or {paths[1]} changed while its token cache was "
                                 "being built; run again")
             os.rename(tmp, entry)

@@ -18,9 +18,7 @@ weights and step only; `load_run` then reads config and vocab from the run direc
 
 from __future__ import annotations
 
-import os
 import pickle
-import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,46 +26,16 @@ from pathlib import Path
 import torch
 
 from mt.config import Config, config_from_dict, load_config
-from mt.errors import CheckpointError, FileSystemError, MTError, os_error_message
+from mt.errors import CheckpointError, MTError
 from mt.log import warn
 from mt.model import Seq2Seq, make_model
+from mt.textio import atomic_write
 from mt.tokenizer import Tokenizer, load_tokenizers
 from mt.vocab import PAD, Vocab
 
 CONFIG, SRC_VOCAB, TGT_VOCAB, BEST, LAST = ("config.yaml", "vocab.src.txt", "vocab.tgt.txt",
                                              "best.pt", "last.pt")
 FORMAT = 1  # one-file checkpoint layout (`run_state`); files without "format" are weights-only
-
-
-def atomic_write(path: Path, write) -> None:
-    """Call write(tmp_path), then rename over path: a crash never leaves a partial file there.
-
-    The old file at path stays as it was until the new one is complete; on any failure the
-    temporary file is removed. OS errors (permissions, a full disk) become FileSystemError
-    naming path.
-    """
-    path = Path(path)
-    if path.is_dir():
-        raise FileSystemError(f"{path}: is a directory; give a file name")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    except OSError as e:
-        raise FileSystemError(os_error_message(e, path)) from None
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except OSError as e:
-        Path(tmp).unlink(missing_ok=True)
-        raise FileSystemError(os_error_message(e, path)) from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def step_checkpoint_name(step: int) -> str:

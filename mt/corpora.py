@@ -7,10 +7,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from mt.checkpoint import atomic_write
-from mt.data import iter_lines
 from mt.errors import DataError
 from mt.log import info
+from mt.textio import atomic_write, iter_lines
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
 MULTI30K_SPLITS = {"train": 29000, "val": 1014, "test_2016_flickr": 1000}

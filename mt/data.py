@@ -3,11 +3,8 @@ token-budget batches planned from the lengths alone and collated as they are con
 
 from __future__ import annotations
 
-import gzip
-import io
 import itertools
 import queue
-import sys
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -18,57 +15,11 @@ import numpy as np
 import torch
 
 from mt.errors import DataError
-from mt.log import warn
+from mt.textio import iter_lines
 from mt.tokenizer import Tokenizer
 from mt.vocab import BOS, EOS, PAD, Vocab
 
 T = TypeVar("T")
-
-
-def open_text(path: str | Path) -> io.TextIOBase:
-    """Open a UTF-8 text file, gzipped or not. Undecodable bytes become U+FFFD (counted by callers).
-
-    '-' is standard input. Lines end at '\\n' only, so line numbers match `wc -l` and other tools.
-    """
-    if str(path) == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
-    path = Path(path)
-    try:
-        if path.suffix == ".gz":
-            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace",
-                                    newline="\n")
-        return open(path, encoding="utf-8", errors="replace", newline="\n")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found; check the path") from None
-    except IsADirectoryError:
-        raise DataError(f"{path}: is a directory, expected a text file; give a file") from None
-    except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror or e}); check the "
-                        "permissions") from None
-
-
-def iter_lines(path: str | Path) -> Iterator[str]:
-    """Lines without their line ending; warns once with the count of lines that were not UTF-8."""
-    bad = 0
-    first_bad = 0
-    with open_text(path) as f:
-        try:
-            for n, line in enumerate(f, 1):
-                line = line.rstrip("\n").removesuffix("\r")
-                if "\ufffd" in line:
-                    bad += 1
-                    first_bad = first_bad or n
-                yield line
-        except (OSError, EOFError, gzip.BadGzipFile) as e:
-            raise DataError(f"{path}: cannot read ({e}); is the file complete? Copy it "
-                            "again") from None
-    if bad:
-        warn(f"{path}: {bad} line(s) had invalid UTF-8 (first at line {first_bad}); "
-             "bad bytes were replaced with U+FFFD")
-
-
-def read_lines(path: str | Path) -> list[str]:
-    return list(iter_lines(path))
 
 
 def split_path(directory: str | Path, split: str, lang: str) -> Path:

@@ -8,11 +8,11 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.checkpoint import atomic_write
 from mt.config import DecodeConfig, override
 from mt.data import read_parallel, split_path
 from mt.errors import DataError
 from mt.metrics import full_score
+from mt.textio import atomic_write
 from mt.translate import Translator, check_output_path, open_run
 
 

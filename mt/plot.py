@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from mt.checkpoint import atomic_write
 from mt.errors import ConfigError, DataError
 from mt.log import warn
 from mt.sink import METRICS, read_metrics
+from mt.textio import atomic_write
 
 WIDTH, HEIGHT, DPI = 15, 4, 100  # inches and dots per inch: a 1500 x 400 pixel picture
 

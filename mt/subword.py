@@ -8,7 +8,6 @@ Ids 0-3 are mt's specials <pad> <unk> <bos> <eos>: mt's Vocab is the model's pie
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import re
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 import sentencepiece as spm
 
 from mt.errors import CheckpointError, ConfigError, DataError
+from mt.textio import atomic_write, iter_lines
 from mt.tokenizer import escape, normalize, unescape
 from mt.vocab import BOS, EOS, PAD, SPECIALS, UNK
 
@@ -101,7 +101,7 @@ def _train(paths: list[Path], model_path: Path, d: DataConfig) -> None:
         nonlocal count
         try:
             for path in paths:
-                for line in _read_lines(path):
+                for line in iter_lines(path, warn_invalid=False):
                     text = normalize(line.lower() if d.lowercase else line)
                     if text:
                         count += 1
@@ -135,20 +135,5 @@ def _train(paths: list[Path], model_path: Path, d: DataConfig) -> None:
         raise
     if failed:
         raise failed[0]
-    # Write then rename: a crash never leaves half a model (mt.checkpoint sits above us).
-    tmp = model_path.with_name(f".{model_path.name}.tmp")
-    tmp.write_bytes(model.getvalue())
-    os.replace(tmp, model_path)
+    atomic_write(model_path, lambda tmp: Path(tmp).write_bytes(model.getvalue()))
 
-
-def _read_lines(path: Path) -> Iterator[str]:
-    """Lines of a UTF-8 text file, plain or .gz (bad bytes become U+FFFD, as mt.data reads)."""
-    try:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8", errors="replace", newline="\n") as f:
-            for line in f:
-                yield line.rstrip("\n")
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found; check the path") from None
-    except (OSError, EOFError) as e:
-        raise DataError(f"{path}: cannot read ({e})") from None

@@ -9,10 +9,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.checkpoint import CONFIG, atomic_write
+from mt.checkpoint import CONFIG
 from mt.config import load_config
-from mt.data import iter_lines
 from mt.errors import CheckpointError
+from mt.textio import atomic_write, iter_lines
 from mt.tokenizer import SpacyTokenizer, Tokenizer, load_tokenizers
 
 CHUNK_LINES = 2000  # lines tokenized together: bounds memory on any input

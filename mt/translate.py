@@ -15,12 +15,13 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from mt.checkpoint import Run, atomic_write, load_run
+from mt.checkpoint import Run, load_run
 from mt.config import DecodeConfig, override
-from mt.data import group_bounds, iter_lines, pad
+from mt.data import group_bounds, pad
 from mt.decode import Hypothesis, beam_search, greedy, sequence_scores
 from mt.errors import DataError, FileSystemError
 from mt.log import warn
+from mt.textio import atomic_write, iter_lines
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
 

@@ -5,8 +5,9 @@ import time
 import pytest
 import torch
 
-from mt.data import ParallelData, prefetch, read_lines, read_parallel, split_path
+from mt.data import ParallelData, prefetch, read_parallel, split_path
 from mt.errors import DataError
+from mt.textio import read_lines
 from mt.vocab import BOS, EOS, PAD
 
 

@@ -30,10 +30,11 @@ import torch
 
 import mt.translate
 from conftest import ROOT, TINY, TOY, Result, assert_user_error, make_weights_only, run_mt
-from mt.checkpoint import atomic_write, load_checkpoint, load_run, save_checkpoint
+from mt.checkpoint import load_checkpoint, load_run, save_checkpoint
 from mt.cli import main
 from mt.config import load_config
 from mt.errors import CheckpointError, FileSystemError, RunError
+from mt.textio import atomic_write
 from mt.train import MAX_BAD_STEPS, Trainer
 from mt.translate import CHUNK_LINES, Translator, translate_file
 

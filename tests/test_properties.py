@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 import mt.translate
 from mt.checkpoint import load_run
 from mt.config import load_config
-from mt.data import iter_lines
 from mt.errors import ConfigError
+from mt.textio import iter_lines
 from mt.tokenizer import SpacyTokenizer
 from mt.translate import Translator
 from mt.vocab import SPECIALS, UNK, Vocab

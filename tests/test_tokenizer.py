@@ -13,9 +13,10 @@ from hypothesis import strategies as st
 
 from conftest import MULTI30K, ROOT, TOY
 from mt.config import DataConfig, load_config
-from mt.data import read_lines, split_path
+from mt.data import split_path
 from mt.errors import CheckpointError, ConfigError, DataError
 from mt.subword import JOINT, SPACE
+from mt.textio import read_lines
 from mt.tokenizer import (
     ESCAPE,
     MARK,

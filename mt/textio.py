@@ -1,0 +1,110 @@
+"""Files in and out, for every module above: text lines (plain or .gz) and atomic writes.
+
+Reading errors are DataError, writing errors FileSystemError, each one line naming the file.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+from mt.errors import DataError, FileSystemError, os_error_message
+from mt.log import warn
+
+
+def read_error(e: OSError, path: str | Path) -> DataError:
+    """The one-line error for a file that cannot be read."""
+    if isinstance(e, FileNotFoundError):
+        return DataError(f"{path}: file not found; check the path")
+    if isinstance(e, IsADirectoryError):
+        return DataError(f"{path}: is a directory, expected a text file; give a file")
+    return DataError(f"{path}: cannot read ({e.strerror or e}); check the permissions")
+
+
+def file_identity(path: Path) -> list:
+    """[absolute path, size, modification time]: what changes when the file does."""
+    try:
+        st = path.stat()
+    except OSError as e:
+        raise read_error(e, path) from None
+    if path.is_dir():
+        raise read_error(IsADirectoryError(), path)
+    return [str(path.resolve()), st.st_size, st.st_mtime_ns]
+
+
+def open_text(path: str | Path) -> io.TextIOBase:
+    """Open a UTF-8 text file, gzipped or not. Undecodable bytes become U+FFFD (counted by callers).
+
+    '-' is standard input. Lines end at '\\n' only, so line numbers match `wc -l` and other tools.
+    """
+    if str(path) == "-":
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
+    path = Path(path)
+    try:
+        if path.suffix == ".gz":
+            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace",
+                                    newline="\n")
+        return open(path, encoding="utf-8", errors="replace", newline="\n")
+    except OSError as e:
+        raise read_error(e, path) from None
+
+
+def iter_lines(path: str | Path, warn_invalid: bool = True) -> Iterator[str]:
+    """Lines without their line ending; warns once with the count of lines that were not UTF-8
+    (unless warn_invalid is False: for a second pass over a file already read)."""
+    bad = 0
+    first_bad = 0
+    with open_text(path) as f:
+        try:
+            for n, line in enumerate(f, 1):
+                line = line.rstrip("\n").removesuffix("\r")
+                if "\ufffd" in line:
+                    bad += 1
+                    first_bad = first_bad or n
+                yield line
+        except (OSError, EOFError, gzip.BadGzipFile) as e:
+            raise DataError(f"{path}: cannot read ({e}); is the file complete? Copy it "
+                            "again") from None
+    if bad and warn_invalid:
+        warn(f"{path}: {bad} line(s) had invalid UTF-8 (first at line {first_bad}); "
+             "bad bytes were replaced with U+FFFD")
+
+
+def read_lines(path: str | Path) -> list[str]:
+    return list(iter_lines(path))
+
+
+def atomic_write(path: Path, write) -> None:
+    """Call write(tmp_path), then rename over path: a crash never leaves a partial file there.
+
+    The old file at path stays as it was until the new one is complete; on any failure the
+    temporary file is removed. OS errors (permissions, a full disk) become FileSystemError
+    naming path.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise FileSystemError(f"{path}: is a directory; give a file name")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    except OSError as e:
+        raise FileSystemError(os_error_message(e, path)) from None
+    os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError as e:
+        Path(tmp).unlink(missing_ok=True)
+        raise FileSystemError(os_error_message(e, path)) from None
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
