@@ -71,17 +71,19 @@ def matmul_peak(cfg: Config, rows: int, vocab: int, dtype: torch.dtype) -> float
 
 @contextlib.contextmanager
 def naive_attention():
-    """Attention written out: matmul, masked_fill with -inf, softmax, matmul (no fused kernel)."""
-    fused = mt.model.attention
+    """Attention written out: matmul, masked_fill with -inf, softmax, matmul (no fused kernel),
+    and torch's own dropout (not mt's cheaper CPU mask), as the seed code had."""
+    fused, cheap = mt.model.attention, mt.model.dropout
 
-    def written_out(q, k, v, mask, is_causal=False, dropout=0.0, need_weights=False):
-        return fused(q, k, v, mask, is_causal, dropout, need_weights=True)[0], None
+    def written_out(q, k, v, mask, is_causal=False, p=0.0, need_weights=False):
+        return fused(q, k, v, mask, is_causal, p, need_weights=True)[0], None
 
     mt.model.attention = written_out
+    mt.model.dropout = lambda x, p, training=True: torch.nn.functional.dropout(x, p, training)
     try:
         yield
     finally:
-        mt.model.attention = fused
+        mt.model.attention, mt.model.dropout = fused, cheap
 
 
 class Naive:

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from mt.config import ModelConfig
 from mt.decode import greedy
-from mt.model import MultiHeadAttention, attention, make_model
+from mt.model import MultiHeadAttention, attention, dropout, make_model
 from mt.train import label_smoothed_loss, lr_at
 from mt.vocab import BOS, PAD
 
@@ -81,6 +81,35 @@ def test_attention_weights_only_when_asked_and_consistent():
     causal, cw = attention(q, k, v, None, is_causal=True, need_weights=True)
     assert torch.allclose(causal, attention(q, k, v, None, is_causal=True)[0], atol=1e-6)
     assert (cw[0, 0].triu(1) == 0).all()
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
+def test_cheap_dropout_drops_at_its_rate_and_keeps_the_mean(p):
+    torch.manual_seed(0)
+    x = torch.ones(400, 1000, requires_grad=True)
+    y = dropout(x, p)
+    dropped = (y == 0).float().mean().item()
+    rate = round(p * 256) / 256  # the rate is a multiple of 1/256
+    assert abs(dropped - rate) < 0.005
+    assert abs(y.mean().item() - 1.0) < 0.01  # kept values scaled by 1 / (1 - rate)
+    assert torch.allclose(y[y != 0], torch.full_like(y[y != 0], 1 / (1 - rate)))
+    y.sum().backward()  # the gradient flows through the kept elements only, scaled alike
+    assert torch.equal(x.grad, y.detach())
+    torch.manual_seed(0)
+    assert torch.equal(dropout(x, p), y)  # the torch seed decides the mask (exact resume)
+    assert dropout(x, p, training=False) is x
+    masks = [(dropout(torch.ones(8, 8), p) == 0) for _ in range(2)]
+    assert not torch.equal(*masks)
+
+
+def test_attention_dropout_on_cpu_drops_weights_not_outputs():
+    torch.manual_seed(1)
+    q, k, v = torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8), torch.randn(2, 2, 5, 8)
+    plain = attention(q, k, v, None)[0]
+    assert torch.allclose(attention(q, k, v, None, p=1e-4)[0], plain, atol=1e-6)  # rounds to 0
+    out = attention(q, k, v, None, p=0.5)[0]
+    assert not torch.allclose(out, plain)
+    assert torch.isfinite(out).all()
 
 
 def test_tied_weights():
