@@ -288,7 +288,8 @@ def prefetch(items: Iterable[T], ahead: int = 4) -> Iterator[T]:
             return
         put((end, None))
 
-    threading.Thread(target=work, daemon=True, name="mt-prefetch").start()
+    thread = threading.Thread(target=work, daemon=True, name="mt-prefetch")
+    thread.start()
     try:
         while True:
             item, error = q.get()
@@ -299,3 +300,7 @@ def prefetch(items: Iterable[T], ahead: int = 4) -> Iterator[T]:
             yield item
     finally:
         stop.set()
+        # Wait for the item in hand (milliseconds): a daemon thread still inside torch when
+        # the interpreter exits is unwound mid-C++ and aborts the process ("terminate called
+        # without an active exception"), after a run that had otherwise ended well.
+        thread.join()
