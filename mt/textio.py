@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import stat
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -32,7 +33,7 @@ def file_identity(path: Path) -> list:
         st = path.stat()
     except OSError as e:
         raise read_error(e, path) from None
-    if path.is_dir():
+    if stat.S_ISDIR(st.st_mode):
         raise read_error(IsADirectoryError(), path)
     return [str(path.resolve()), st.st_size, st.st_mtime_ns]
 
