@@ -116,9 +116,12 @@ class Trainer:
         self.device = pick_device(device)
         if self.world > 1:
             if self.device.type == "cuda":
-                self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", 0)))
+                # modulo: ranks may share a GPU (with MT_DIST_BACKEND=gloo; NCCL refuses)
+                local = int(os.environ.get("LOCAL_RANK", 0)) % torch.cuda.device_count()
+                self.device = torch.device("cuda", local)
                 torch.cuda.set_device(self.device)
-            dist.init_process_group("nccl" if self.device.type == "cuda" else "gloo")
+            backend = "nccl" if self.device.type == "cuda" else "gloo"
+            dist.init_process_group(os.environ.get("MT_DIST_BACKEND") or backend)
         if cfg.train.threads:
             torch.set_num_threads(cfg.train.threads)
         self.amp = autocast_dtype(cfg.train.amp, self.device)

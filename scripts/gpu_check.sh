@@ -4,11 +4,12 @@
 # 1. bf16 and fp16 runs of the Multi30k config: 200 steps, saved, resumed to 300; the loss
 #    after the resume must continue the loss before it, and fp16's GradScaler state must
 #    come back from last.pt.
-# 2. compile on and off: training tokens/s of the Multi30k run.
-# 3. training tokens/s and model FLOPs utilisation (against the bf16 matrix-product peak this
+# 2. DDP under torchrun on CUDA (2 ranks sharing the GPU), resumed on 1 rank.
+# 3. compile on and off: training tokens/s of the Multi30k run.
+# 4. training tokens/s and model FLOPs utilisation (against the bf16 matrix-product peak this
 #    script measures) for the Multi30k config and a Transformer-base config (d_model 512,
 #    6+6 layers, d_ff 2048, 32k vocabulary, 25k-token batches of synthetic sentences).
-# 4. decoding sentences/s on test_2016_flickr, greedy and beam 5.
+# 5. decoding sentences/s on test_2016_flickr, greedy and beam 5.
 # Any failed check stops the script with a message and a non-zero exit code.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -44,6 +45,14 @@ EOF
 }
 train_resume bf16
 train_resume fp16
+# DDP on CUDA tensors: 2 ranks share the one GPU (gloo: NCCL refuses two ranks on one device),
+# 100 steps, then resumed on 1 rank to 150 (the data position is global)
+MT_DIST_BACKEND=gloo python -m torch.distributed.run --standalone --nproc_per_node=2 -m mt train \
+  configs/multi30k_de_en.yaml --out "$OUT/ddp" "${COMMON[@]}" --set train.amp=bf16 \
+  --set train.max_steps=100 > "$OUT/ddp.1.json" \
+  && python -m mt train --out "$OUT/ddp" --resume "${COMMON[@]}" --set train.amp=bf16 \
+       --set train.max_steps=150 > "$OUT/ddp.2.json" \
+  || { DDP_FAILED=1; echo "gpu_check: the DDP run failed; measuring the rest" >&2; }
 python -m mt train configs/multi30k_de_en.yaml --out "$OUT/compiled" "${COMMON[@]}" \
   --set train.amp=bf16 --set train.compile=true --set train.max_steps=200 \
   > "$OUT/compiled.json" || fail "compiled run"
@@ -87,6 +96,20 @@ for amp in ("bf16", "fp16"):
         assert state["scaler"].get("scale"), "fp16 resume lost the GradScaler state"
     rows.append((f"{amp} resume 200->300", f"loss {before:.3f} at 200, {after:.3f} at 220",
                  f"{by_step[300]['tok_per_s']:,} tok/s"))
+
+def ddp_row():
+    assert (out / "ddp" / "last.pt").exists(), "the DDP run left no last.pt"
+    ev = train_events(out / "ddp")
+    state = torch.load(out / "ddp" / "last.pt", weights_only=True)
+    assert state["step"] == 150, f"DDP run resumed to step {state['step']}, not 150"
+    assert ev[-1]["loss"] < ev[0]["loss"], f"loss {ev[0]['loss']} -> {ev[-1]['loss']}"
+    return f"loss {ev[0]['loss']:.3f} -> {ev[-1]['loss']:.3f}", "ok"
+
+
+try:
+    rows.append(("DDP 2 ranks on 1 GPU (gloo), 100 steps, resumed on 1 rank to 150", *ddp_row()))
+except AssertionError as e:  # reported in the table; the script fails at its end
+    rows.append(("DDP 2 ranks on 1 GPU (gloo)", f"FAILED: {e}", ""))
 
 # 2. compile on/off: the last interval's tokens/s (past compilation)
 off = train_events(out / "bf16")[-1]["tok_per_s"]
@@ -179,4 +202,5 @@ print("\n| check | result | |\n|---|---|---|")
 for r in rows:
     print(f"| {' | '.join(r)} |")
 EOF
+[ -z "${DDP_FAILED:-}" ] || fail "DDP run (above)"
 echo "gpu_check passed; runs in $OUT"
