@@ -10,7 +10,8 @@
 #    script measures) for the Multi30k config and a Transformer-base config (d_model 512,
 #    6+6 layers, d_ff 2048, 32k vocabulary, 25k-token batches of synthetic sentences).
 # 5. decoding sentences/s on test_2016_flickr, greedy and beam 5.
-# Any failed check stops the script with a message and a non-zero exit code.
+# Any failed check stops the script with a message and a non-zero exit code (a failed DDP
+# run only at the end, after the measurements).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DATA=${1:-../shared/data/multi30k}
@@ -106,17 +107,18 @@ def ddp_row():
     return f"loss {ev[0]['loss']:.3f} -> {ev[-1]['loss']:.3f}", "ok"
 
 
+# 2. DDP on one GPU, resumed on one rank
 try:
     rows.append(("DDP 2 ranks on 1 GPU (gloo), 100 steps, resumed on 1 rank to 150", *ddp_row()))
 except AssertionError as e:  # reported in the table; the script fails at its end
     rows.append(("DDP 2 ranks on 1 GPU (gloo)", f"FAILED: {e}", ""))
 
-# 2. compile on/off: the last interval's tokens/s (past compilation)
+# 3. compile on/off: the last interval's tokens/s (past compilation)
 off = train_events(out / "bf16")[-1]["tok_per_s"]
 on = train_events(out / "compiled")[-1]["tok_per_s"]
 rows.append(("compile off / on (bf16, Multi30k)", f"{off:,} / {on:,} tok/s", f"{on / off:.2f}x"))
 
-# 3. tokens/s and MFU on synthetic batches: Multi30k config and Transformer-base
+# 4. tokens/s and MFU on synthetic batches: Multi30k config and Transformer-base
 dev = torch.device("cuda")
 n = 8192
 a, b = torch.randn(n, n, device=dev, dtype=torch.bfloat16), torch.randn(n, n, device=dev,
@@ -182,7 +184,7 @@ throughput("Transformer-base, 25k-token batches", base, 32000, 25000)
 torch.cuda.empty_cache()
 throughput("Transformer-base, 25k-token batches", base, 32000, 25000, compiled=True)
 
-# 4. decoding speed with the bf16 run's weights (quality is not the point after 300 steps)
+# 5. decoding speed with the bf16 run's weights (quality is not the point after 300 steps)
 run = load_run(out / "bf16" / "last.pt", dev)
 src, _ = read_parallel(split_path(data, "test_2016_flickr", "de"),
                        split_path(data, "test_2016_flickr", "en"))
