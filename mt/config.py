@@ -60,13 +60,14 @@ class TrainConfig:
     warmup: int = 1000  # linear warmup steps, then inverse-square-root decay
     label_smoothing: float = 0.1
     clip_norm: float = 1.0  # 0 = no clipping
-    eval_every: int = 500  # validate (and save) every N steps, and at each epoch end
+    eval_every: int = 500  # validate (and save) every N steps
+    eval_epochs: bool = True  # also validate (and save) at each epoch's end
     eval_bleu: bool = True  # greedy-decode the validation set for BLEU
     metric: str = "bleu"  # early stopping and `best`: bleu (higher) or loss (lower)
     patience: int = 0  # stop after N validations without improvement; 0 = never
     log_every: int = 100  # steps between metrics-log lines
-    amp: str = "auto"  # autocast: auto (CUDA: bf16 if native, else fp16; CPU: fp32), bf16,
-    #                    fp16 (CUDA only; fp32 on CPU), none
+    amp: str = "auto"  # autocast: auto (bf16 where native, CUDA or CPU; else fp16 on CUDA,
+    #                    fp32 on CPU), bf16, fp16 (CUDA only; fp32 on CPU), none
     accum_steps: int = 1  # micro-batches (of max_tokens each) per rank per update
     compile: bool = False  # torch.compile the model for training (dynamic shapes)
     keep_checkpoints: int = 0  # also keep the last N validation-step weights as ckpt.STEP.pt

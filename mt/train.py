@@ -385,7 +385,7 @@ class Trainer:
                 self._updates(updates, loader, stride, n)
             p.epoch += 1
             p.position = 0
-            if self.checkpointed_at != p.step:
+            if t.eval_epochs and self.checkpointed_at != p.step:
                 self._checkpoint()
         self.stop_reason = "max_epochs"
 

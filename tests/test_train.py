@@ -265,3 +265,17 @@ def test_max_minutes_ends_training_with_a_validation_and_save(data, tmp_path):
     assert trained >= 3.0, trained
     again = train(None, ["train.max_minutes=0.05"], run, "cpu", True)
     assert again["step"] == result["step"] + 1  # one update, then the budget is found spent
+
+
+def test_eval_epochs_false_validates_only_every_eval_every_steps(data, tmp_path):
+    """Epochs of this corpus end between multiples of eval_every: with eval_epochs they add
+    validations, without they add none (only the final one at the last step)."""
+    steps = {}
+    for flag in ("true", "false"):
+        run = tmp_path / flag
+        train(CONFIG, sets(data, "train.max_steps=60", "train.eval_every=25",
+                           f"train.eval_epochs={flag}"), run, "cpu", False)
+        lines = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+        steps[flag] = [x["step"] for x in lines if x["event"] == "valid"]
+    assert steps["false"] == [25, 50, 60]
+    assert set(steps["true"]) > set(steps["false"])  # epoch ends (every ~25 steps) too
