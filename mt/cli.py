@@ -74,6 +74,8 @@ MIN_LEN = typer.Option(None, "--min-len", help="No end of sentence before this m
 MAX_LEN_A = typer.Option(None, "--max-len-a", help="Output at most a * source length + b tokens.")
 MAX_LEN_B = typer.Option(None, "--max-len-b", help="See --max-len-a.")
 BATCH_TOKENS = typer.Option(None, "--batch-tokens", help="Source tokens per batch (x beam).")
+DTYPE = typer.Option(None, "--dtype", help="float32, or bf16: faster where the CPU or GPU has "
+                     "native bf16 (README, Decoding).")
 ENGINE = typer.Option("mt", "--engine", help="mt, or ctranslate2: RUN may then be an `mt export` "
                       "directory (a run is exported on the fly); README, CTranslate2.")
 
@@ -86,11 +88,12 @@ def _check_engine(engine: str) -> None:
 
 def _decode_set(beam: int | None, nbest: int | None, length_norm: str | None,
                 length_penalty: float | None, min_len: int | None, max_len_a: float | None,
-                max_len_b: int | None, batch_tokens: int | None) -> list[str]:
+                max_len_b: int | None, batch_tokens: int | None, dtype: str | None
+                ) -> list[str]:
     """The decoding options given, as `decode.key=value` config overrides."""
     given = {"beam": beam, "nbest": nbest, "length_norm": length_norm,
              "length_penalty": length_penalty, "min_len": min_len, "max_len_a": max_len_a,
-             "max_len_b": max_len_b, "batch_tokens": batch_tokens}
+             "max_len_b": max_len_b, "batch_tokens": batch_tokens, "dtype": dtype}
     return [f"decode.{key}={value}" for key, value in given.items() if value is not None]
 
 
@@ -110,6 +113,7 @@ def evaluate(
     max_len_a: float | None = MAX_LEN_A,
     max_len_b: int | None = MAX_LEN_B,
     batch_tokens: int | None = BATCH_TOKENS,
+    dtype: str | None = DTYPE,
     engine: str = ENGINE,
     metrics: list[str] = typer.Option([], "--metrics", help="Add a metric: ter."),
 ) -> None:
@@ -129,7 +133,7 @@ def evaluate(
                                      param_hint="'--metrics'")
     _check_engine(engine)
     decode_set = _decode_set(beam, None, length_norm, length_penalty, min_len, max_len_a,
-                             max_len_b, batch_tokens)
+                             max_len_b, batch_tokens, dtype)
     r = run_eval(run, split, src, ref, output, device=_device(device), decode_set=decode_set,
                  engine=engine, metrics=metrics)
     if as_json:
@@ -157,6 +161,7 @@ def translate(
     max_len_a: float | None = MAX_LEN_A,
     max_len_b: int | None = MAX_LEN_B,
     batch_tokens: int | None = BATCH_TOKENS,
+    dtype: str | None = DTYPE,
     attention: Path = typer.Option(None, "--attention", help="Also draw each line's "
                                    "cross-attention as DIR/NNNN.png (line NNNN; at most 100 "
                                    "lines; needs matplotlib)."),
@@ -174,7 +179,7 @@ def translate(
 
     _check_engine(engine)
     decode_set = _decode_set(beam, nbest, length_norm, length_penalty, min_len, max_len_a,
-                             max_len_b, batch_tokens)
+                             max_len_b, batch_tokens, dtype)
     if attention is not None:
         from mt.attention import translate_with_attention
 

@@ -76,6 +76,7 @@ class TrainConfig:
     tensorboard: bool = False  # also write metrics as TensorBoard scalars to RUN/tb
 
 
+DECODE_DTYPES = ("float32", "bf16")
 LENGTH_NORMS = ("gnmt", "average", "none")  # how beam search compares outputs of different lengths
 
 
@@ -89,6 +90,7 @@ class DecodeConfig:
     max_len_a: float = 1.5  # output at most a * src_len + b tokens
     max_len_b: int = 10
     batch_tokens: int = 4096  # source tokens per decoding batch, times beam (bounds memory)
+    dtype: str = "float32"  # weights and activations while decoding: float32 or bf16
 
 
 @dataclass
@@ -310,6 +312,8 @@ def validate(cfg: Config, where: str = "config", overrides: typing.Sequence[str]
         (dec.max_len_a > 0 or dec.max_len_b > 0,
          "decode.max_len_a and decode.max_len_b are both 0; make one positive"),
         (dec.batch_tokens > 0, "decode.batch_tokens must be positive"),
+        (dec.dtype in DECODE_DTYPES,
+         f"decode.dtype must be one of {', '.join(DECODE_DTYPES)}, got {dec.dtype!r}"),
     ]
     for ok, message in checks:
         if not ok:

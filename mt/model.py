@@ -156,9 +156,10 @@ class DecoderLayer(nn.Module):
         self.res = nn.ModuleList(Residual(cfg.d_model, cfg.dropout, cfg.pre_norm) for _ in range(3))
 
     def forward(self, x: torch.Tensor, past: KV | None, cross: KV, src_mask: torch.Tensor,
-                self_mask: torch.Tensor | None, is_causal: bool, need_weights: bool = False
-                ) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
-        """x (B, T, D) are the new positions; past holds keys/values of earlier ones.
+                self_mask: torch.Tensor | None, is_causal: bool, need_weights: bool = False,
+                order: torch.Tensor | None = None) -> tuple[torch.Tensor, KV, torch.Tensor | None]:
+        """x (B, T, D) are the new positions; past holds keys/values of earlier ones, row
+        order[i] of past belonging to row i of x (None: row i).
 
         Returns the new states, the extended self-attention keys/values and, if need_weights,
         the cross-attention weights (B, H, T, S).
@@ -170,7 +171,7 @@ class DecoderLayer(nn.Module):
             nonlocal new_kv
             k, v = self.self_attn.project_kv(y)
             if past is not None:
-                k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+                k, v = _extend(past[0], order, k), _extend(past[1], order, v)
             new_kv = (k, v)
             return self.self_attn(y, new_kv, self_mask, is_causal)[0]
 
@@ -189,6 +190,21 @@ def _pick(kv: KV, index: torch.Tensor) -> KV:
     return kv[0].index_select(0, index), kv[1].index_select(0, index)
 
 
+def _extend(past: torch.Tensor, order: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
+    """past (B0, H, P, Dh) rows picked by order (B,) (None: all, as they are), then new
+    (B, H, T, Dh) appended: (B, H, P+T, Dh). The picked rows are written straight into the
+    result, so a reordered cache is copied once per step, not once to reorder and once to grow.
+    """
+    if order is None:
+        return torch.cat([past, new], dim=2)
+    B, H, T, Dh = new.shape
+    P = past.size(2)
+    out = new.new_empty(B, H, P + T, Dh)
+    torch.index_select(past, 0, order, out=out[:, :, :P])
+    out[:, :, P:] = new
+    return out
+
+
 @dataclass
 class DecoderCache:
     """Everything incremental decoding carries between steps.
@@ -201,8 +217,11 @@ class DecoderCache:
     pos: int  # target positions decoded so far
     src_mask: torch.Tensor  # (B, 1, 1, S), one per source sentence
     cross: list[KV]  # per layer: encoder keys/values, computed once, (B, H, S, Dh)
-    past: list[KV | None]  # per layer: self-attention keys/values so far, (B*group, H, pos, Dh)
+    past: list[KV | None]  # per layer: self-attention keys/values so far, (B0, H, pos, Dh)
     group: int = 1  # rows per source sentence
+    # Row i continues row order[i] of `past` (B,); None: B0 == B, in order. Reordering is
+    # deferred to the next decoding step, which copies the cache anyway to extend it.
+    order: torch.Tensor | None = None
 
     def reorder(self, index: torch.Tensor, group: int | None = None) -> DecoderCache:
         """Select/repeat rows: beam search moves hypotheses, finished rows are dropped.
@@ -218,8 +237,8 @@ class DecoderCache:
             src_mask, cross = self.src_mask, self.cross  # same sentences: nothing to copy
         else:
             src_mask, cross = self.src_mask[sent], [_pick(kv, sent) for kv in self.cross]
-        past = [None if kv is None else _pick(kv, index) for kv in self.past]
-        return DecoderCache(self.pos, src_mask, cross, past, group)
+        order = index if self.order is None else self.order[index]
+        return DecoderCache(self.pos, src_mask, cross, self.past, group, order)
 
 
 class PositionalEncoding(nn.Module):
@@ -309,7 +328,8 @@ class Seq2Seq(nn.Module):
             self_mask = torch.ones(T, P + T, dtype=torch.bool, device=tgt.device).tril(P)
         past = []
         for layer, kv, cross in zip(self.decoder, cache.past, cache.cross):
-            x, new_kv, _ = layer(x, kv, cross, cache.src_mask, self_mask, is_causal)
+            x, new_kv, _ = layer(x, kv, cross, cache.src_mask, self_mask, is_causal,
+                                 order=cache.order)
             past.append(new_kv)
         return self.dec_norm(x), DecoderCache(P + T, cache.src_mask, cache.cross, past,
                                               cache.group)

@@ -3,6 +3,7 @@ detokenize, restore the input order."""
 
 from __future__ import annotations
 
+import copy
 import io
 import itertools
 import os
@@ -19,6 +20,7 @@ from mt.checkpoint import Run, load_run
 from mt.config import DecodeConfig, override
 from mt.data import group_bounds, pad
 from mt.decode import Hypothesis, beam_search, greedy, sequence_scores
+from mt.device import cpu_has_native_bf16
 from mt.errors import DataError, FileSystemError
 from mt.log import warn
 from mt.textio import atomic_write, iter_lines
@@ -43,6 +45,13 @@ class Translator:
         self.run, self.device = run, torch.device(device)
         self.engine = engine  # another engine's search (mt.engine); None: mt's own decoders
         self.decode_cfg = decode or run.cfg.decode
+        self.model = run.model
+        if self.decode_cfg.dtype == "bf16" and engine is None:
+            if self.device.type == "cpu" and not cpu_has_native_bf16():
+                warn("decode.dtype bf16: this CPU has no native bf16, so it is emulated and "
+                     "slower than float32")
+            # A copy: the run's float32 model stays as it is for whoever else holds it.
+            self.model = copy.deepcopy(run.model).to(torch.bfloat16)
         self.src_tok, self.tgt_tok = run.src_tok, run.tgt_tok
         self.max_src = run.cfg.model.max_positions
         self.truncated = 0  # source lines cut to the model's positions
@@ -84,7 +93,7 @@ class Translator:
     def _search(self, src: torch.Tensor, scored: bool) -> list[list[Hypothesis]]:
         if self.engine is not None:
             return self.engine.search(src, self.decode_cfg, scored)
-        c, model = self.decode_cfg, self.run.model
+        c, model = self.decode_cfg, self.model
         model.eval()
         if c.beam > 1:
             return beam_search(model, src, c)

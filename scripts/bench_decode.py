@@ -1,7 +1,8 @@
 """Decoding speed and BLEU, side by side: a naive decoder, mt's batched greedy, mt's beam search.
 
     python scripts/bench_decode.py RUN [--src FILE --ref FILE] [--limit N] [--naive-limit 200]
-        [--beam 5] [--batch-tokens N] [--repeat 3] [--device auto]
+        [--beam 5] [--batch-tokens N] [--repeat 3] [--threads 1,2] [--ct2 float32,int8] [--bf16]
+        [--profile] [--device auto]
 
 Defaults to Multi30k test_2016_flickr (1000 sentences, de -> en). The naive decoder is what
 annotated-transformer users write: one sentence at a time, and at every step the whole prefix
@@ -20,6 +21,7 @@ hand on an otherwise idle machine, not a test.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 import time
@@ -73,7 +75,7 @@ def naive_translate(translator: Translator, lines: list[str]) -> list[str]:
     return out
 
 
-def timed(fns: list, model: Seq2Seq, device: torch.device, repeat: int
+def timed(fns: list, models: list[Seq2Seq], device: torch.device, repeat: int
           ) -> list[tuple[list[str], float, int]]:
     """Run each (fn, lines) in turn, `repeat` rounds; per fn its outputs, fastest time and the
     target positions its decoder computed (rows x new tokens, summed over decoder calls)."""
@@ -82,7 +84,7 @@ def timed(fns: list, model: Seq2Seq, device: torch.device, repeat: int
     def count(layer, inputs, output):
         positions[0] += inputs[0].size(0) * inputs[0].size(1)  # x (B, T, D)
 
-    hook = model.decoder[0].register_forward_hook(count)
+    hooks = [m.decoder[0].register_forward_hook(count) for m in models]
     best = [(None, float("inf"), 0)] * len(fns)
     for _ in range(repeat):
         for i, (fn, lines) in enumerate(fns):
@@ -95,7 +97,8 @@ def timed(fns: list, model: Seq2Seq, device: torch.device, repeat: int
             if device.type == "cuda":
                 torch.cuda.synchronize()
             best[i] = (out, min(best[i][1], time.perf_counter() - start), positions[0])
-    hook.remove()
+    for hook in hooks:
+        hook.remove()
     return best
 
 
@@ -193,6 +196,8 @@ def main() -> None:
     p.add_argument("--ct2", default="float32,int8",
                    help="CTranslate2 columns: comma-separated weight types (float32, int8, ...; "
                         "'' = none); needs the ctranslate2 extra")
+    p.add_argument("--bf16", action="store_true",
+                   help="also time mt's greedy and beam search with decode.dtype bf16")
     p.add_argument("--profile", action="store_true",
                    help="also show where mt's greedy and beam search spend their time")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
@@ -211,6 +216,8 @@ def main() -> None:
             f"beam {args.beam}": override(run.cfg, sets + [f"decode.beam={args.beam}",
                                                            "decode.nbest=1"], "bench").decode}
     greedy_tr, beam_tr = (Translator(run, c, device) for c in cfgs.values())
+    bf16_trs = ([Translator(run, dataclasses.replace(c, dtype="bf16"), device)
+                 for c in cfgs.values()] if args.bf16 else [])
     quants = [q for q in args.ct2.split(",") if q]
     model_dirs, tmp = {}, None
     if quants:
@@ -237,13 +244,17 @@ def main() -> None:
         ct2 = ct2_translators(run, args.run, cfgs, n, device, model_dirs) if quants else {}
         names = ["mt greedy (batched, cached)", f"mt beam {args.beam}"]
         fns = [(greedy_tr.translate, src), (beam_tr.translate, src)]
+        if bf16_trs:
+            names += ["mt greedy bf16", f"mt beam {args.beam} bf16"]
+            fns += [(tr.translate, src) for tr in bf16_trs]
         for (quant, kind), tr in ct2.items():
             names.append(f"CTranslate2 {quant} {kind}")
             fns.append((tr.translate, src))
         if n_naive:
             names.append("naive (no cache, 1 sentence)")
             fns.append((lambda x: naive_translate(greedy_tr, x), src[:n_naive]))
-        results = timed(fns, run.model, device, args.repeat)
+        results = timed(fns, [run.model] + [tr.model for tr in bf16_trs], device,
+                        args.repeat)
         report(names, fns, results, ref, n, n_naive, args.beam, quants)
         if args.profile:
             profile(f"mt greedy, {n} thread(s)", greedy_tr, src)
@@ -274,8 +285,16 @@ def report(names, fns, results, ref, threads, n_naive, beam, quants) -> None:
         print(f"greedy / naive speed      {rate[g] / rate[naive]:8.1f}x   (target >= 30x)")
     print(f"beam {beam} / greedy time     {rate[g] / rate[b]:8.2f}x   (target <= 3x)")
     print(f"beam {beam} - greedy BLEU     {bleu[b] - bleu[g]:+8.2f}    (target >= 0)")
+    bg, bb = "mt greedy bf16", f"mt beam {beam} bf16"
+    if bg in rate:
+        print(f"mt bf16 / mt float32 speed greedy {rate[bg] / rate[g]:5.2f}  beam {beam} "
+              f"{rate[bb] / rate[b]:5.2f}; BLEU greedy {bleu[bg] - bleu[g]:+5.2f}  beam {beam} "
+              f"{bleu[bb] - bleu[b]:+5.2f}   (target: within 0.1)")
     for q in quants:
         cg, cb = f"CTranslate2 {q} greedy", f"CTranslate2 {q} beam {beam}"
+        if bg in rate and q == "float32":
+            print(f"mt bf16 / CT2 float32 speed greedy {rate[bg] / rate[cg]:5.2f}  beam {beam} "
+                  f"{rate[bb] / rate[cb]:5.2f}   (target >= 1)")
         target = ("   (target >= 0.9 / >= 0.8)" if q == "float32" else "")
         same = sum(a == c for a, c in zip(hyps[cg], hyps[g], strict=True))
         print(f"mt / CT2 {q:<8} speed     greedy {rate[g] / rate[cg]:5.2f}  beam {beam} "

@@ -180,6 +180,29 @@ def test_batch_equals_each_sentence_alone():
                                                                abs=1e-4)
 
 
+@pytest.mark.parametrize("k,V", [(1, 1000), (5, 1000), (5, 6190)])
+def test_chunked_beam_step_ranks_like_one_topk_over_all_candidates(k, V):
+    """beam_step's chunked search (large k*V) picks the same 2K candidates, in the same order,
+    as one topk over all k*V; with fewer than 2K finite candidates (a sentence at its length
+    limit) the rest are -inf with tokens and beams still in range."""
+    K, b = 5, 7
+    assert k * V >= 2 * K * decode.CHUNK  # the chunked path
+    g = torch.Generator().manual_seed(V + k)
+    lprobs = torch.randn(b, k, V, generator=g).log_softmax(-1)
+    lprobs[1, :, 100:] = float("-inf")  # only 100 words a beam
+    lprobs[2, :, :] = float("-inf")
+    lprobs[2, :, EOS] = -1.0  # at the length limit: <eos> or nothing
+    scores = torch.randn(b, k, generator=g)
+    top, tokens, beams = decode.beam_step(lprobs, scores, K)
+    want, flat = (scores[:, :, None] + lprobs).view(b, -1).topk(2 * K, dim=-1)
+    assert torch.equal(top, want)
+    finite = want.isfinite()
+    assert torch.equal(tokens[finite], (flat % V)[finite])
+    assert torch.equal(beams[finite], (flat // V)[finite])
+    assert finite[2].sum() == k and not finite.all()
+    assert tokens.max() < V and beams.max() < k and tokens.min() >= 0
+
+
 # --- the cache -------------------------------------------------------------------------------
 
 @torch.no_grad()
@@ -291,6 +314,25 @@ def test_greedy_translator_scores_match_beam_of_one(tiny_run):
     src = pad([run.src_vocab.encode(Translator(run).src_tok.tokenize(LINES[0]))])
     want = beam_search(run.model, src, greedy_cfg)[0][0].score
     assert scores[0] == pytest.approx(want, abs=1e-4)
+
+
+def test_bf16_decoding_translates_like_float32_and_leaves_the_run_model_alone(tiny_run):
+    """decode.dtype bf16 decodes with a bf16 copy of the weights: the run's model stays float32,
+    and on a trained model the outputs mostly agree with float32's (rounding may flip a few)."""
+    run = load_run(tiny_run)
+    lines = (TOY / "toy.test.en").read_text().splitlines()[:40]
+    for beam in (1, 3):
+        f32 = Translator(run, DecodeConfig(beam=beam)).translate(lines)
+        tr = Translator(run, DecodeConfig(beam=beam, dtype="bf16"))
+        bf16 = tr.translate(lines)
+        assert next(tr.model.parameters()).dtype == torch.bfloat16
+        assert next(run.model.parameters()).dtype == torch.float32
+        assert sum(a == b for a, b in zip(f32, bf16, strict=True)) >= 0.8 * len(lines)
+    r = run_mt("translate", str(tiny_run), "--dtype", "bf16", "--device", "cpu",
+               input="\n".join(lines[:3]) + "\n")
+    assert r.code == 0 and r.out.count("\n") == 3, r.err
+    assert_user_error(run_mt("translate", str(tiny_run), "--dtype", "fp8", input="x\n"),
+                      3, "decode.dtype")
 
 
 # --- configuration and command line ----------------------------------------------------------
