@@ -100,6 +100,10 @@ def test_cheap_dropout_drops_at_its_rate_and_keeps_the_mean(p):
     assert dropout(x, p, training=False) is x
     masks = [(dropout(torch.ones(8, 8), p) == 0) for _ in range(2)]
     assert not torch.equal(*masks)
+    half = dropout(torch.ones(400, 1000, dtype=torch.bfloat16), p)  # bf16 autocast's dtype
+    assert half.dtype == torch.bfloat16
+    assert abs((half == 0).float().mean().item() - rate) < 0.005
+    assert abs(half.float().mean().item() - 1.0) < 0.01
 
 
 def test_attention_dropout_on_cpu_drops_weights_not_outputs():
