@@ -119,8 +119,8 @@ def evaluate(
 ) -> None:
     """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
 
-    Cased BLEU and chrF, lowercased BLEU and BLEU on lowercased spaCy tokens, each with its
-    signature; --metrics ter adds TER.
+    Cased BLEU and chrF, lowercased BLEU, BLEU on lowercased spaCy tokens and (with the moses
+    extra) on lowercased Moses tokens, each with its signature; --metrics ter adds TER.
     """
     from mt.evaluate import evaluate as run_eval
     from mt.metrics import EXTRA_METRICS
@@ -140,7 +140,8 @@ def evaluate(
         print(json.dumps(r))
         return
     for key, name in (("bleu", "BLEU"), ("chrf", "chrF"), ("bleu_lc", "BLEU lowercased"),
-                      ("bleu_tok_lc", "BLEU tokenized lowercased"), ("ter", "TER")):
+                      ("bleu_tok_lc", "BLEU tokenized lowercased"),
+                      ("bleu_moses_lc", "BLEU Moses-tokenized lowercased"), ("ter", "TER")):
         if key in r:
             print(f"{name} = {r[key]:.2f}  {r[key + '_signature']}")
 

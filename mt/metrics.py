@@ -3,7 +3,8 @@
 Every score is on detokenized output against the raw references. `score` gives what training
 follows: cased BLEU and chrF. `mt eval` adds scores comparable with results published under
 other conventions (README, Results): lowercased BLEU, and BLEU over lowercased spaCy tokens
-(the metric of the pytorch-seq2seq tutorials); and TER when asked.
+(the metric of the pytorch-seq2seq tutorials), BLEU over lowercased Moses tokens (with the
+`moses` extra); and TER when asked.
 """
 
 from __future__ import annotations
@@ -46,7 +47,9 @@ def full_score(hyps: list[str], refs: list[str], lang: str | None = None,
                extra: tuple[str, ...] = ()) -> dict:
     """`score`, plus lowercased BLEU; BLEU over lowercased spaCy tokens where spaCy knows the
     language (`bleu_tok_lc`: hypotheses and references split by `spacy.blank(lang)`, tokens
-    joined by spaces, sacreBLEU adding no tokenization); and the `extra` metrics (ter)."""
+    joined by spaces, sacreBLEU adding no tokenization); the same over lowercased Moses tokens
+    where sacremoses is installed (`bleu_moses_lc`, the metric of most Multi30k papers); and
+    the `extra` metrics (ter)."""
     result = score(hyps, refs, lang)
     lc = BLEU(tokenize=bleu_tokenizer(lang), lowercase=True)
     result["bleu_lc"] = round(lc.corpus_score(hyps, [refs]).score, 2)
@@ -57,6 +60,12 @@ def full_score(hyps: list[str], refs: list[str], lang: str | None = None,
         s = tok.corpus_score(split(hyps), [split(refs)])
         result["bleu_tok_lc"] = round(s.score, 2)
         result["bleu_tok_lc_signature"] = f"{tok.get_signature()}|words:spacy-{lang}-lc"
+    moses = _moses_words(lang)
+    if moses is not None:
+        tok = BLEU(tokenize="none", force=True)
+        s = tok.corpus_score(moses(hyps), [moses(refs)])
+        result["bleu_moses_lc"] = round(s.score, 2)
+        result["bleu_moses_lc_signature"] = f"{tok.get_signature()}|words:moses-{lang}-lc"
     if "ter" in extra:
         ter = TER()
         result["ter"] = round(ter.corpus_score(hyps, [refs]).score, 2)
@@ -85,5 +94,23 @@ def _spacy_words(lang: str | None):
     def split(lines: list[str]) -> list[str]:
         docs = nlp.tokenizer.pipe(line.lower() for line in lines)
         return [" ".join(t.text for t in doc if not t.is_space) for doc in docs]
+
+    return split
+
+
+@functools.cache
+def _moses_words(lang: str | None):
+    """lines -> lines of lowercased Moses tokens (tokenizer.perl's rules: no aggressive hyphen
+    splitting, no escaping); None without sacremoses (the `moses` extra) or a language."""
+    if lang is None:
+        return None
+    try:
+        from sacremoses import MosesTokenizer
+    except ImportError:
+        return None
+    moses = MosesTokenizer(lang=lang)
+
+    def split(lines: list[str]) -> list[str]:
+        return [moses.tokenize(line.lower(), escape=False, return_str=True) for line in lines]
 
     return split

@@ -5,7 +5,7 @@
 For each language (de, en) and split (train, val, test_2016_flickr), compares the untouched
 reference lines with detokenize(tokenize(line)) under three schemes:
   before  spaCy tokens joined again by Moses rules (mt before reversible tokenization;
-          needs sacremoses: pip install -e '.[bench]')
+          needs sacremoses: pip install -e '.[moses]')
   after   spaCy tokens with joiner marks (data.tokenizer: spacy, the default)
   spm     SentencePiece, one joint 8k unigram model trained on the training split
           (data.tokenizer: sentencepiece), as configs/multi30k_de_en_spm.yaml trains it

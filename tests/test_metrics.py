@@ -28,6 +28,18 @@ def test_spacy_tokens_split_what_13a_keeps_whole():
     assert r["bleu_tok_lc"] > r["bleu_lc"], r
 
 
+def test_moses_tokens_split_punctuation_but_keep_hyphenated_words():
+    """The Moses metric (tokenizer.perl's rules, the Multi30k papers' convention) splits
+    punctuation off words, as spaCy does, but keeps "father-figure" whole, as spaCy does not."""
+    r = full_score(REFS, REFS, "de")
+    assert r["bleu_moses_lc"] == 100.0 and "moses-de-lc" in r["bleu_moses_lc_signature"], r
+    hyps, refs = ["the father figure smiles."], ["the father-figure smiles."]
+    r = full_score(hyps, refs, "en")
+    assert r["bleu_moses_lc"] < r["bleu_tok_lc"], r
+    r = full_score(["Zwei Hunde, im Schnee."], ["zwei hunde , im schnee ."], "de")
+    assert r["bleu_moses_lc"] == 100.0, r  # against text tokenized and lowercased already
+
+
 def test_target_language_picks_the_tokenizer():
     assert bleu_tokenizer("de") == bleu_tokenizer(None) == "13a"
     assert bleu_tokenizer("zh") == "zh"
@@ -41,10 +53,11 @@ def test_eval_cli_prints_every_score_and_json_holds_them(tiny_run):
     r = run_mt("eval", str(tiny_run), "--split", "val", "--metrics", "ter")
     assert r.code == 0, r.err
     names = [line.split(" = ")[0] for line in r.out.splitlines()]
-    assert names == ["BLEU", "chrF", "BLEU lowercased", "BLEU tokenized lowercased", "TER"]
+    assert names == ["BLEU", "chrF", "BLEU lowercased", "BLEU tokenized lowercased",
+                     "BLEU Moses-tokenized lowercased", "TER"]
     r = run_mt("eval", str(tiny_run), "--split", "val", "--json")
     result = json.loads(r.out)
-    for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc"):
+    for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc", "bleu_moses_lc"):
         assert isinstance(result[key], float) and result[key + "_signature"], key
     assert result["bleu_lc"] >= result["bleu"] - 1e-9
     assert_user_error(run_mt("eval", str(tiny_run), "--metrics", "meteor"), 2, "--metrics")
