@@ -20,7 +20,6 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
@@ -44,6 +43,7 @@ from mt.config import Config, load_config
 from mt.data import Batch, ParallelData, read_parallel, split_path
 from mt.device import autocast_dtype, pick_device
 from mt.errors import CheckpointError, ConfigError, DataError, RunError
+from mt.loss import label_smoothed_loss
 from mt.metrics import score
 from mt.model import Seq2Seq, make_model
 from mt.sink import MetricsSink, require_tensorboard
@@ -52,22 +52,6 @@ from mt.translate import Translator
 from mt.vocab import PAD, Vocab
 
 MAX_BAD_STEPS = 5  # consecutive steps with a non-finite loss or gradient before the run stops
-
-
-def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float,
-                        pad_id: int = PAD) -> tuple[torch.Tensor, torch.Tensor]:
-    """Summed label-smoothed cross-entropy and summed NLL (detached) over non-pad targets.
-
-    logits (B, T, V), target (B, T). Smoothing spreads `smoothing` uniformly over all V
-    classes (the target included), as torch's cross_entropy does; one log-softmax serves both.
-    """
-    lprobs = F.log_softmax(logits.reshape(-1, logits.size(-1)).float(), dim=-1)  # (B*T, V)
-    tgt = target.reshape(-1)
-    keep = tgt != pad_id
-    nll = -lprobs.gather(1, tgt.unsqueeze(1)).squeeze(1)  # (B*T,)
-    smooth = -lprobs.mean(dim=-1)
-    loss = ((1.0 - smoothing) * nll + smoothing * smooth).masked_fill(~keep, 0.0).sum()
-    return loss, nll.detach().masked_fill(~keep, 0.0).sum()
 
 
 def lr_at(step: int, peak: float, warmup: int) -> float:

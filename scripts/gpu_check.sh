@@ -135,7 +135,7 @@ rows.append(("bf16 matmul peak (measured, 8192^3)", f"{peak / 1e12:.0f} TFLOP/s"
 del a, b
 
 from mt.device import autocast_dtype  # noqa: E402
-from mt.train import label_smoothed_loss  # noqa: E402
+from mt.loss import label_smoothed_loss  # noqa: E402
 
 
 def throughput(name, overrides, vocab, tokens, compiled=False):
