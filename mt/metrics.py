@@ -54,18 +54,13 @@ def full_score(hyps: list[str], refs: list[str], lang: str | None = None,
     lc = BLEU(tokenize=bleu_tokenizer(lang), lowercase=True)
     result["bleu_lc"] = round(lc.corpus_score(hyps, [refs]).score, 2)
     result["bleu_lc_signature"] = str(lc.get_signature())
-    split = _spacy_words(lang)
-    if split is not None:
-        tok = BLEU(tokenize="none", force=True)
-        s = tok.corpus_score(split(hyps), [split(refs)])
-        result["bleu_tok_lc"] = round(s.score, 2)
-        result["bleu_tok_lc_signature"] = f"{tok.get_signature()}|words:spacy-{lang}-lc"
-    moses = _moses_words(lang)
-    if moses is not None:
-        tok = BLEU(tokenize="none", force=True)
-        s = tok.corpus_score(moses(hyps), [moses(refs)])
-        result["bleu_moses_lc"] = round(s.score, 2)
-        result["bleu_moses_lc_signature"] = f"{tok.get_signature()}|words:moses-{lang}-lc"
+    for key, words, split in (("bleu_tok_lc", "spacy", _spacy_words(lang)),
+                              ("bleu_moses_lc", "moses", _moses_words(lang))):
+        if split is not None:
+            tok = BLEU(tokenize="none", force=True)
+            s = tok.corpus_score(split(hyps), [split(refs)])
+            result[key] = round(s.score, 2)
+            result[key + "_signature"] = f"{tok.get_signature()}|words:{words}-{lang}-lc"
     if "ter" in extra:
         ter = TER()
         result["ter"] = round(ter.corpus_score(hyps, [refs]).score, 2)
