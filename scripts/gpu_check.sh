@@ -184,20 +184,23 @@ throughput("Transformer-base, 25k-token batches", base, 32000, 25000)
 torch.cuda.empty_cache()
 throughput("Transformer-base, 25k-token batches", base, 32000, 25000, compiled=True)
 
-# 5. decoding speed with the bf16 run's weights (quality is not the point after 300 steps)
+# 5. decoding speed with the bf16 run's weights, in float32 and bf16 (quality is not the point
+#    after 300 steps)
 run = load_run(out / "bf16" / "last.pt", dev)
 src, _ = read_parallel(split_path(data, "test_2016_flickr", "de"),
                        split_path(data, "test_2016_flickr", "en"))
-for beam in (1, 5):
+for beam, dtype in ((1, "float32"), (5, "float32"), (1, "bf16"), (5, "bf16")):
     translator = Translator(run, load_config(out / "bf16" / "config.yaml",
-                                             [f"decode.beam={beam}"]).decode, dev)
+                                             [f"decode.beam={beam}", f"decode.dtype={dtype}"]
+                                             ).decode, dev)
     translator.translate(src[:100])  # warm-up
     torch.cuda.synchronize()
     clock = time.perf_counter()
     hyps = translator.translate(src)
     torch.cuda.synchronize()
     assert len(hyps) == len(src)
-    rows.append((f"decode {'greedy' if beam == 1 else f'beam {beam}'}, {len(src)} sentences",
+    rows.append((f"decode {'greedy' if beam == 1 else f'beam {beam}'} {dtype}, {len(src)} "
+                 "sentences",
                  f"{len(src) / (time.perf_counter() - clock):,.0f} sentences/s", ""))
 
 print("\n| check | result | |\n|---|---|---|")
