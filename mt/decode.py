@@ -165,8 +165,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[li
 
     The flat batch holds K rows per running sentence (one at the first step, where all K
     beams would be the same empty prefix). The encoder runs once and its keys and values are
-    shared by the sentence's rows; each step takes one topk over k*V and moves the beams with
-    one `cache.reorder`, which also drops the rows of sentences that are done.
+    shared by the sentence's rows; each step ranks the k*V candidates (`beam_step`) and moves
+    the beams with one `cache.reorder`, which also drops the rows of sentences that are done.
 
     A sentence stops when its n-best list is final (see `_done`); the search ends when every
     sentence has stopped.
