@@ -53,6 +53,13 @@ def cuda_has_native_bf16(device: torch.device) -> bool:
         return torch.cuda.get_device_capability(device) >= (8, 0)
 
 
+def has_native_bf16(device: torch.device) -> bool:
+    """bf16 in hardware on this device (CPU or CUDA); elsewhere it is emulated, slowly."""
+    if device.type == "cuda":
+        return cuda_has_native_bf16(device)
+    return device.type == "cpu" and cpu_has_native_bf16()
+
+
 def autocast_dtype(amp: str, device: torch.device) -> torch.dtype | None:
     """The autocast dtype for `train.amp` (auto, bf16, fp16, none) on device; None = fp32.
 
@@ -63,10 +70,10 @@ def autocast_dtype(amp: str, device: torch.device) -> torch.dtype | None:
         return None
     if device.type == "cuda":
         if amp == "auto":
-            return torch.bfloat16 if cuda_has_native_bf16(device) else torch.float16
+            return torch.bfloat16 if has_native_bf16(device) else torch.float16
         return {"bf16": torch.bfloat16, "fp16": torch.float16}[amp]
     if device.type == "cpu":
-        if amp == "bf16" or (amp == "auto" and CPU_AUTO_BF16 and cpu_has_native_bf16()):
+        if amp == "bf16" or (amp == "auto" and CPU_AUTO_BF16 and has_native_bf16(device)):
             return torch.bfloat16
         return None
     return None

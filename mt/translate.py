@@ -20,7 +20,7 @@ from mt.checkpoint import Run, load_run
 from mt.config import DecodeConfig, override
 from mt.data import group_bounds, pad
 from mt.decode import Hypothesis, beam_search, greedy, sequence_scores
-from mt.device import cpu_has_native_bf16
+from mt.device import has_native_bf16
 from mt.errors import DataError, FileSystemError
 from mt.log import warn
 from mt.textio import atomic_write, iter_lines
@@ -47,9 +47,9 @@ class Translator:
         self.decode_cfg = decode or run.cfg.decode
         self.model = run.model
         if self.decode_cfg.dtype == "bf16" and engine is None:
-            if self.device.type == "cpu" and not cpu_has_native_bf16():
-                warn("decode.dtype bf16: this CPU has no native bf16, so it is emulated and "
-                     "slower than float32")
+            if not has_native_bf16(self.device):
+                warn(f"decode.dtype bf16: this {self.device.type.upper()} device has no native "
+                     "bf16, so it is emulated and slower than float32")
             # A copy: the run's float32 model stays as it is for whoever else holds it.
             self.model = copy.deepcopy(run.model).to(torch.bfloat16)
         self.src_tok, self.tgt_tok = run.src_tok, run.tgt_tok
