@@ -16,6 +16,7 @@ from mt.checkpoint import Run, load_run
 from mt.config import DecodeConfig, override
 from mt.decode import beam_search, greedy
 from mt.errors import ConfigError, DataError
+from mt.model import Seq2Seq
 from mt.plot import DPI, pyplot, save_png
 from mt.textio import atomic_write, iter_lines
 from mt.tokenizer import MARK
@@ -61,7 +62,7 @@ def translate_with_attention(run_path: Path, src: str, out: str, directory: Path
         if not toks:  # an empty line: an empty translation and no picture
             texts.append("")
             continue
-        out_ids, weights = attend(run, decode, toks, layer, device)
+        out_ids, weights = attend(translator.model, run, decode, toks, layer, device)
         out_toks = [run.tgt_vocab.itos[i] for i in out_ids] + [SPECIALS[EOS]]
         text = " ".join(translator.tgt_tok.detokenize(run.tgt_vocab.decode(out_ids)).split())
         texts.append(text)
@@ -74,18 +75,18 @@ def translate_with_attention(run_path: Path, src: str, out: str, directory: Path
     return len(texts)
 
 
-def attend(run: Run, decode: DecodeConfig, toks: list[str], layer: int, device: str
-           ) -> tuple[list[int], torch.Tensor]:
-    """Translate one tokenized line as `mt translate` would (greedy or beam), then one
-    teacher-forced pass over the output for the layer's cross-attention weights (H, T, S),
-    T = output tokens + <eos>."""
+def attend(model: Seq2Seq, run: Run, decode: DecodeConfig, toks: list[str], layer: int,
+           device: str) -> tuple[list[int], torch.Tensor]:
+    """Translate one tokenized line as `mt translate` would (greedy or beam; model: the
+    Translator's, so in decode.dtype), then one teacher-forced pass over the output for the
+    layer's cross-attention weights (H, T, S), T = output tokens + <eos>."""
     src = torch.tensor([run.src_vocab.encode(toks)], device=device)  # (1, S)
     if decode.beam > 1:
-        out_ids = beam_search(run.model, src, decode)[0][0].tokens
+        out_ids = beam_search(model, src, decode)[0][0].tokens
     else:
-        out_ids = greedy(run.model, src, decode.max_len_a, decode.max_len_b, decode.min_len)[0]
+        out_ids = greedy(model, src, decode.max_len_a, decode.max_len_b, decode.min_len)[0]
     tgt_in = torch.tensor([[BOS, *out_ids]], device=device)  # (1, T): row t predicts token t
-    return out_ids, run.model.cross_attention(src, tgt_in)[layer][0].float().cpu()
+    return out_ids, model.cross_attention(src, tgt_in)[layer][0].float().cpu()
 
 
 def heatmap(plt, weights: torch.Tensor, src_toks: list[str], out_toks: list[str], heads: str,

@@ -3,6 +3,7 @@
 import shutil
 import struct
 import sys
+from dataclasses import replace
 
 import pytest
 import torch
@@ -99,6 +100,27 @@ def test_attention_pictures_for_two_lines(tiny_run, tmp_path):
                              heads="all")
     assert (tmp_path / "out.txt").read_text().splitlines() == plain
     assert png_size(heads / "0001.png")[0] > 3 * w1  # one panel per head, side by side
+
+
+def test_attention_decodes_in_the_chosen_dtype(tiny_run, tmp_path, monkeypatch):
+    """--dtype bf16 with --attention: the same bf16 model as `mt translate --dtype bf16`."""
+    import mt.attention
+    seen = []
+
+    def spy(model, *args):
+        seen.append(next(model.parameters()).dtype)
+        return attend(model, *args)
+
+    attend = mt.attention.attend
+    monkeypatch.setattr(mt.attention, "attend", spy)
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text(TWO_LINES)
+    translate_with_attention(tiny_run, str(src), str(out), tmp_path / "att",
+                             decode_set=["decode.dtype=bf16"])
+    assert seen == [torch.bfloat16] * 2
+    run = load_run(tiny_run)
+    bf16 = Translator(run, replace(run.cfg.decode, dtype="bf16")).translate(TWO_LINES.splitlines())
+    assert out.read_text().splitlines() == bf16
 
 
 def test_attention_with_an_empty_line_draws_no_picture(tiny_run, tmp_path):
