@@ -43,7 +43,10 @@ class ModelConfig:
     n_enc_layers: int = 3
     n_dec_layers: int = 3
     d_ff: int = 1024
-    dropout: float = 0.1
+    dropout: float = 0.1  # on embeddings and each sublayer's output (the residual branch)
+    # Inside the sublayers; unset (null) = model.dropout. fairseq's defaults are 0 for both.
+    attention_dropout: float | None = None  # on the attention weights
+    activation_dropout: float | None = None  # on the feed-forward's hidden ReLU output
     pre_norm: bool = True  # LayerNorm before each sublayer (False: after, as in the 2017 paper)
     tie_output: bool = True  # target embedding shares weights with the output projection
     tie_all: bool = False  # source embedding too; needs data.shared_vocab
@@ -266,6 +269,10 @@ def validate(cfg: Config, where: str = "config", overrides: typing.Sequence[str]
          "model.n_enc_layers and model.n_dec_layers must be positive"),
         (m.d_ff > 0, "model.d_ff must be positive"),
         (0.0 <= m.dropout < 1.0, "model.dropout must be in [0, 1)"),
+        (m.attention_dropout is None or 0.0 <= m.attention_dropout < 1.0,
+         "model.attention_dropout must be in [0, 1), or null for model.dropout"),
+        (m.activation_dropout is None or 0.0 <= m.activation_dropout < 1.0,
+         "model.activation_dropout must be in [0, 1), or null for model.dropout"),
         (m.max_positions > 0, "model.max_positions must be positive"),
         (not m.tie_all or d.shared_vocab, "model.tie_all needs data.shared_vocab: true"),
         (d.max_len > 0, "data.max_len must be positive"),

@@ -54,6 +54,19 @@ class Dropout(nn.Module):
         return dropout(x, self.p, self.training)
 
 
+def _fused_is_faster(q: torch.Tensor, p: float) -> bool:
+    """Whether torch's fused attention beats the hand-written form below, as measured here.
+
+    On CPU (forward and backward, Multi30k shapes, torch 2.13), the fused kernel takes 0.65x
+    the time in fp32 training but 4-5.5x in bf16 training; without gradients it takes
+    1.2-1.4x in fp32 and 0.6-0.9x in bf16. With dropout, torch falls back to the hand-written
+    computation anyway, with a slower mask.
+    """
+    if q.device.type != "cpu":
+        return True
+    return p == 0.0 and torch.is_grad_enabled() == (q.dtype == torch.float32)
+
+
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
               is_causal: bool = False, p: float = 0.0, need_weights: bool = False
               ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -61,9 +74,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
 
     q (B, H, T, Dh), k/v (B, H, L, Dh), mask broadcastable to (B, H, T, L) -> (B, H, T, Dh).
     The fused kernel cannot return weights, so they are computed by hand when asked, and on
-    CPU with dropout, where torch falls back to this same computation with a slower mask.
+    CPU where the hand-written form is faster (`_fused_is_faster`).
     """
-    if not need_weights and (p == 0.0 or q.device.type != "cpu"):
+    if not need_weights and _fused_is_faster(q, p):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
                                              is_causal=is_causal)
         return out, None
@@ -139,11 +152,16 @@ class Residual(nn.Module):
         return self.norm(x + self.drop(sublayer(x)))
 
 
+def _rate(p: float | None, default: float) -> float:
+    return default if p is None else p
+
+
 class EncoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        p_attn = _rate(cfg.attention_dropout, cfg.dropout)
+        self.attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, p_attn)
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, _rate(cfg.activation_dropout, cfg.dropout))
         self.res1 = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.res2 = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
 
@@ -155,9 +173,10 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, cfg.dropout)
-        self.ff = FeedForward(cfg.d_model, cfg.d_ff, cfg.dropout)
+        p_attn = _rate(cfg.attention_dropout, cfg.dropout)
+        self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, p_attn)
+        self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, p_attn)
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, _rate(cfg.activation_dropout, cfg.dropout))
         self.res = nn.ModuleList(Residual(cfg.d_model, cfg.dropout, cfg.pre_norm) for _ in range(3))
 
     def forward(self, x: torch.Tensor, past: KV | None, cross: KV, src_mask: torch.Tensor,

@@ -35,6 +35,8 @@ def test_wrong_type(tmp_path):
 
 @pytest.mark.parametrize("override, message", [
     ("model.dropout=1.0", "dropout must be in [0, 1)"),
+    ("model.attention_dropout=1.0", "model.attention_dropout must be in [0, 1)"),
+    ("model.activation_dropout=-0.1", "model.activation_dropout must be in [0, 1)"),
     ("model.n_heads=3", "divisible by model.n_heads"),
     ("train.max_tokens=-5", "max_tokens must be positive"),
     ("train.metric=bleu_score", "train.metric must be"),

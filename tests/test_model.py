@@ -15,8 +15,9 @@ V = 20
 
 
 def small_model(pre_norm=True, **kw):
+    kw = {"dropout": 0.0, **kw}
     cfg = ModelConfig(d_model=32, n_heads=4, n_enc_layers=2, n_dec_layers=2, d_ff=64,
-                      dropout=0.0, pre_norm=pre_norm, max_positions=64, **kw)
+                      pre_norm=pre_norm, max_positions=64, **kw)
     return make_model(cfg, V, V, PAD).eval()
 
 
@@ -84,6 +85,30 @@ def test_attention_weights_only_when_asked_and_consistent():
     assert (cw[0, 0].triu(1) == 0).all()
 
 
+@pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
+@pytest.mark.parametrize("grad", [True, False])
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_gives_torch_fused_results_whichever_form_it_picks(dtype, tol, grad, causal):
+    # CPU picks the fused or the hand-written form by dtype and gradients (_fused_is_faster)
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(3, 2, 6, 8) for _ in range(3))
+    mask = None if causal else torch.rand(3, 1, 1, 6) > 0.3
+    if mask is not None:
+        mask[..., 0] = True  # no row without a key
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+    ins = [t.to(dtype).clone().requires_grad_(grad) for t in (q, k, v)]
+    with torch.set_grad_enabled(grad):
+        out = attention(*ins, mask, is_causal=causal)[0]
+    assert out.dtype == dtype
+    assert torch.allclose(out.float(), ref, atol=tol)
+    if grad:
+        out.float().sum().backward()
+        ref_ins = [t.detach().clone().requires_grad_() for t in (q, k, v)]
+        F.scaled_dot_product_attention(*ref_ins, attn_mask=mask, is_causal=causal).sum().backward()
+        for mine, theirs in zip(ins, ref_ins):
+            assert torch.allclose(mine.grad.float(), theirs.grad, atol=5 * tol)
+
+
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
 def test_cheap_dropout_drops_at_its_rate_and_keeps_the_mean(p):
     torch.manual_seed(0)
@@ -115,6 +140,29 @@ def test_attention_dropout_on_cpu_drops_weights_not_outputs():
     out = attention(q, k, v, None, p=0.5)[0]
     assert not torch.allclose(out, plain)
     assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("rates, random", [
+    (dict(), False),  # all 0: training-mode forwards agree
+    (dict(attention_dropout=0.5), True),
+    (dict(activation_dropout=0.5), True),
+    (dict(dropout=0.5, attention_dropout=0.0, activation_dropout=0.0), True),  # residuals
+])
+def test_each_dropout_rate_acts_alone(rates, random):
+    model = small_model(**rates).train()
+    src, tgt = random_ids(2, 7), random_ids(2, 5)
+    a, b = model(src, tgt), model(src, tgt)
+    assert torch.equal(a, b) != random
+
+
+def test_sublayer_dropout_rates_default_to_dropout():
+    model = small_model(dropout=0.3)
+    layer = model.decoder[0]
+    assert layer.self_attn.dropout == layer.cross_attn.dropout == layer.ff.net[2].p == 0.3
+    model = small_model(dropout=0.3, attention_dropout=0.0, activation_dropout=0.1)
+    assert model.encoder[0].attn.dropout == model.decoder[0].cross_attn.dropout == 0.0
+    assert model.encoder[0].ff.net[2].p == model.decoder[0].ff.net[2].p == 0.1
+    assert model.encoder[0].res1.drop.p == model.drop.p == 0.3
 
 
 def test_tied_weights():

@@ -1,0 +1,91 @@
+"""torch's fused attention against mt's hand-written form, on this machine's CPU (or GPU).
+
+    python scripts/bench_attention.py [--threads 2] [--rounds 20] [--device cpu]
+
+`mt.model.attention` picks one of the two per call (`_fused_is_faster`): by device, dtype,
+dropout and whether gradients are on. This prints, for Multi30k-sized shapes (4 heads of 64,
+padding masks or causal), the time of each form, forward and backward (training) or forward
+only (decoding: one query position against a cache, or a whole sentence), in fp32 and bf16;
+then which form mt picks and whether it is the faster one. Rerun it after a torch upgrade.
+The two forms take turns, one call each per round, and each keeps its fastest round: noise
+only ever adds time. A benchmark to run by hand on an otherwise idle machine, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import torch
+import torch.nn.functional as F
+
+from mt.model import _fused_is_faster
+
+HEADS, DH = 4, 64
+# (label, batch, query length, key length, causal); batches hold about 2,500 target tokens
+SHAPES = [
+    ("train, self-attention", 100, 25, 25, True),
+    ("train, cross-attention", 100, 25, 25, False),
+    ("train, longer", 60, 40, 40, False),
+    ("decode step, greedy", 100, 1, 25, False),
+    ("decode step, beam 5", 500, 1, 25, False),
+    ("encode / validate", 100, 25, 25, False),
+]
+
+
+def fused(q, k, v, mask, causal):
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
+
+
+def hand(q, k, v, mask, causal):
+    scores = q @ k.transpose(-2, -1) / DH ** 0.5  # (B, H, T, L)
+    if causal:
+        mask = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
+    return scores.masked_fill(~mask, float("-inf")).softmax(-1) @ v
+
+
+def time_call(fn, inputs, mask, causal, train: bool) -> float:
+    start = time.perf_counter()
+    with torch.set_grad_enabled(train):
+        out = fn(*inputs, mask, causal)
+        if train:
+            out.float().sum().backward()
+    if out.device.type == "cuda":
+        torch.cuda.synchronize()
+    return time.perf_counter() - start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    dev = torch.device(args.device)
+    print(f"{dev}, {args.threads} threads, torch {torch.__version__}, best of {args.rounds}")
+    print("| dtype | call | shape (B, T, L) | fused ms | hand ms | fused / hand | mt picks | "
+          "right |")
+    print("|---|---|---|---|---|---|---|---|")
+    for dtype in (torch.float32, torch.bfloat16):
+        for label, B, T, L, causal in SHAPES:
+            train = label.startswith("train")
+            q, k, v = (torch.randn(B, HEADS, n, DH, device=dev, dtype=dtype,
+                                   requires_grad=train) for n in (T, L, L))
+            mask = None if causal else torch.rand(B, 1, 1, L, device=dev) > 0.1
+            best = {fused: float("inf"), hand: float("inf")}
+            for _ in range(args.rounds):
+                for fn in best:
+                    best[fn] = min(best[fn], time_call(fn, (q, k, v), mask, causal, train))
+            with torch.set_grad_enabled(train):
+                picks_fused = _fused_is_faster(q, 0.0)
+            ratio = best[fused] / best[hand]
+            right = (ratio < 1) == picks_fused or abs(ratio - 1) < 0.05
+            print(f"| {str(dtype).removeprefix('torch.')} | {label} | ({B}, {T}, {L}) | "
+                  f"{best[fused] * 1e3:.3f} | {best[hand] * 1e3:.3f} | {ratio:.2f} | "
+                  f"{'fused' if picks_fused else 'hand'} | {'yes' if right else 'NO'} |")
+
+
+if __name__ == "__main__":
+    main()
