@@ -86,7 +86,7 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
-    return dropout(weights, p) @ v, weights
+    return dropout(weights, p) @ v, (weights if need_weights else None)
 
 
 class MultiHeadAttention(nn.Module):
