@@ -23,7 +23,7 @@ from mt.config import LENGTH_NORMS, DecodeConfig
 from mt.model import Seq2Seq
 from mt.vocab import BOS, EOS, PAD
 
-CHUNK = 64  # beam_step's candidates per chunk
+CHUNK = 64  # scores per chunk, in beam_step and argmax
 
 
 @dataclass
@@ -47,6 +47,27 @@ def max_lengths(src_mask: torch.Tensor, a: float, b: int, limit: int) -> torch.T
     """Per-sentence output budget a * src_len + b, capped so positions fit the model: (B,)."""
     src_len = src_mask.reshape(src_mask.size(0), -1).sum(-1)
     return (a * src_len + b).long().clamp(min=1, max=limit - 1)
+
+
+def argmax(scores: torch.Tensor) -> torch.Tensor:
+    """scores (n, V) -> (n,) the first index of each row's maximum, as `scores.argmax(-1)`.
+
+    torch's CPU argmax over a row does not vectorise: for (256, 6195) it took 2.2 ms, a
+    quarter of the vocabulary projection before it, while a row maximum took 0.23 ms. So:
+    the maxima of chunks of CHUNK, the first chunk holding the row's maximum, then the first
+    maximum inside that chunk (4.5x faster, same result, ties included).
+    """
+    n, V = scores.shape
+    if scores.device.type != "cpu" or V < 4 * CHUNK:
+        return scores.argmax(-1)
+    whole = V - V % CHUNK
+    maxima = scores[:, :whole].view(n, -1, CHUNK).amax(-1)  # (n, V // CHUNK)
+    if whole < V:
+        maxima = torch.cat([maxima, scores[:, whole:].amax(-1, keepdim=True)], dim=1)
+    first = maxima.argmax(-1)  # (n,) the first chunk that holds the maximum
+    cols = (first[:, None] * CHUNK + torch.arange(CHUNK, device=scores.device)).clamp(max=V - 1)
+    inside = scores.gather(1, cols).argmax(-1, keepdim=True)  # clamped repeats come after V - 1
+    return cols.gather(1, inside).squeeze(1)
 
 
 def _forbid(scores: torch.Tensor, t: int, min_len: int) -> torch.Tensor:
@@ -76,7 +97,7 @@ def greedy(model: Seq2Seq, src: torch.Tensor, max_len_a: float = 1.5, max_len_b:
     prev = torch.full((B, 1), BOS, dtype=torch.long, device=src.device)
     for t in range(int(limits.max()) + 1):
         states, cache = model.decode(prev, cache)
-        tok = _forbid(model.generator(states[:, -1]), t, min_len).argmax(-1)  # (b,)
+        tok = argmax(_forbid(model.generator(states[:, -1]), t, min_len))  # (b,)
         tok = torch.where(limits[rows] <= t, torch.full_like(tok, EOS), tok)
         hyp = torch.cat([hyp, tok[:, None]], dim=1)
         done = tok == EOS

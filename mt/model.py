@@ -333,6 +333,10 @@ class Seq2Seq(nn.Module):
 
     def start_cache(self, memory: torch.Tensor, src_mask: torch.Tensor) -> DecoderCache:
         cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
+        if not torch.is_grad_enabled():
+            # Decoding reads these at every step; as strided views of the projection, each
+            # step's matmul would copy them again (about 6% of greedy's time on CPU).
+            cross = [(k.contiguous(), v.contiguous()) for k, v in cross]
         return DecoderCache(0, src_mask, cross, [None] * len(self.decoder))
 
     def decode(self, tgt: torch.Tensor, cache: DecoderCache) -> tuple[torch.Tensor, DecoderCache]:

@@ -203,6 +203,23 @@ def test_chunked_beam_step_ranks_like_one_topk_over_all_candidates(k, V):
     assert tokens.max() < V and beams.max() < k and tokens.min() >= 0
 
 
+@pytest.mark.parametrize("V", [256, 6195, 6208, 8000])
+def test_chunked_argmax_is_torchs_argmax(V):
+    """decode.argmax (chunk maxima, then inside one chunk) returns torch's first index of the
+    maximum: ties, a maximum in the short last chunk or at the very end, -inf entries."""
+    g = torch.Generator().manual_seed(V)
+    scores = torch.randn(9, V, generator=g)
+    scores[1, [7, V - 3]] = 9.0  # a tie: the first one wins
+    scores[2, V - 1] = 9.0  # the last column (inside the short chunk when V % CHUNK)
+    scores[3, :] = 1.0  # all equal: index 0
+    scores[4, EOS] = float("-inf")  # as _forbid leaves them
+    scores[5, :-1] = float("-inf")
+    scores[6] = scores[6].round()  # many ties within chunks
+    assert torch.equal(decode.argmax(scores), scores.argmax(-1))
+    bf16 = scores.bfloat16()
+    assert torch.equal(decode.argmax(bf16), bf16.argmax(-1))
+
+
 # --- the cache -------------------------------------------------------------------------------
 
 @torch.no_grad()
