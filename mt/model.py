@@ -57,10 +57,11 @@ class Dropout(nn.Module):
 def _fused_is_faster(q: torch.Tensor, p: float) -> bool:
     """Whether torch's fused attention beats the hand-written form below, as measured here.
 
-    On CPU (forward and backward, Multi30k shapes, torch 2.13), the fused kernel takes 0.65x
-    the time in fp32 training but 4-5.5x in bf16 training; without gradients it takes
-    1.2-1.4x in fp32 and 0.6-0.9x in bf16. With dropout, torch falls back to the hand-written
-    computation anyway, with a slower mask.
+    On CPU (Multi30k shapes, torch 2.13, scripts/bench_attention.py), the fused kernel takes
+    0.65x the hand-written time in fp32 training but 4-5.5x in bf16 training; without
+    gradients 1.0-1.2x in fp32, and in bf16 0.85x for whole sentences but 1.2-1.4x for one
+    decoding step. With dropout, torch falls back to the hand-written computation anyway,
+    with a slower mask.
     """
     if q.device.type != "cpu":
         return True
@@ -68,8 +69,6 @@ def _fused_is_faster(q: torch.Tensor, p: float) -> bool:
         return False
     if torch.is_grad_enabled():
         return q.dtype == torch.float32
-    # bf16 without gradients: fused for whole sentences (0.85x), not for one decoding step
-    # (1.2-1.4x the hand-written time; scripts/bench_attention.py)
     return q.dtype != torch.float32 and q.size(-2) > 1
 
 
