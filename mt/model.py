@@ -59,17 +59,14 @@ def _fused_is_faster(q: torch.Tensor, p: float) -> bool:
 
     On CPU (Multi30k shapes, torch 2.13, scripts/bench_attention.py), the fused kernel takes
     0.65x the hand-written time in fp32 training but 4-5.5x in bf16 training; without
-    gradients 1.0-1.2x in fp32, and in bf16 0.85x for whole sentences but 1.2-1.4x for one
-    decoding step. With dropout, torch falls back to the hand-written computation anyway,
-    with a slower mask.
+    gradients 1.0-1.2x in fp32 and 0.85x in bf16. (For one bf16 decoding step alone the
+    hand-written form was faster, but whole bf16 translations were not: 0.91x greedy, 0.86x
+    beam 5, one thread.) With dropout, torch falls back to the hand-written computation
+    anyway, with a slower mask.
     """
     if q.device.type != "cpu":
         return True
-    if p != 0.0:
-        return False
-    if torch.is_grad_enabled():
-        return q.dtype == torch.float32
-    return q.dtype != torch.float32 and q.size(-2) > 1
+    return p == 0.0 and torch.is_grad_enabled() == (q.dtype == torch.float32)
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,

@@ -54,12 +54,19 @@ from mt.vocab import PAD, Vocab
 MAX_BAD_STEPS = 5  # consecutive steps with a non-finite loss or gradient before the run stops
 
 
-def lr_at(step: int, peak: float, warmup: int) -> float:
-    """Linear warmup to `peak`, then decay with the inverse square root of the step."""
+def lr_at(step: int, peak: float, warmup: int, schedule: str = "inverse_sqrt",
+          total: int = 0) -> float:
+    """Linear warmup to `peak`, then decay: with the inverse square root of the step, or, for
+    a run of a known length, along a cosine or a line that reaches zero at step `total`."""
     step = max(step, 1)
-    if warmup == 0:
-        return peak
-    return peak * min(step / warmup, math.sqrt(warmup / step))
+    if step < warmup:
+        return peak * step / warmup
+    if schedule == "inverse_sqrt":
+        return peak * math.sqrt(warmup / step) if warmup else peak
+    done = min((step - warmup) / max(total - warmup, 1), 1.0)  # share of the decay behind us
+    if schedule == "cosine":
+        return peak * 0.5 * (1.0 + math.cos(math.pi * done))
+    return peak * (1.0 - done)
 
 
 def update_positions(start: int, n_batches: int, world: int, accum: int, rank: int) -> list[int]:
@@ -492,7 +499,7 @@ class Trainer:
             return self._skip("nonfinite_grad", "gradient norm is not finite")
         self.bad_steps = 0
         for group in self.optimizer.param_groups:
-            group["lr"] = lr_at(p.step + 1, t.lr, t.warmup)
+            group["lr"] = lr_at(p.step + 1, t.lr, t.warmup, t.schedule, t.max_steps)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         p.step += 1

@@ -41,6 +41,8 @@ def test_wrong_type(tmp_path):
     ("train.max_tokens=-5", "max_tokens must be positive"),
     ("train.metric=bleu_score", "train.metric must be"),
     ("data.min_freq=0", "min_freq must be at least 1"),
+    ("train.schedule=step", "train.schedule must be one of inverse_sqrt, cosine, linear"),
+    ("train.schedule=cosine", "train.schedule: cosine decays to zero at train.max_steps"),
 ])
 def test_out_of_range(override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -226,6 +226,22 @@ def test_lr_warmup_then_inverse_sqrt():
     assert lr_at(50, 1.0, 100) == pytest.approx(0.5)
     assert lr_at(100, 1.0, 100) == pytest.approx(1.0)
     assert lr_at(400, 1.0, 100) == pytest.approx(0.5)
+    assert lr_at(7, 1.0, 0) == 1.0
+
+
+@pytest.mark.parametrize("schedule, middle", [("cosine", 0.5), ("linear", 0.5)])
+def test_lr_decays_to_zero_at_max_steps(schedule, middle):
+    assert lr_at(50, 1.0, 100, schedule, 1100) == pytest.approx(0.5)  # the same warmup
+    assert lr_at(100, 1.0, 100, schedule, 1100) == pytest.approx(1.0)
+    assert lr_at(600, 1.0, 100, schedule, 1100) == pytest.approx(middle)
+    assert lr_at(1100, 1.0, 100, schedule, 1100) == pytest.approx(0.0, abs=1e-12)
+    assert lr_at(2000, 1.0, 100, schedule, 1100) == pytest.approx(0.0, abs=1e-12)
+    curve = [lr_at(s, 1.0, 100, schedule, 1100) for s in range(100, 1101, 50)]
+    assert all(a > b for a, b in zip(curve, curve[1:]))
+    # cosine stays above the line in the first half of the decay, below it in the second
+    if schedule == "cosine":
+        assert lr_at(350, 1.0, 100, "cosine", 1100) > lr_at(350, 1.0, 100, "linear", 1100)
+        assert lr_at(850, 1.0, 100, "cosine", 1100) < lr_at(850, 1.0, 100, "linear", 1100)
 
 
 def test_greedy_matches_stepwise_argmax_and_respects_max_len():
