@@ -65,7 +65,7 @@ class TrainConfig:
     lr: float = 5e-4  # peak learning rate, reached after warmup
     warmup: int = 1000  # linear warmup steps, then the schedule's decay
     schedule: str = "inverse_sqrt"  # decay after warmup: inverse_sqrt, or cosine / linear to
-    #                                 zero at max_steps (for a run whose length is known)
+    #                                 zero at max_steps or max_minutes, whichever comes first
     label_smoothing: float = 0.1
     clip_norm: float = 1.0  # 0 = no clipping
     eval_every: int = 500  # validate (and save) every N steps
@@ -301,9 +301,9 @@ def validate(cfg: Config, where: str = "config", overrides: typing.Sequence[str]
         (t.warmup >= 0, "train.warmup must be 0 or positive"),
         (t.schedule in SCHEDULES,
          f"train.schedule must be one of {', '.join(SCHEDULES)}, got {t.schedule!r}"),
-        (t.schedule == "inverse_sqrt" or t.max_steps > t.warmup,
-         f"train.schedule: {t.schedule} decays to zero at train.max_steps, which must be set "
-         "and larger than train.warmup"),
+        (t.schedule == "inverse_sqrt" or t.max_steps > t.warmup or t.max_minutes > 0,
+         f"train.schedule: {t.schedule} decays to zero at train.max_steps or train.max_minutes: "
+         "set max_steps above train.warmup, or max_minutes"),
         (0.0 <= t.label_smoothing < 1.0, "train.label_smoothing must be in [0, 1)"),
         (t.clip_norm >= 0, "train.clip_norm must be 0 (off) or positive"),
         (t.eval_every > 0, "train.eval_every must be positive"),

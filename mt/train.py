@@ -55,15 +55,17 @@ MAX_BAD_STEPS = 5  # consecutive steps with a non-finite loss or gradient before
 
 
 def lr_at(step: int, peak: float, warmup: int, schedule: str = "inverse_sqrt",
-          total: int = 0) -> float:
-    """Linear warmup to `peak`, then decay: with the inverse square root of the step, or, for
-    a run of a known length, along a cosine or a line that reaches zero at step `total`."""
+          total: int = 0, time_done: float = 0.0) -> float:
+    """Linear warmup to `peak`, then decay: with the inverse square root of the step, or along
+    a cosine or a line that reaches zero at step `total` or when the time budget is spent,
+    whichever comes first (`time_done`: the share of the budget after warmup already used)."""
     step = max(step, 1)
     if step < warmup:
         return peak * step / warmup
     if schedule == "inverse_sqrt":
         return peak * math.sqrt(warmup / step) if warmup else peak
-    done = min((step - warmup) / max(total - warmup, 1), 1.0)  # share of the decay behind us
+    done = (step - warmup) / max(total - warmup, 1) if total else 0.0  # share of the decay
+    done = min(max(done, time_done), 1.0)
     if schedule == "cosine":
         return peak * 0.5 * (1.0 + math.cos(math.pi * done))
     return peak * (1.0 - done)
@@ -91,6 +93,7 @@ class Progress:
     best: float | None = None  # best validation metric so far
     bad_evals: int = 0  # validations since the best one
     train_s: float = 0.0  # wall-clock seconds trained before this process (train.max_minutes)
+    warmup_s: float = 0.0  # wall-clock seconds when warmup ended (a time-budgeted decay's start)
 
 
 class Stop(Exception):
@@ -249,7 +252,7 @@ class Trainer:
             # Dynamic shapes: batch and sequence lengths change from batch to batch, and one
             # graph with symbolic sizes beats a recompile for each new shape.
             self.net = torch.compile(self.net, dynamic=True)
-        self._host_flags = torch.zeros(2, device=self.device)  # signal, out of time
+        self._host_flags = torch.zeros(3, device=self.device)  # signal, out of time, time_done
 
     # --- state ------------------------------------------------------------------------------
     @staticmethod
@@ -479,14 +482,20 @@ class Trainer:
         self.scaler.unscale_(self.optimizer)  # a no-op without fp16
         norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip_norm or math.inf)
         self.grad_norm = norm.detach()  # logged with the train events (before clipping)
-        out_of_time = bool(t.max_minutes) and self._trained_s() >= t.max_minutes * 60
+        out_of_time, time_done = False, 0.0
+        if t.max_minutes:
+            now, budget = self._trained_s(), t.max_minutes * 60
+            out_of_time = now >= budget
+            if p.step >= t.warmup:
+                time_done = (now - p.warmup_s) / max(budget - p.warmup_s, 1e-9)
         self._host_flags[0].fill_(float(self.signalled))  # kernel launches, not copies: no sync
         self._host_flags[1].fill_(float(out_of_time))
+        self._host_flags[2].fill_(time_done)  # ranks' clocks differ: they agree on the largest
         flags = torch.cat([torch.stack([~torch.isfinite(stats[0]), ~torch.isfinite(norm)]).float(),
                            self._host_flags])
         if self.world > 1:
             dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-        bad_loss, bad_grad, signalled, out_of_time = flags.tolist()
+        bad_loss, bad_grad, signalled, out_of_time, time_done = flags.tolist()
         if signalled:
             self.stop_reason = "signal"  # every rank stops after this step, rank 0 saves
         elif out_of_time:  # every rank stops after this step; then validate and save
@@ -499,10 +508,12 @@ class Trainer:
             return self._skip("nonfinite_grad", "gradient norm is not finite")
         self.bad_steps = 0
         for group in self.optimizer.param_groups:
-            group["lr"] = lr_at(p.step + 1, t.lr, t.warmup, t.schedule, t.max_steps)
+            group["lr"] = lr_at(p.step + 1, t.lr, t.warmup, t.schedule, t.max_steps, time_done)
         self.scaler.step(self.optimizer)
         self.scaler.update()
         p.step += 1
+        if p.step == t.warmup:
+            p.warmup_s = self._trained_s()
         self.stats += stats
         return stats[0] / stats[2].clamp(min=1)
 

@@ -42,7 +42,7 @@ def test_wrong_type(tmp_path):
     ("train.metric=bleu_score", "train.metric must be"),
     ("data.min_freq=0", "min_freq must be at least 1"),
     ("train.schedule=step", "train.schedule must be one of inverse_sqrt, cosine, linear"),
-    ("train.schedule=cosine", "train.schedule: cosine decays to zero at train.max_steps"),
+    ("train.schedule=cosine", "cosine decays to zero at train.max_steps or train.max_minutes"),
 ])
 def test_out_of_range(override, message):
     with pytest.raises(ConfigError, match=re.escape(message)):

@@ -272,6 +272,21 @@ def test_max_minutes_ends_training_with_a_validation_and_save(data, tmp_path):
     assert again["step"] == result["step"] + 1  # one update, then the budget is found spent
 
 
+def test_decay_to_a_time_budget_reaches_zero_when_it_is_spent(data, tmp_path):
+    """schedule: linear with max_minutes and no step limit: the learning rate falls with the
+    time spent, step after step, and is all but zero at the budget's end."""
+    run = tmp_path / "run"
+    train(CONFIG, sets(data, "train.max_epochs=10000", "train.max_minutes=0.05",
+                       "train.schedule=linear", "train.warmup=2", "train.lr=1e-3",
+                       "train.log_every=1"), run, "cpu", False)
+    events = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    lrs = [e["lr"] for e in events if e["event"] == "train" and e["step"] >= 2]
+    assert len(lrs) >= 5, lrs
+    assert all(a >= b for a, b in zip(lrs, lrs[1:])) and lrs[0] > lrs[-1], lrs
+    assert lrs[-1] < 0.1e-3, lrs
+    assert load_checkpoint(run / "last.pt")["progress"]["warmup_s"] > 0
+
+
 def test_eval_epochs_false_validates_only_every_eval_every_steps(data, tmp_path):
     """Epochs of this corpus end between multiples of eval_every: with eval_epochs they add
     validations, without they add none (only the final one at the last step)."""
