@@ -162,6 +162,7 @@ def main() -> None:
     cfg = load_config(args.config, [f"data.dir={args.data}", f"train.threads={args.threads}"])
     tmp = Path(tempfile.mkdtemp(prefix="bench_train."))
     base = Trainer(cfg, tmp / "base", "cpu")
+    (tmp / "base").mkdir()  # a SentencePiece config copies its model into the run
     base._load_data()
     vocab = len(base.tgt_vocab)
     n = args.steps * args.rounds
