@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mt.checkpoint import LAST, find_checkpoint, load_checkpoint, load_run
+from mt.config import DataConfig
 from mt.sink import read_metrics
 
 
@@ -39,13 +40,21 @@ def run_info(path: Path) -> dict:
                                              "tie_all")},
         "vocab": {"src": len(run.src_vocab), "tgt": len(run.tgt_vocab),
                   "shared": run.src_vocab.itos == run.tgt_vocab.itos},
-        "tokenizer": {"kind": "spacy", "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
-                      "lowercase": d.lowercase},
+        "tokenizer": tokenizer_info(d),
         "data": {"dir": d.dir, "train": d.train, "val": d.val, "test": d.test},
         "best": best_metric(ckpt.parent, cfg.train.metric),
         "checkpoints": checkpoints,
     }
     return info
+
+
+def tokenizer_info(d: DataConfig) -> dict:
+    """The tokenizer the run's config names, with what it was trained with (SentencePiece)."""
+    t = {"kind": d.tokenizer, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
+         "lowercase": d.lowercase}
+    if d.tokenizer == "sentencepiece":
+        t.update(model_type=d.spm_model_type, vocab_size=d.vocab_size, joint=d.shared_vocab)
+    return t
 
 
 def best_metric(run_dir: Path, metric: str) -> dict | None:
@@ -75,6 +84,8 @@ def format_info(info: dict) -> str:
         ("parameters", f"{info['parameters']:,} ({info['parameters'] / 1e6:.2f}M)"),
         ("vocab", f"src {v['src']:,}, tgt {v['tgt']:,}" + (" (shared)" if v["shared"] else "")),
         ("tokenizer", f"{t['kind']} {t['src_lang']} -> {t['tgt_lang']}"
+                      + (f" ({'joint ' if t['joint'] else ''}{t['model_type']}, "
+                         f"{t['vocab_size']:,} pieces)" if t["kind"] == "sentencepiece" else "")
                       + (", lowercased" if t["lowercase"] else "")),
         ("data", f"{info['data']['dir']} (train {info['data']['train']}, val "
                  f"{info['data']['val']}, test {info['data']['test']})"),

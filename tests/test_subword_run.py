@@ -43,6 +43,16 @@ def test_sentencepiece_run_learns_and_keeps_its_model(spm_run):
     assert src_vocab[:4] == ["<pad>", "<unk>", "<bos>", "<eos>"] and len(src_vocab) == 330
 
 
+def test_info_names_the_sentencepiece_model(spm_run):
+    r = run_mt("info", str(spm_run), "--json")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["tokenizer"] == {
+        "kind": "sentencepiece", "src_lang": "en", "tgt_lang": "de", "lowercase": False,
+        "model_type": "unigram", "vocab_size": 330, "joint": True}
+    r = run_mt("info", str(spm_run))
+    assert "tokenizer:     sentencepiece en -> de (joint unigram, 330 pieces)\n" in r.out, r.out
+
+
 def test_sentencepiece_run_evaluates_translates_and_tokenizes(spm_run, tmp_path):
     r = run_mt("eval", str(spm_run), "--split", "test", "--json")
     assert r.code == 0, r.err
