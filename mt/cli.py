@@ -292,11 +292,17 @@ def data_multi30k(
     dest: Path = typer.Option(Path("data/multi30k"), "--dest", help="Where the files go."),
     from_: Path = typer.Option(None, "--from", help="Copy from this directory instead of "
                                "downloading (e.g. ../shared/data/multi30k)."),
+    langs: str = typer.Option("de,en", "--langs", help="Comma-separated: en, de, fr, cs."),
+    splits: str = typer.Option("train,val,test_2016_flickr", "--splits",
+                               help="Comma-separated: train, val, test_2016_flickr, "
+                               "test_2017_flickr, test_2017_mscoco, test_2018_flickr; or all "
+                               "(every split published in all of --langs)."),
 ) -> None:
-    """Get Multi30k task 1 de/en (train, val, test_2016_flickr) and check its line counts."""
+    """Get Multi30k task 1 (default: de/en train, val, test_2016_flickr) and check its line
+    counts."""
     from mt.corpora import multi30k
 
-    multi30k(dest, from_)
+    multi30k(dest, from_, splits.split(","), langs.split(","))
 
 
 class Interrupted(BaseException):

@@ -1,4 +1,4 @@
-"""Public corpora: Multi30k task 1 (de/en), downloaded or copied from a local directory."""
+"""Public corpora: Multi30k task 1 (en, de, fr, cs), downloaded or copied from a local directory."""
 
 from __future__ import annotations
 
@@ -12,33 +12,66 @@ from mt.log import info
 from mt.textio import atomic_write, iter_lines
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
-MULTI30K_SPLITS = {"train": 29000, "val": 1014, "test_2016_flickr": 1000}
-MULTI30K_LANGS = ("de", "en")
+# Task 1 splits: line count, and the languages each is published in.
+MULTI30K = {
+    "train": (29000, ("en", "de", "fr", "cs")),
+    "val": (1014, ("en", "de", "fr", "cs")),
+    "test_2016_flickr": (1000, ("en", "de", "fr", "cs")),
+    "test_2017_flickr": (1000, ("en", "de", "fr")),
+    "test_2017_mscoco": (461, ("en", "de", "fr")),
+    "test_2018_flickr": (1071, ("en", "de", "fr", "cs")),
+}
+DEFAULT_SPLITS = ("train", "val", "test_2016_flickr")
+DEFAULT_LANGS = ("de", "en")
 
 
-def multi30k(dest: Path, source: Path | None = None) -> list[Path]:
+def multi30k_files(splits: list[str], langs: list[str]) -> list[tuple[str, str, int]]:
+    """(split, lang, expected lines) for each file asked for; `all` splits: every split
+    published in all of langs. Unknown or unpublished combinations: DataError."""
+    every = MULTI30K["train"][1]
+    for lang in langs:
+        if lang not in every:
+            raise DataError(f"--langs {lang}: Multi30k task 1 has {', '.join(every)}")
+    if splits == ["all"]:
+        splits = [s for s, (_, have) in MULTI30K.items() if set(langs) <= set(have)]
+    files = []
+    for split in splits:
+        if split not in MULTI30K:
+            raise DataError(f"--splits {split}: unknown; Multi30k task 1 has "
+                            f"{', '.join(MULTI30K)} (or all)")
+        n, have = MULTI30K[split]
+        missing = [lang for lang in langs if lang not in have]
+        if missing:
+            raise DataError(f"--splits {split}: not published in {', '.join(missing)} "
+                            f"(only {', '.join(have)})")
+        files += [(split, lang, n) for lang in langs]
+    return files
+
+
+def multi30k(dest: Path, source: Path | None = None, splits: list[str] | None = None,
+             langs: list[str] | None = None) -> list[Path]:
     """Put Multi30k task 1 into dest as {split}.{lang}.gz and check every line count."""
+    files = multi30k_files(list(splits or DEFAULT_SPLITS), list(langs or DEFAULT_LANGS))
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     written = []
-    for split, expected in MULTI30K_SPLITS.items():
-        for lang in MULTI30K_LANGS:
-            name = f"{split}.{lang}.gz"
-            target = dest / name
-            if source is not None:
-                origin = Path(source) / name
-                if not origin.is_file():
-                    raise DataError(f"{origin}: not found; --from needs a directory holding "
-                                    "the Multi30k files (train.de.gz, ...)")
-                atomic_write(target, lambda tmp, o=origin: shutil.copyfile(o, tmp))
-            else:
-                _download(MULTI30K_URL + name, target)
-            count = sum(1 for _ in iter_lines(target))
-            if count != expected:
-                raise DataError(f"{target}: {count} lines, expected {expected}; the copy is "
-                                "incomplete or not Multi30k: fetch it again")
-            written.append(target)
-            info(f"{target}: {count} lines")
+    for split, lang, expected in files:
+        name = f"{split}.{lang}.gz"
+        target = dest / name
+        if source is not None:
+            origin = Path(source) / name
+            if not origin.is_file():
+                raise DataError(f"{origin}: not found; --from needs a directory holding "
+                                "the Multi30k files (train.de.gz, ...)")
+            atomic_write(target, lambda tmp, o=origin: shutil.copyfile(o, tmp))
+        else:
+            _download(MULTI30K_URL + name, target)
+        count = sum(1 for _ in iter_lines(target))
+        if count != expected:
+            raise DataError(f"{target}: {count} lines, expected {expected}; the copy is "
+                            "incomplete or not Multi30k: fetch it again")
+        written.append(target)
+        info(f"{target}: {count} lines")
     return written
 
 
