@@ -17,7 +17,6 @@ import os
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -25,20 +24,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def child(args: argparse.Namespace) -> None:
-    import torch
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from bench_train import base_trainer, mt_trainer
 
-    sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-    from bench_train import mt_trainer
-
-    from mt.config import load_config
-    from mt.train import Trainer
-
-    torch.set_num_threads(args.threads)
-    cfg = load_config(args.config, [f"data.dir={args.data}", f"train.threads={args.threads}"])
-    tmp = Path(tempfile.mkdtemp(prefix="bench_hugepages."))
-    base = Trainer(cfg, tmp / "base", "cpu")
-    (tmp / "base").mkdir()
-    base._load_data()
+    cfg, base, tmp = base_trainer(args.config, args.data, args.threads)
     batches = base.train_data.batches(cfg.train.max_tokens, seed=cfg.train.seed)
     warm, timed = batches[:3], batches[3:3 + args.steps]
     out = {}

@@ -149,6 +149,18 @@ def mt_trainer(base: Trainer, amp: str, compiled: bool, run_dir: Path) -> Traine
     return t
 
 
+def base_trainer(config: str, data: str, threads: int) -> tuple[Config, Trainer, Path]:
+    """The config, a Trainer holding its tokenizers, vocabularies and data, and a scratch
+    directory for the contenders' runs."""
+    torch.set_num_threads(threads)
+    cfg = load_config(config, [f"data.dir={data}", f"train.threads={threads}"])
+    tmp = Path(tempfile.mkdtemp(prefix="bench_train."))
+    base = Trainer(cfg, tmp / "base", "cpu")
+    (tmp / "base").mkdir()  # a SentencePiece config copies its model into the run
+    base._load_data()
+    return cfg, base, tmp
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en.yaml"))
@@ -158,12 +170,7 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--skip", nargs="*", default=[], help="contenders to leave out, e.g. compiled")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    cfg = load_config(args.config, [f"data.dir={args.data}", f"train.threads={args.threads}"])
-    tmp = Path(tempfile.mkdtemp(prefix="bench_train."))
-    base = Trainer(cfg, tmp / "base", "cpu")
-    (tmp / "base").mkdir()  # a SentencePiece config copies its model into the run
-    base._load_data()
+    cfg, base, tmp = base_trainer(args.config, args.data, args.threads)
     vocab = len(base.tgt_vocab)
     n = args.steps * args.rounds
     batches = base.train_data.batches(cfg.train.max_tokens, seed=cfg.train.seed)[:n + 1]
