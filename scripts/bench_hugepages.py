@@ -1,5 +1,5 @@
 """Training speed with torch's CPU tensors on transparent huge pages (THP_MEM_ALLOC_ENABLE=1,
-which `mt` sets unless the environment says otherwise) and without.
+a torch setting that mt leaves to the environment) and without.
 
 The setting is read once per process, so each measurement is a child process; children with it
 off and on take turns for --rounds rounds, and each setting keeps its fastest round. A child
