@@ -21,8 +21,6 @@ MULTI30K = {
     "test_2017_mscoco": (461, ("en", "de", "fr")),
     "test_2018_flickr": (1071, ("en", "de", "fr", "cs")),
 }
-DEFAULT_SPLITS = ("train", "val", "test_2016_flickr")
-DEFAULT_LANGS = ("de", "en")
 
 
 def multi30k_files(splits: list[str], langs: list[str]) -> list[tuple[str, str, int]]:
@@ -48,10 +46,10 @@ def multi30k_files(splits: list[str], langs: list[str]) -> list[tuple[str, str, 
     return files
 
 
-def multi30k(dest: Path, source: Path | None = None, splits: list[str] | None = None,
-             langs: list[str] | None = None) -> list[Path]:
+def multi30k(dest: Path, source: Path | None, splits: list[str], langs: list[str]
+             ) -> list[Path]:
     """Put Multi30k task 1 into dest as {split}.{lang}.gz and check every line count."""
-    files = multi30k_files(list(splits or DEFAULT_SPLITS), list(langs or DEFAULT_LANGS))
+    files = multi30k_files(splits, langs)
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     written = []
