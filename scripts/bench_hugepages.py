@@ -21,12 +21,12 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from bench_train import add_data_args, base_trainer, mt_trainer  # noqa: E402
 
 
 def child(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from bench_train import base_trainer, mt_trainer
-
     cfg, base, tmp = base_trainer(args.config, args.data, args.threads)
     batches = base.train_data.batches(cfg.train.max_tokens, seed=cfg.train.seed)
     warm, timed = batches[:3], batches[3:3 + args.steps]
@@ -48,11 +48,9 @@ def child(args: argparse.Namespace) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en.yaml"))
-    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
+    add_data_args(ap)
     ap.add_argument("--steps", type=int, default=10, help="timed steps per child")
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--amp", nargs="+", default=["none", "bf16"])
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()

@@ -149,6 +149,13 @@ def mt_trainer(base: Trainer, amp: str, compiled: bool, run_dir: Path) -> Traine
     return t
 
 
+def add_data_args(ap: argparse.ArgumentParser) -> None:
+    """The options base_trainer reads: --config, --data, --threads."""
+    ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en.yaml"))
+    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
+    ap.add_argument("--threads", type=int, default=1)
+
+
 def base_trainer(config: str, data: str, threads: int) -> tuple[Config, Trainer, Path]:
     """The config, a Trainer holding its tokenizers, vocabularies and data, and a scratch
     directory for the contenders' runs."""
@@ -163,11 +170,9 @@ def base_trainer(config: str, data: str, threads: int) -> tuple[Config, Trainer,
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en.yaml"))
-    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
+    add_data_args(ap)
     ap.add_argument("--steps", type=int, default=20, help="steps per contender per round")
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--skip", nargs="*", default=[], help="contenders to leave out, e.g. compiled")
     args = ap.parse_args()
     cfg, base, tmp = base_trainer(args.config, args.data, args.threads)
