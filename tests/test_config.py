@@ -1,4 +1,5 @@
 import re
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +70,11 @@ def test_saved_config_round_trips(tmp_path):
     cfg = load_config(None, ["model.d_model=32", "model.n_heads=2", "decode.beam=3"])
     cfg.save(tmp_path / "saved.yaml")
     assert load_config(tmp_path / "saved.yaml") == cfg
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[1] / "configs").glob("*.yaml")),
+                         ids=lambda p: p.name)
+def test_shipped_configs_are_valid(path):
+    """Every config in configs/ loads and passes validation (the recipes are run by hand)."""
+    cfg = load_config(path)
+    assert cfg.data.src_lang != cfg.data.tgt_lang
