@@ -30,7 +30,7 @@ from mt.errors import CheckpointError, MTError
 from mt.log import warn
 from mt.model import Seq2Seq, make_model
 from mt.textio import atomic_write
-from mt.tokenizer import Tokenizer, load_tokenizers
+from mt.tokenizers import Tokenizer, load_tokenizers
 from mt.vocab import PAD, Vocab
 
 CONFIG, SRC_VOCAB, TGT_VOCAB, BEST, LAST = ("config.yaml", "vocab.src.txt", "vocab.tgt.txt",

@@ -44,7 +44,7 @@ def train(
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from last.pt."),
 ) -> None:
     """Train a model; writes config, vocab, checkpoints and metrics.jsonl to the run directory."""
-    from mt.train import train as run_training
+    from mt.commands.train import train as run_training
 
     result = run_training(config, set_, out, device, resume)
     if int(os.environ.get("RANK", 0)) == 0:  # under torchrun, one summary
@@ -61,7 +61,7 @@ def prepare(
 ) -> None:
     """Tokenize the training split into the token cache now (README, Data and the token cache);
     `mt train` on the same data then starts at once. Prints the cache entry's directory."""
-    from mt.cache import prepare as build
+    from mt.commands.prepare import prepare as build
 
     print(build(config, set_, workers).path)
 
@@ -122,7 +122,7 @@ def evaluate(
     Cased BLEU and chrF, lowercased BLEU, BLEU on lowercased spaCy tokens and (with the moses
     extra) on lowercased Moses tokens, each with its signature; --metrics ter adds TER.
     """
-    from mt.evaluate import evaluate as run_eval
+    from mt.commands.evaluate import evaluate as run_eval
     from mt.metrics import EXTRA_METRICS
 
     if split not in ("val", "test"):
@@ -176,13 +176,13 @@ def translate(
 
     With --nbest (or decode.nbest > 1): up to N lines per input line, see README, Decoding.
     """
-    from mt.translate import translate_file
+    from mt.commands.translate import translate_file
 
     _check_engine(engine)
     decode_set = _decode_set(beam, nbest, length_norm, length_penalty, min_len, max_len_a,
                              max_len_b, batch_tokens, dtype)
     if attention is not None:
-        from mt.attention import translate_with_attention
+        from mt.commands.heatmap import translate_with_attention
 
         if nbest is not None:
             raise typer.BadParameter("not with --nbest", param_hint="'--attention'")
@@ -208,7 +208,8 @@ def export_model(
     OUT gets the CTranslate2 model and the run's config, vocabularies and tokenizer files;
     it is written whole or not at all. Translate with it: mt translate --engine ctranslate2 OUT.
     """
-    from mt.export import QUANTIZATIONS, export
+    from mt.commands.export import export
+    from mt.ct2.export import QUANTIZATIONS
 
     if to != "ctranslate2":
         raise typer.BadParameter(f"{to!r}: expected ctranslate2", param_hint="'--to'")
@@ -235,7 +236,7 @@ def tokenize(
 
     One output line per input line, empty lines kept. See README, Tokenization.
     """
-    from mt.tokenize_text import pick_tokenizer, tokenize_file
+    from mt.commands.tokenize import pick_tokenizer, tokenize_file
 
     if (run is None) == (lang is None):
         raise typer.BadParameter("give either a run directory or --lang", param_hint="RUN")
@@ -253,7 +254,7 @@ def average(
                                 "from its directory."),
 ) -> None:
     """Average the weights of a run's last N step checkpoints into one checkpoint file."""
-    from mt.average import average_run
+    from mt.commands.average import average_run
 
     print(average_run(run, last, output))
 
@@ -267,7 +268,7 @@ def plot(
 
     Several runs are overlaid, one colour each. Needs matplotlib (the plot extra).
     """
-    from mt.plot import plot_runs
+    from mt.commands.plot import plot_runs
 
     print(plot_runs(runs, out))
 
@@ -281,7 +282,7 @@ def info(
 
     Also the tokenizer, the data and the checkpoints present with their sizes.
     """
-    from mt.info import format_info, run_info
+    from mt.commands.info import format_info, run_info
 
     result = run_info(run)
     print(json.dumps(result) if as_json else format_info(result))
@@ -300,7 +301,7 @@ def data_multi30k(
 ) -> None:
     """Get Multi30k task 1 (default: de/en train, val, test_2016_flickr) and check its line
     counts."""
-    from mt.corpora import multi30k
+    from mt.commands.data import multi30k
 
     multi30k(dest, from_, splits.split(","), langs.split(","))
 

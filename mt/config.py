@@ -336,7 +336,7 @@ def validate(cfg: Config, where: str = "config", overrides: typing.Sequence[str]
         if not ok:
             raise ConfigError(f"{_blame(message, where, overrides)}: {message}")
     if d.tokenizer == "spacy":  # SentencePiece needs no language support (nor spaCy)
-        from mt.tokenizer import has_tokenizer  # imports spaCy: once the cheap checks pass
+        from mt.tokenizers.spacy_words import has_tokenizer
 
         for key, lang in (("data.src_lang", d.src_lang), ("data.tgt_lang", d.tgt_lang)):
             if not has_tokenizer(lang):

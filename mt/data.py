@@ -16,7 +16,7 @@ import torch
 
 from mt.errors import DataError
 from mt.textio import iter_lines
-from mt.tokenizer import Tokenizer
+from mt.tokenizers import Tokenizer
 from mt.vocab import BOS, EOS, PAD, Vocab
 
 T = TypeVar("T")
@@ -194,7 +194,7 @@ class ParallelData:
     """Encoded sentence pairs (source ids; target ids without <bos>/<eos>).
 
     Held in memory (validation, tests) or memory-mapped from the token cache (training, see
-    mt.cache); either way batches are planned from the lengths alone and collated on demand.
+    mt.token_cache); either way batches are planned from the lengths alone and collated on demand.
     """
 
     def __init__(self, src: TokenArray, tgt: TokenArray):

@@ -9,86 +9,12 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from mt.config import ModelConfig
+from mt.kernels import Dropout, attention
 
 KV = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, H, L, Dh) each
-
-
-def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
-    """F.dropout, with a mask three times cheaper to draw on CPU.
-
-    torch's CPU dropout draws one random number per element (about a fifth of a training
-    step here); this one reads the mask from random bytes, four from each 32-bit draw, so
-    the rate is rounded to a multiple of 1/256 (0.3 acts as 77/256 = 0.301). On GPUs,
-    torch's own fused kernel is used as it is.
-    """
-    if not training or p <= 0.0:
-        return x
-    if x.device.type != "cpu":
-        return F.dropout(x, p, training=True)
-    cut = min(round(p * 256), 255)  # bytes below cut are dropped
-    if cut == 0:
-        return x
-    n = x.numel()
-    draws = torch.empty((n + 3) // 4, dtype=torch.int32).random_(-2**31, 2**31)
-    keep = draws.view(torch.uint8)[:n].view(x.shape) >= cut
-    scale = 256 / (256 - cut)
-    if x.dtype in (torch.float32, torch.float64):
-        # One float mask holding the scale: one product forward and one backward (x * keep *
-        # scale takes two each, converting the bool mask inside the first); same values.
-        return x * keep.to(x.dtype).mul_(scale)
-    return x * keep * scale  # a bf16 mask would round the scale (1.2488 to 1.25 at p=0.2)
-
-
-class Dropout(nn.Module):
-    """nn.Dropout with `dropout`'s cheaper CPU mask."""
-
-    def __init__(self, p: float):
-        super().__init__()
-        self.p = p
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return dropout(x, self.p, self.training)
-
-
-def _fused_is_faster(q: torch.Tensor, p: float) -> bool:
-    """Whether torch's fused attention beats the hand-written form below, as measured here.
-
-    On CPU (Multi30k shapes, torch 2.13, scripts/bench_attention.py), the fused kernel takes
-    0.65x the hand-written time in fp32 training but 4-5.5x in bf16 training; without
-    gradients 1.0-1.2x in fp32 and 0.85x in bf16. (For one bf16 decoding step alone the
-    hand-written form was faster, but whole bf16 translations were not: 0.91x greedy, 0.86x
-    beam 5, one thread.) With dropout, torch falls back to the hand-written computation
-    anyway, with a slower mask.
-    """
-    if q.device.type != "cpu":
-        return True
-    return p == 0.0 and torch.is_grad_enabled() == (q.dtype == torch.float32)
-
-
-def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-              is_causal: bool = False, p: float = 0.0, need_weights: bool = False
-              ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Scaled dot-product attention; mask is boolean, True where attention is allowed.
-
-    q (B, H, T, Dh), k/v (B, H, L, Dh), mask broadcastable to (B, H, T, L) -> (B, H, T, Dh).
-    The fused kernel cannot return weights, so they are computed by hand when asked, and on
-    CPU where the hand-written form is faster (`_fused_is_faster`).
-    """
-    if not need_weights and _fused_is_faster(q, p):
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
-                                             is_causal=is_causal)
-        return out, None
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))  # (B, H, T, L)
-    if is_causal:
-        mask = torch.ones(q.size(-2), k.size(-2), dtype=torch.bool, device=q.device).tril()
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    weights = scores.softmax(dim=-1)
-    return dropout(weights, p) @ v, (weights if need_weights else None)
 
 
 class MultiHeadAttention(nn.Module):

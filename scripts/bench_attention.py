@@ -19,7 +19,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from mt.model import _fused_is_faster, attention
+from mt.kernels import _fused_is_faster, attention
 
 HEADS, DH = 4, 64
 # (label, batch, query length, key length, causal); batches hold about 2,500 target tokens

@@ -36,7 +36,7 @@ from mt.decode import max_lengths
 from mt.device import pick_device
 from mt.metrics import score
 from mt.model import Seq2Seq
-from mt.translate import Translator
+from mt.translator import Translator
 from mt.vocab import BOS, EOS
 
 DATA = Path("data/multi30k")
@@ -166,7 +166,7 @@ def ct2_translators(run, run_dir: Path, cfgs: dict, threads: int, device: torch.
                     model_dirs: dict) -> dict:
     """CTranslate2 contenders: Translators whose search is a CTranslate2 model of the same
     weights, one per (quantization, search), with `threads` intra-op threads."""
-    from mt.engine import CTranslate2Search
+    from mt.ct2.search import CTranslate2Search
 
     out = {}
     for quant, model_dir in model_dirs.items():
@@ -222,7 +222,7 @@ def main() -> None:
     model_dirs, tmp = {}, None
     if quants:
         from mt.checkpoint import find_checkpoint
-        from mt.export import check_quantization, write_model
+        from mt.ct2.export import check_quantization, write_model
 
         tmp = tempfile.TemporaryDirectory(prefix="bench-ct2-")
         ckpt = find_checkpoint(args.run)

@@ -34,11 +34,11 @@ def child(args: argparse.Namespace) -> None:
     for amp in args.amp:
         t = mt_trainer(base, amp, False, tmp / amp)
         for b in warm:
-            t._step(b)
+            t.step(b)
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         clock = time.perf_counter()
         for b in timed:
-            t._step(b)
+            t.step(b)
         seconds = time.perf_counter() - clock
         faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults
         out[amp] = {"tok_s": sum(b.n_tgt_tokens for b in timed) / seconds,

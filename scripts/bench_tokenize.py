@@ -30,7 +30,8 @@ sys.path.insert(0, str(ROOT))
 from mt.config import DataConfig  # noqa: E402
 from mt.data import split_path  # noqa: E402
 from mt.textio import read_lines  # noqa: E402
-from mt.tokenizer import SpacyTokenizer, build_tokenizers  # noqa: E402
+from mt.tokenizers import build_tokenizers  # noqa: E402
+from mt.tokenizers.spacy_words import SpacyTokenizer  # noqa: E402
 
 SPLITS = ("train", "val", "test_2016_flickr")
 

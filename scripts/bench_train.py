@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 import mt.model  # noqa: E402
 from mt.config import Config, load_config  # noqa: E402
 from mt.data import Batch, pad  # noqa: E402
-from mt.train import Trainer  # noqa: E402
+from mt.train.loop import Trainer  # noqa: E402
 from mt.vocab import BOS, EOS, PAD  # noqa: E402
 
 
@@ -144,7 +144,7 @@ def mt_trainer(base: Trainer, amp: str, compiled: bool, run_dir: Path) -> Traine
                  "val_src", "val_ref"):
         setattr(t, name, getattr(base, name))
     run_dir.mkdir(parents=True)
-    t._build()
+    t.build()
     t.model.train()
     return t
 
@@ -164,7 +164,7 @@ def base_trainer(config: str, data: str, threads: int) -> tuple[Config, Trainer,
     tmp = Path(tempfile.mkdtemp(prefix="bench_train."))
     base = Trainer(cfg, tmp / "base", "cpu")
     (tmp / "base").mkdir()  # a SentencePiece config copies its model into the run
-    base._load_data()
+    base.load_data()
     return cfg, base, tmp
 
 
@@ -187,7 +187,7 @@ def main() -> None:
                                 ("mt compiled", "none", True)):
         if name.split()[-1] not in args.skip:
             t = mt_trainer(base, amp, compiled, tmp / name.replace(" ", "_"))
-            contenders.append(Contender(name, t._step, batches, t))
+            contenders.append(Contender(name, t.step, batches, t))
     for c in contenders:  # warm-up (and compilation) outside the timing, on a batch not timed
         clock = time.perf_counter()
         float(c.step(c.batches[-1]))

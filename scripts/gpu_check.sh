@@ -68,7 +68,7 @@ from mt.checkpoint import load_run
 from mt.config import load_config
 from mt.data import Batch, read_parallel, split_path
 from mt.model import make_model
-from mt.translate import Translator
+from mt.translator import Translator
 from mt.vocab import PAD
 
 sys.path.insert(0, "scripts")

@@ -30,8 +30,8 @@ TINY = [
 
 @pytest.fixture(autouse=True, scope="session")
 def _token_cache(tmp_path_factory):
-    """Training data is cached (mt.cache) in a temporary directory, not the user's ~/.cache/mt;
-    subprocesses inherit it."""
+    """Training data is cached (mt.token_cache) in a temporary directory, not the user's
+    ~/.cache/mt; subprocesses inherit it."""
     os.environ["MT_CACHE_DIR"] = str(tmp_path_factory.mktemp("token-cache"))
 
 

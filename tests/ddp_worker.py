@@ -15,14 +15,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from mt.config import load_config  # noqa: E402
 from mt.errors import MTError  # noqa: E402
-from mt.train import Trainer  # noqa: E402
+from mt.train.loop import Trainer
 
 
 def main() -> None:
     spec = json.loads(sys.argv[1])
     cfg = load_config(spec["config"], spec["sets"])
     trainer = Trainer(cfg, Path(spec["run"]), "cpu", spec.get("resume", False))
-    take, step = trainer._take, trainer._step
+    take, step = trainer.take, trainer.step
 
     def traced_take(batches, positions):
         with open(f"{spec['trace']}.{trainer.rank}", "a") as f:
@@ -35,7 +35,7 @@ def main() -> None:
             os.kill(os.getpid(), signal.SIGTERM)
         return result
 
-    trainer._take, trainer._step = traced_take, step_then_signal
+    trainer.take, trainer.step = traced_take, step_then_signal
     try:
         print(json.dumps(trainer.fit()))
     except MTError as e:

@@ -16,13 +16,13 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import mt.cache
+import mt.token_cache
 from conftest import ROOT, TINY, TOY
-from mt.cache import open_cache
 from mt.config import DataConfig
 from mt.data import ParallelData, group_bounds, read_parallel
 from mt.errors import FileSystemError, RunError
-from mt.tokenizer import SpacyTokenizer
+from mt.token_cache import open_cache
+from mt.tokenizers.spacy_words import SpacyTokenizer
 from mt.vocab import Vocab
 
 MAIN_PID = os.getpid()
@@ -83,7 +83,7 @@ def same_batches(a: ParallelData, b: ParallelData, max_tokens: int, seed: int) -
 ])
 def test_memory_mapped_batches_equal_the_in_memory_ones(tmp_path, cache_dir, monkeypatch,
                                                        settings_):
-    monkeypatch.setattr(mt.cache, "CHUNK_PAIRS", 64)  # many chunks over two workers
+    monkeypatch.setattr(mt.token_cache, "CHUNK_PAIRS", 64)  # many chunks over two workers
     d = corpus(tmp_path, 1000)
     for key, value in settings_.items():
         setattr(d, key, value)
@@ -107,7 +107,7 @@ def test_cache_hit_on_unchanged_data_and_rebuild_after_a_change(tmp_path, cache_
         raise AssertionError("the cache was built again")
 
     with monkeypatch.context() as m:
-        m.setattr(mt.cache, "_write", no_build)
+        m.setattr(mt.token_cache, "_write", no_build)
         again = open_cache(d)
     assert again.path == first.path and capsys.readouterr().err == ""
     assert again.data().pair(5) == first.data().pair(5)
@@ -153,14 +153,14 @@ def _die_in_a_worker(pairs, toks=None):
     return REAL_ENCODE(pairs, toks)
 
 
-REAL_ENCODE = mt.cache._encode_chunk
+REAL_ENCODE = mt.token_cache._encode_chunk
 CHUNK_TO_DIE_ON = (TOY / "toy.train.en").read_text(encoding="utf-8").splitlines()[150]
 
 
 def test_a_killed_worker_leaves_nothing_behind(tmp_path, cache_dir, monkeypatch):
     d = corpus(tmp_path)
-    monkeypatch.setattr(mt.cache, "CHUNK_PAIRS", 50)
-    monkeypatch.setattr(mt.cache, "_encode_chunk", _die_in_a_worker)
+    monkeypatch.setattr(mt.token_cache, "CHUNK_PAIRS", 50)
+    monkeypatch.setattr(mt.token_cache, "_encode_chunk", _die_in_a_worker)
     with pytest.raises(RunError, match="tokenizer process died"):
         open_cache(d, workers=2)
     assert entries(cache_dir) == []
@@ -172,10 +172,10 @@ def test_a_killed_worker_leaves_nothing_behind(tmp_path, cache_dir, monkeypatch)
 def test_a_killed_build_is_never_used(tmp_path, cache_dir):
     """kill -9 in the middle of a build: the next run builds afresh and clears the remains."""
     d = corpus(tmp_path)
-    script = ("import time, mt.cache\n"
+    script = ("import time, mt.token_cache\n"
               "from mt.config import DataConfig\n"
-              "mt.cache._encode_chunk = lambda *a: time.sleep(600)\n"
-              f"mt.cache.open_cache(DataConfig(dir={d.dir!r}), workers=1)\n")
+              "mt.token_cache._encode_chunk = lambda *a: time.sleep(600)\n"
+              f"mt.token_cache.open_cache(DataConfig(dir={d.dir!r}), workers=1)\n")
     p = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, start_new_session=True,
                          env={**os.environ, "MT_CACHE_DIR": str(cache_dir)})
     try:
@@ -200,7 +200,7 @@ def test_disk_full_while_building(tmp_path, cache_dir, monkeypatch):
     def full(self, vocab):
         raise OSError(errno.ENOSPC, "No space left on device", str(self.directory))
 
-    monkeypatch.setattr(mt.cache._Side, "finish", full)
+    monkeypatch.setattr(mt.token_cache._Side, "finish", full)
     with pytest.raises(FileSystemError, match="No space left on device; free some") as e:
         open_cache(d)
     assert e.value.exit_code == 7

@@ -15,10 +15,11 @@ from conftest import ROOT, TOY, assert_user_error, run_mt
 ctranslate2 = pytest.importorskip("ctranslate2")
 
 from mt.checkpoint import load_run  # noqa: E402
+from mt.commands.export import export  # noqa: E402
+from mt.ct2.export import QUANTIZATIONS, build_spec  # noqa: E402
+from mt.ct2.search import CTranslate2Search  # noqa: E402
 from mt.data import pad, read_parallel  # noqa: E402
 from mt.decode import greedy  # noqa: E402
-from mt.engine import CTranslate2Search  # noqa: E402
-from mt.export import QUANTIZATIONS, build_spec, export  # noqa: E402
 from mt.vocab import BOS, EOS  # noqa: E402
 
 
@@ -169,7 +170,7 @@ def test_without_the_extra_one_line_names_it(tiny_run, tmp_path):
 
 def test_export_leaves_the_model_as_it_was(tiny_run, tmp_path):
     """Quantizing rewrites the spec's arrays in place: they must be copies, not the weights."""
-    from mt.export import write_model
+    from mt.ct2.export import write_model
 
     run = load_run(tiny_run)
     before = {k: v.clone() for k, v in run.model.state_dict().items()}

@@ -28,15 +28,17 @@ from pathlib import Path
 import pytest
 import torch
 
-import mt.translate
+import mt.commands.translate
+import mt.translator
 from conftest import ROOT, TINY, TOY, Result, assert_user_error, make_weights_only, run_mt
 from mt.checkpoint import load_checkpoint, load_run, save_checkpoint
 from mt.cli import main
+from mt.commands.translate import translate_file
 from mt.config import load_config
 from mt.errors import CheckpointError, FileSystemError, RunError
 from mt.textio import atomic_write
-from mt.train import MAX_BAD_STEPS, Trainer
-from mt.translate import CHUNK_LINES, Translator, translate_file
+from mt.train.loop import MAX_BAD_STEPS, Trainer
+from mt.translator import CHUNK_LINES, Translator
 
 CONFIG = ROOT / "configs" / "toy.yaml"
 
@@ -201,7 +203,7 @@ def test_os_errors_from_anywhere_are_user_errors_with_exit_7(cli, monkeypatch, e
     def fail(*args, **kwargs):
         raise err
 
-    monkeypatch.setattr(mt.translate, "translate_file", fail)
+    monkeypatch.setattr(mt.commands.translate, "translate_file", fail)
     assert_user_error(cli("translate", "run"), 7, *needles)
 
 
@@ -209,7 +211,7 @@ def test_internal_errors_keep_their_traceback(cli, monkeypatch):
     def bug(*args, **kwargs):
         raise ValueError("a bug")
 
-    monkeypatch.setattr(mt.translate, "translate_file", bug)
+    monkeypatch.setattr(mt.commands.translate, "translate_file", bug)
     r = cli("translate", "run")
     assert r.code == 1
     assert "Traceback" in r.err and "ValueError: a bug" in r.err
@@ -305,7 +307,7 @@ def test_training_data_invalid_utf8_is_replaced_and_long_lines_dropped(tmp_path,
     data = corpus(tmp_path, edit=edit)
     cfg = load_config(CONFIG, [*TINY, f"data.dir={data}"])
     trainer = Trainer(cfg, tmp_path / "run", "cpu")
-    trainer._load_data()
+    trainer.load_data()
     err = capsys.readouterr().err
     assert "train.en: 1 line(s) had invalid UTF-8 (first at line 3)" in err
     assert "58 training pairs (2 dropped" in err
@@ -603,26 +605,26 @@ def nonfinite(net):
 def test_nonfinite_loss_skips_the_update_is_logged_and_stops_the_run(tmp_path, capsys):
     cfg = load_config(CONFIG, [*TINY, f"data.dir={corpus(tmp_path)}"])
     trainer = Trainer(cfg, tmp_path / "run", "cpu")
-    trainer._prepare_run_dir()
-    trainer._load_data()
-    trainer._build()
+    trainer.prepare_run_dir()
+    trainer.load_data()
+    trainer.build()
     batch = trainer.train_data.batches(cfg.train.max_tokens)[0]
     weights = lambda: {k: v.clone() for k, v in trainer.model.state_dict().items()}  # noqa: E731
     start, good_net = weights(), trainer.net
 
     trainer.net = nonfinite(good_net)
     for _ in range(MAX_BAD_STEPS - 1):
-        assert math.isnan(trainer._step(batch))
+        assert math.isnan(trainer.step(batch))
     assert all(torch.equal(start[k], v) for k, v in weights().items())  # no update applied
     trainer.net = good_net
-    assert math.isfinite(trainer._step(batch)) and trainer.bad_steps == 0  # a good step resets
+    assert math.isfinite(trainer.step(batch)) and trainer.bad_steps == 0  # a good step resets
     trained = weights()
     assert not all(torch.equal(start[k], v) for k, v in trained.items())
 
     trainer.net = nonfinite(good_net)
     with pytest.raises(RunError, match=f"not finite for {MAX_BAD_STEPS} steps in a row") as e:
         for _ in range(MAX_BAD_STEPS):
-            trainer._step(batch)
+            trainer.step(batch)
     assert "last.pt" in str(e.value) and "train.lr" in str(e.value)
     saved = load_checkpoint(tmp_path / "run" / "last.pt")["model"]
     assert all(torch.equal(trained[k], v) and v.isfinite().all() for k, v in saved.items())
@@ -637,14 +639,14 @@ def test_nonfinite_loss_skips_the_update_is_logged_and_stops_the_run(tmp_path, c
 def test_nonfinite_gradient_skips_the_update(tmp_path):
     cfg = load_config(CONFIG, [*TINY, f"data.dir={corpus(tmp_path)}", "train.clip_norm=0"])
     trainer = Trainer(cfg, tmp_path / "run", "cpu")
-    trainer._prepare_run_dir()
-    trainer._load_data()
-    trainer._build()
+    trainer.prepare_run_dir()
+    trainer.load_data()
+    trainer.build()
     batch = trainer.train_data.batches(cfg.train.max_tokens)[0]
     start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
     param = next(trainer.model.parameters())
     hook = param.register_hook(lambda g: g * float("inf"))  # a finite loss, overflowing grads
-    assert math.isnan(trainer._step(batch))
+    assert math.isnan(trainer.step(batch))
     hook.remove()
     assert all(torch.equal(start[k], v) for k, v in trainer.model.state_dict().items())
     events = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
@@ -830,7 +832,7 @@ def test_crash_mid_file_leaves_no_partial_output(tmp_path, tiny_run, monkeypatch
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text("one two\n" * 40)
     out.write_text("previous translations\n")
-    monkeypatch.setattr(mt.translate, "CHUNK_LINES", 5)
+    monkeypatch.setattr(mt.translator, "CHUNK_LINES", 5)
     real = Translator.translate_stream
 
     def crashing(self, lines):

@@ -6,9 +6,10 @@ import torch.nn.functional as F
 
 from mt.config import ModelConfig
 from mt.decode import greedy
+from mt.kernels import attention, dropout
 from mt.loss import label_smoothed_loss
-from mt.model import MultiHeadAttention, attention, dropout, make_model
-from mt.train import lr_at
+from mt.model import MultiHeadAttention, make_model
+from mt.train.schedule import lr_at
 from mt.vocab import BOS, PAD
 
 V = 20

@@ -8,10 +8,10 @@ import torch
 
 from conftest import TOY, assert_user_error, run_mt
 from mt.checkpoint import FORMAT, load_checkpoint, load_run, run_state, save_checkpoint
+from mt.commands.evaluate import evaluate
+from mt.commands.info import run_info
 from mt.errors import CheckpointError
-from mt.evaluate import evaluate
-from mt.info import run_info
-from mt.translate import Translator
+from mt.translator import Translator
 
 TWO_LINES = "Yesterday we saw forty two red dogs.\nI need seven hundred eleven books.\n"
 

@@ -9,13 +9,13 @@ import pytest
 import torch
 
 from conftest import assert_user_error, run_mt
-from mt.attention import translate_with_attention
 from mt.checkpoint import load_run
+from mt.commands.heatmap import translate_with_attention
+from mt.commands.plot import DPI, HEIGHT, WIDTH, plot_runs
 from mt.config import ModelConfig
 from mt.errors import ConfigError, DataError
 from mt.model import make_model
-from mt.plot import DPI, HEIGHT, WIDTH, plot_runs
-from mt.translate import Translator
+from mt.translator import Translator
 from mt.vocab import BOS, PAD
 
 TWO_LINES = "Yesterday we saw forty two red dogs.\nI need seven hundred eleven books.\n"
@@ -104,15 +104,15 @@ def test_attention_pictures_for_two_lines(tiny_run, tmp_path):
 
 def test_attention_decodes_in_the_chosen_dtype(tiny_run, tmp_path, monkeypatch):
     """--dtype bf16 with --attention: the same bf16 model as `mt translate --dtype bf16`."""
-    import mt.attention
+    import mt.commands.heatmap
     seen = []
 
     def spy(model, *args):
         seen.append(next(model.parameters()).dtype)
         return attend(model, *args)
 
-    attend = mt.attention.attend
-    monkeypatch.setattr(mt.attention, "attend", spy)
+    attend = mt.commands.heatmap.attend
+    monkeypatch.setattr(mt.commands.heatmap, "attend", spy)
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text(TWO_LINES)
     translate_with_attention(tiny_run, str(src), str(out), tmp_path / "att",

@@ -9,7 +9,7 @@ import torch
 
 from conftest import ROOT, TINY, run_mt
 from mt.checkpoint import load_checkpoint, load_run
-from mt.train import train
+from mt.commands.train import train
 
 
 def read_metrics(run):

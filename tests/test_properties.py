@@ -11,13 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import mt.translate
+import mt.commands.translate
+import mt.translator
 from mt.checkpoint import load_run
 from mt.config import load_config
 from mt.errors import ConfigError
 from mt.textio import iter_lines
-from mt.tokenizer import SpacyTokenizer
-from mt.translate import Translator
+from mt.tokenizers.spacy_words import SpacyTokenizer
+from mt.translator import Translator
 from mt.vocab import SPECIALS, UNK, Vocab
 
 ODD = ["\u2028", "\u2029", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\r", "\t", "\x00",
@@ -104,12 +105,12 @@ def test_translate_gives_one_clean_line_per_input(translator, lines):
 @given(lines=st.lists(st.one_of(line, st.just("")), max_size=12),
        chunk=st.integers(min_value=1, max_value=5))
 def test_translate_stream_keeps_count_and_order_across_chunks(translator, lines, chunk):
-    saved = mt.translate.CHUNK_LINES
-    mt.translate.CHUNK_LINES = chunk
+    saved = mt.translator.CHUNK_LINES
+    mt.translator.CHUNK_LINES = chunk
     try:
         out = list(translator.translate_stream(iter(lines)))
     finally:
-        mt.translate.CHUNK_LINES = saved
+        mt.translator.CHUNK_LINES = saved
     assert len(out) == len(lines) and all(one_line(h) for h in out)
     for src, hyp in zip(lines, out):  # in order: empty inputs sit where empty outputs do
         if not translator.src_tok.tokenize(src):

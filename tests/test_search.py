@@ -17,7 +17,7 @@ from mt.data import pad
 from mt.decode import beam_search, greedy, length_penalty
 from mt.errors import ConfigError
 from mt.model import DecoderCache, make_model
-from mt.translate import Translator
+from mt.translator import Translator
 from mt.vocab import BOS, EOS, PAD, UNK
 
 CONTENT = [PAD, UNK, BOS, 4, 5]  # with V=6, every token a search may emit before <eos>

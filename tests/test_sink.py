@@ -9,9 +9,9 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from conftest import ROOT, TINY
+from mt.commands.train import train
 from mt.errors import CheckpointError, ConfigError, VocabError
-from mt.sink import MetricsSink
-from mt.train import train
+from mt.train.metrics_log import MetricsSink
 from mt.vocab import Vocab
 
 
@@ -79,7 +79,8 @@ def test_tensorboard_without_the_package_is_a_config_error(tmp_path, monkeypatch
 
 
 def test_training_imports_scoring_not_evaluate():
-    code = "import sys, mt.train; print('mt.evaluate' in sys.modules, 'mt.metrics' in sys.modules)"
+    code = ("import sys, mt.train.loop; "
+            "print('mt.commands.evaluate' in sys.modules, 'mt.metrics' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert p.stdout.split() == ["False", "True"], p.stderr
 

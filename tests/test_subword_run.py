@@ -12,8 +12,8 @@ import sys
 import pytest
 
 from conftest import ROOT, THREADS, TINY, assert_user_error, make_weights_only, run_mt
-from mt.subword import JOINT
-from mt.tokenizer import MARK, normalize
+from mt.tokenizers.subword import JOINT
+from mt.tokenizers.text import MARK, normalize
 
 SPM = [*TINY, "data.tokenizer=sentencepiece", "data.shared_vocab=true", "data.vocab_size=330",
        "train.max_steps=150", "train.eval_every=50"]
@@ -83,8 +83,8 @@ def test_sentencepiece_run_loads_without_spacy(spm_run):
 import sys
 from pathlib import Path
 from mt.checkpoint import load_run
-from mt.translate import Translator
-from mt.tokenize_text import pick_tokenizer
+from mt.translator import Translator
+from mt.commands.tokenize import pick_tokenizer
 run = load_run(Path({str(spm_run)!r}))
 assert len(Translator(run).translate(["one two", ""])) == 2
 pick_tokenizer(Path({str(spm_run)!r}), "tgt").tokenize("ein Test")

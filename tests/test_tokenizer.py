@@ -15,18 +15,11 @@ from conftest import MULTI30K, ROOT, TOY
 from mt.config import DataConfig, load_config
 from mt.data import split_path
 from mt.errors import CheckpointError, ConfigError, DataError
-from mt.subword import JOINT, SPACE
 from mt.textio import read_lines
-from mt.tokenizer import (
-    ESCAPE,
-    MARK,
-    SpacyTokenizer,
-    build_tokenizers,
-    escape,
-    load_tokenizers,
-    normalize,
-    unescape,
-)
+from mt.tokenizers import build_tokenizers, load_tokenizers
+from mt.tokenizers.spacy_words import SpacyTokenizer
+from mt.tokenizers.subword import JOINT, SPACE
+from mt.tokenizers.text import ESCAPE, MARK, escape, normalize, unescape
 from mt.vocab import SPECIALS
 
 LANGS = ("en", "de", "fr", "xx", "es")

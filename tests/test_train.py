@@ -15,13 +15,15 @@ import pytest
 import torch
 
 from conftest import ROOT, THREADS, TINY, run_mt
-from mt.average import average_run
 from mt.checkpoint import load_checkpoint, save_checkpoint
+from mt.commands.average import average_run
+from mt.commands.train import train
 from mt.config import load_config
 from mt.data import Batch, pad
 from mt.device import autocast_dtype, cpu_has_native_bf16
 from mt.errors import CheckpointError
-from mt.train import Trainer, train, update_positions
+from mt.train.distributed import update_positions
+from mt.train.loop import Trainer
 from mt.vocab import PAD
 
 CONFIG = ROOT / "configs" / "toy.yaml"
@@ -51,9 +53,9 @@ def sets(data: Path, *more: str) -> list[str]:
 
 def trainer(data: Path, run: Path, *more: str) -> Trainer:
     t = Trainer(load_config(CONFIG, sets(data, *more)), run, "cpu")
-    t._prepare_run_dir()
-    t._load_data()
-    t._build()
+    t.prepare_run_dir()
+    t.load_data()
+    t.build()
     return t
 
 
@@ -80,8 +82,8 @@ def test_k_micro_batches_equal_one_batch_of_their_union(data, tmp_path):
     whole = trainer(data, tmp_path / "b")
     three = accumulated.train_data.batches(400, seed=1)[:3]
     assert len({b.src.size(1) for b in three}) > 1  # the union needs more padding than each
-    loss_k = accumulated._step(*three)
-    loss_1 = whole._step(merge(three))
+    loss_k = accumulated.step(*three)
+    loss_1 = whole.step(merge(three))
     assert torch.allclose(loss_k, loss_1, rtol=1e-6), (loss_k, loss_1)
     for (name, a), b in zip(accumulated.model.named_parameters(), whole.model.parameters()):
         # Gradients, not weights: Adam's first step is lr * sign(grad), so a gradient that is
@@ -196,7 +198,7 @@ def test_cpu_bf16_autocast_trains(data, tmp_path):
     batch = t.train_data.batches(400, seed=1)[0]
     seen = []
     hook = t.model.generator.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
-    losses = [float(t._step(batch)) for _ in range(20)]
+    losses = [float(t.step(batch)) for _ in range(20)]
     hook.remove()
     assert seen[0] == torch.bfloat16  # the matrix products ran in bf16
     assert all(p.dtype == torch.float32 for p in t.model.parameters())  # weights stay fp32

@@ -1,4 +1,5 @@
-from mt.tokenizer import MARK, SpacyTokenizer
+from mt.tokenizers.spacy_words import SpacyTokenizer
+from mt.tokenizers.text import MARK
 from mt.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
 
 

@@ -3,7 +3,6 @@ cross-attention as a heatmap (output tokens down, source tokens across) in DIR/N
 
 from __future__ import annotations
 
-import io
 import sys
 import textwrap
 from collections.abc import Sequence
@@ -13,14 +12,15 @@ import torch
 from tqdm import tqdm
 
 from mt.checkpoint import Run, load_run
+from mt.commands.output import write_output
+from mt.commands.plot import DPI, pyplot, save_png
 from mt.config import DecodeConfig, override
 from mt.decode import beam_search, greedy
 from mt.errors import ConfigError, DataError
 from mt.model import Seq2Seq
-from mt.plot import DPI, pyplot, save_png
-from mt.textio import atomic_write, iter_lines
-from mt.tokenizer import MARK
-from mt.translate import Translator
+from mt.textio import iter_lines
+from mt.tokenizers.text import MARK
+from mt.translator import Translator
 from mt.vocab import BOS, EOS, SPECIALS
 
 MAX_LINES = 100  # one picture per line: this is for looking at a few sentences
@@ -71,7 +71,7 @@ def translate_with_attention(run_path: Path, src: str, out: str, directory: Path
         shown = [[t.replace(MARK, "\u00b7") for t in side] for side in (toks, out_toks)]
         figure = heatmap(plt, weights, *shown, heads, title, text)
         save_png(figure, directory / f"{n:04d}.png")
-    _write(out, texts)
+    write_output(out, lambda f: f.writelines(t + "\n" for t in texts))
     return len(texts)
 
 
@@ -111,14 +111,3 @@ def heatmap(plt, weights: torch.Tensor, src_toks: list[str], out_toks: list[str]
     fig.suptitle(f"{title}\n{text}", fontsize=9)
     fig.tight_layout()
     return fig
-
-
-def _write(out: str, texts: list[str]) -> None:
-    """The translations, one line per input line, to a file (atomically) or stdout ('-')."""
-    data = "".join(t + "\n" for t in texts)
-    if out == "-":
-        stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
-        stdout.write(data)
-        stdout.detach()
-        return
-    atomic_write(Path(out), lambda tmp: Path(tmp).write_text(data, encoding="utf-8"))

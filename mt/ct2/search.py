@@ -28,9 +28,9 @@ import torch
 
 from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, Run, find_checkpoint, load_run
 from mt.config import DecodeConfig, load_config
+from mt.ct2.export import MARKER, require_ctranslate2, write_model
 from mt.decode import Hypothesis, length_penalty, max_lengths
-from mt.export import MARKER, require_ctranslate2, write_model
-from mt.tokenizer import load_tokenizers
+from mt.tokenizers import load_tokenizers
 from mt.vocab import PAD, Vocab
 
 # mt's length_norm -> CTranslate2's length_penalty exponent (None: use decode.length_penalty)

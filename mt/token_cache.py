@@ -41,11 +41,11 @@ import numpy as np
 from tqdm import tqdm
 
 from mt import log
-from mt.config import DataConfig, load_config
+from mt.config import DataConfig
 from mt.data import ParallelData, TokenArray, iter_parallel, split_path
 from mt.errors import DataError, FileSystemError, MTError, RunError, os_error_message
 from mt.textio import file_identity
-from mt.tokenizer import Tokenizer, build_tokenizers, load_tokenizers
+from mt.tokenizers import Tokenizer, build_tokenizers, load_tokenizers
 from mt.vocab import UNK, Vocab
 
 FORMAT = 1  # bump when the layout or the way ids are made changes: old entries are then unused
@@ -145,11 +145,6 @@ def open_cache(d: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None, workers
         if (cache := _load(entry, d)) is not None:
             return cache
     return _build(entry, d, settings, (src_path, tgt_path), files, vocabs, workers)
-
-
-def prepare(config: Path, overrides: list[str], workers: int = 0) -> TokenCache:
-    """`mt prepare`: build the training split's token cache ahead of training."""
-    return open_cache(load_config(config, overrides).data, workers=workers)
 
 
 def _hash(value: object) -> str:

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
@@ -24,7 +24,6 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from mt import log
-from mt.cache import open_cache
 from mt.checkpoint import (
     BEST,
     CONFIG,
@@ -39,65 +38,24 @@ from mt.checkpoint import (
     step_checkpoint_name,
     step_checkpoints,
 )
-from mt.config import Config, load_config
+from mt.config import Config
 from mt.data import Batch, ParallelData, read_parallel, split_path
 from mt.device import autocast_dtype, pick_device
-from mt.errors import CheckpointError, ConfigError, DataError, RunError
+from mt.errors import CheckpointError, DataError, RunError
 from mt.loss import label_smoothed_loss
 from mt.metrics import score
 from mt.model import Seq2Seq, make_model
-from mt.sink import MetricsSink, require_tensorboard
-from mt.tokenizer import tokenizer_files
-from mt.translate import Translator
+from mt.token_cache import open_cache
+from mt.tokenizers import tokenizer_files
+from mt.train.distributed import update_positions
+from mt.train.metrics_log import MetricsSink
+from mt.train.schedule import lr_at
+from mt.train.state import Progress
+from mt.train.stopping import Stop
+from mt.translator import Translator
 from mt.vocab import PAD, Vocab
 
 MAX_BAD_STEPS = 5  # consecutive steps with a non-finite loss or gradient before the run stops
-
-
-def lr_at(step: int, peak: float, warmup: int, schedule: str = "inverse_sqrt",
-          total: int = 0, time_done: float = 0.0) -> float:
-    """Linear warmup to `peak`, then decay: with the inverse square root of the step, or along
-    a cosine or a line that reaches zero at step `total` or when the time budget is spent,
-    whichever comes first (`time_done`: the share of the budget after warmup already used)."""
-    step = max(step, 1)
-    if step < warmup:
-        return peak * step / warmup
-    if schedule == "inverse_sqrt":
-        return peak * math.sqrt(warmup / step) if warmup else peak
-    done = (step - warmup) / max(total - warmup, 1) if total else 0.0  # share of the decay
-    done = min(max(done, time_done), 1.0)
-    if schedule == "cosine":
-        return peak * 0.5 * (1.0 + math.cos(math.pi * done))
-    return peak * (1.0 - done)
-
-
-def update_positions(start: int, n_batches: int, world: int, accum: int, rank: int) -> list[int]:
-    """Positions in the epoch's batch list that `rank` trains in the update starting at `start`.
-
-    An update takes the next world * accum batches (fewer at the epoch's end); micro-batch i of
-    rank r is batch start + i * world + r. So N ranks of k micro-batches train exactly what one
-    rank of N * k does, and an epoch split between runs on any numbers of ranks trains each of
-    its batches once.
-    """
-    return list(range(start + rank, min(start + world * accum, n_batches), world))
-
-
-@dataclass
-class Progress:
-    """Where training stands; saved in last.pt so --resume continues exactly."""
-
-    step: int = 0
-    epoch: int = 0
-    position: int = 0  # batches of this epoch already trained, by all ranks together
-    world: int = 1  # ranks of the run that saved this (a resume may use another number)
-    best: float | None = None  # best validation metric so far
-    bad_evals: int = 0  # validations since the best one
-    train_s: float = 0.0  # wall-clock seconds trained before this process (train.max_minutes)
-    warmup_s: float = 0.0  # wall-clock seconds when warmup ended (a time-budgeted decay's start)
-
-
-class Stop(Exception):
-    """Raised inside the loop to end training early (early stopping, signal, step limit)."""
 
 
 class Trainer:
@@ -135,7 +93,7 @@ class Trainer:
         self.interval_start = time.perf_counter()  # of the current log interval
 
     # --- set-up -----------------------------------------------------------------------------
-    def _prepare_run_dir(self) -> None:
+    def prepare_run_dir(self) -> None:
         """Checks that need no data: fail here, before minutes of loading and tokenizing."""
         if self.run_dir.exists() and not self.run_dir.is_dir():
             raise RunError(f"{self.run_dir}: exists and is not a directory; choose another --out")
@@ -173,13 +131,14 @@ class Trainer:
                 tmp.unlink(missing_ok=True)
                 log.info(f"removed {tmp}, left by an interrupted save")
 
-    def _load_data(self) -> None:
+    def load_data(self) -> None:
         d = self.cfg.data
         vocabs = None
         if self.resume:
             vocabs = Vocab.load(self.run_dir / SRC_VOCAB), Vocab.load(self.run_dir / TGT_VOCAB)
-        # The training split comes from the token cache (mt.cache). Under torchrun rank 0 builds
-        # it, if it must, while the other ranks wait here; then every rank maps the same arrays.
+        # The training split comes from the token cache (mt.token_cache). Under torchrun rank 0
+        # builds it, if it must, while the other ranks wait here; then every rank maps the same
+        # arrays.
         if not self.main:
             dist.barrier()
         try:
@@ -210,7 +169,7 @@ class Trainer:
                  f"{d.max_len} tokens), {len(val_src)} validation; vocab src {len(self.src_vocab)} "
                  f"tgt {len(self.tgt_vocab)}")
 
-    def _build(self) -> None:
+    def build(self) -> None:
         t = self.cfg.train
         torch.manual_seed(t.seed)
         random.seed(t.seed)
@@ -317,9 +276,9 @@ class Trainer:
     # --- the loop ---------------------------------------------------------------------------
     def fit(self) -> dict:
         if self.main:  # under torchrun, rank 0 alone owns the run directory
-            self._prepare_run_dir()
-        self._load_data()
-        self._build()
+            self.prepare_run_dir()
+        self.load_data()
+        self.build()
         t = self.cfg.train
         per_epoch = -(-len(self.train_data.plan(t.max_tokens, seed=t.seed))
                       // (self.world * t.accum_steps))
@@ -390,8 +349,8 @@ class Trainer:
         t, p = self.cfg.train, self.progress
         clock, tokens = time.perf_counter(), 0
         for mine, idle in updates:
-            micro = [next(loader)] if idle else self._take(loader, mine)
-            self._step(*micro, idle=idle)
+            micro = [next(loader)] if idle else self.take(loader, mine)
+            self.step(*micro, idle=idle)
             if not idle:
                 tokens += sum(b.n_tgt_tokens for b in micro) * self.world
             p.position = min(p.position + stride, n)
@@ -410,7 +369,7 @@ class Trainer:
                 self.stop_reason = "max_steps"
                 raise Stop
 
-    def _take(self, loader: Iterator[Batch], positions: list[int]) -> list[Batch]:
+    def take(self, loader: Iterator[Batch], positions: list[int]) -> list[Batch]:
         """The batches at these positions of the epoch's plan (the loader yields them in order)."""
         return [next(loader) for _ in positions]
 
@@ -441,7 +400,7 @@ class Trainer:
         return self.optimizer.param_groups[0]["lr"]
 
     # --- one update -------------------------------------------------------------------------
-    def _step(self, *micro: Batch, idle: bool = False) -> torch.Tensor:
+    def step(self, *micro: Batch, idle: bool = False) -> torch.Tensor:
         """One update from this rank's micro-batches (all ranks take part in every update).
 
         The loss is normalised by the target tokens of the whole update, over micro-batches
@@ -603,23 +562,3 @@ class Trainer:
         if stop.item():
             self.stop_reason = "patience"
             raise Stop
-
-
-def train(config: Path | None, overrides: list[str], out: Path | None, device: str,
-          resume: bool) -> dict:
-    """`mt train`: with --resume and no config, the run directory's saved config is used."""
-    if config is None and not (resume and out is not None):
-        raise ConfigError("a config file is required (or --out RUN --resume)")
-    run_dir = Path(out) if out is not None else Path("runs") / Path(config).stem
-    saved = run_dir / CONFIG
-    cfg = load_config(config if config is not None else saved, overrides)
-    if cfg.train.tensorboard:
-        require_tensorboard()  # now, not after minutes of loading data
-    if resume and config is not None and saved.exists():
-        old = load_config(saved)
-        if old.model != cfg.model or old.data != cfg.data:
-            raise ConfigError(f"{config}: model/data settings differ from the run being "
-                              f"resumed ({saved})")
-    with contextlib.suppress(AttributeError):
-        sys.stdout.reconfigure(line_buffering=True)
-    return Trainer(cfg, run_dir, device, resume).fit()

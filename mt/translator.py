@@ -4,26 +4,19 @@ detokenize, restore the input order."""
 from __future__ import annotations
 
 import copy
-import io
 import itertools
-import os
-import sys
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
-from tqdm import tqdm
 
-from mt.checkpoint import Run, load_run
-from mt.config import DecodeConfig, override
+from mt.checkpoint import Run
+from mt.config import DecodeConfig
 from mt.data import group_bounds, pad
 from mt.decode import Hypothesis, beam_search, greedy, sequence_scores
 from mt.device import has_native_bf16
-from mt.errors import DataError, FileSystemError
 from mt.log import warn
-from mt.textio import atomic_write, iter_lines
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
 
@@ -116,86 +109,3 @@ class Translator:
             warn(f"{self.truncated} source line(s) longer than model.max_positions "
                  f"({self.max_src} tokens) were truncated")
             self.truncated = 0
-
-
-def check_input_path(src: str) -> None:
-    """Fail on a missing input before the model is loaded; '-' is stdin."""
-    if src != "-" and Path(src).is_dir():
-        raise DataError(f"{src}: is a directory, expected a text file; give the input file")
-    if src != "-" and not Path(src).is_file():
-        raise DataError(f"{src}: input file not found; check the path")
-
-
-def check_output_path(out: str) -> None:
-    """Fail on an output path that cannot be written before any work; '-' is stdout."""
-    if out == "-":
-        return
-    out_path = Path(out)
-    if out_path.is_dir():
-        raise DataError(f"{out}: is a directory; give a file name for the translations")
-    if not out_path.parent.is_dir():
-        raise DataError(f"{out}: output directory {out_path.parent} does not exist; create it "
-                        "or choose another path")
-    if not os.access(out_path.parent, os.W_OK):
-        raise FileSystemError(f"{out}: output directory {out_path.parent} is not writable; "
-                              "check the permissions or choose another path")
-
-
-def open_run(path: Path, engine: str = "mt", device: str = "cpu"):
-    """The run to translate with and the engine's search (None: mt's own decoders).
-
-    For ctranslate2, path is an `mt export` directory, or a run exported on the fly.
-    """
-    if engine == "mt":
-        return load_run(path, device), None
-    from mt.engine import open_ctranslate2
-
-    return open_ctranslate2(path, device)
-
-
-def translate_file(run_path: Path, src: str, out: str, decode: DecodeConfig | None = None,
-                   device: str = "cpu", decode_set: Sequence[str] = (), nbest: bool = False,
-                   engine: str = "mt") -> int:
-    """`mt translate`: '-' means stdin/stdout. A file output appears only when complete.
-
-    decode_set: `decode.key=value` overrides of the run's saved config (command-line options).
-    The n-best format (`format_nbest`) is written when `nbest` is set or decode.nbest > 1.
-    """
-    check_input_path(src)
-    check_output_path(out)
-    run, search = open_run(run_path, engine, device)
-    decode = decode or override(run.cfg, decode_set, "command line").decode
-    translator = Translator(run, decode, device, search)
-    nbest = nbest or decode.nbest > 1
-    lines = iter_lines(src)
-    bar = tqdm(desc="translate", unit=" lines", disable=None, file=sys.stderr)
-    count = 0
-
-    def write_all(handle) -> None:
-        nonlocal count
-        if nbest:
-            for i, translations in enumerate(translator.translate_nbest_stream(lines)):
-                handle.write(format_nbest(i, translations))
-                count += 1
-                bar.update()
-            return
-        for hyp in translator.translate_stream(lines):
-            handle.write(hyp + "\n")
-            count += 1
-            bar.update()
-
-    if out == "-":
-        stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n",
-                                  line_buffering=True)
-        write_all(stdout)
-        stdout.detach()  # flush, but leave sys.stdout open
-    else:
-        out_path = Path(out)
-
-        def write(tmp: str) -> None:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-                write_all(f)
-
-        atomic_write(out_path, write)
-    bar.close()
-    return count

@@ -7,8 +7,8 @@ from pathlib import Path
 
 from mt.errors import ConfigError, DataError
 from mt.log import warn
-from mt.sink import METRICS, read_metrics
 from mt.textio import atomic_write
+from mt.train.metrics_log import METRICS, read_metrics
 
 WIDTH, HEIGHT, DPI = 15, 4, 100  # inches and dots per inch: a 1500 x 400 pixel picture
 

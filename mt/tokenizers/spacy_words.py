@@ -1,9 +1,6 @@
-"""Tokenizers: one protocol, two kinds, built from the config (README, Tokenization).
-
-- `spacy` (the default): spaCy's rule-based tokenizers (`spacy.blank(lang)`, no model download),
-  made reversible with a joiner mark: a token glued to its neighbour in the text (no whitespace
-  between them) carries MARK on that side, so `detokenize(tokenize(line)) == normalize(line)`.
-- `sentencepiece`: subword models trained on the training split (mt/subword.py).
+"""spaCy's rule-based tokenizers (`spacy.blank(lang)`, no model download), made reversible with a
+joiner mark: a token glued to its neighbour in the text (no whitespace between them) carries MARK
+on that side, so `detokenize(tokenize(line)) == normalize(line)`.
 
 spaCy is imported only when a spaCy tokenizer is made: a SentencePiece run never loads it.
 """
@@ -12,86 +9,13 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterable, Sequence
 
 from mt.errors import ConfigError
+from mt.tokenizers.text import MARK, escape, unescape
 
-if TYPE_CHECKING:
-    from mt.config import DataConfig
-
-MARK = "\uffed"  # ￭ joiner: no whitespace between this token and its neighbour on that side
-ESCAPE = "\uffee"  # ￮ escape: inside a token, ESCAPE ESCAPE is a literal ￮, ESCAPE "m" a literal
-#                    of the one character a tokenizer reserves (MARK here, ▁ in SentencePiece)
 _BLOCK = 1000  # lines per spaCy Doc in SpacyTokenizer.tokenize_many
 _NON_SPACE = re.compile(r"\S+")  # \S is exactly `not str.isspace()`, as `str.split()` uses
-
-
-def normalize(line: str) -> str:
-    """The whitespace rule: ends stripped, every run of whitespace (any `str.isspace`
-    character, tabs and no-break spaces included) one plain space."""
-    return " ".join(line.split())
-
-
-def escape(text: str, reserved: str) -> str:
-    """Text with no `reserved` character left in it (undone by `unescape`)."""
-    return text.replace(ESCAPE, ESCAPE + ESCAPE).replace(reserved, ESCAPE + "m")
-
-
-def unescape(text: str, reserved: str) -> str:
-    """Inverse of `escape`; a stray ESCAPE (text never escaped) is kept as it is."""
-    if ESCAPE not in text:
-        return text
-    return re.sub(f"{ESCAPE}([{ESCAPE}m])",
-                  lambda m: ESCAPE if m[1] == ESCAPE else reserved, text)
-
-
-class Tokenizer(Protocol):
-    """What train, eval and translate use: lines to tokens and tokens back to one line."""
-
-    # SentencePiece: its pieces in id order (mt's Vocab is exactly this); spaCy: None (mt
-    # counts the training tokens to build the Vocab).
-    fixed_vocab: list[str] | None
-
-    def tokenize(self, line: str) -> list[str]: ...
-
-    def tokenize_many(self, lines: Iterable[str]) -> list[list[str]]: ...
-
-    def detokenize(self, tokens: Sequence[str]) -> str: ...
-
-
-def build_tokenizers(data_cfg: DataConfig, dest_dir: Path, train_src_path: Path,
-                     train_tgt_path: Path) -> tuple[Tokenizer, Tokenizer]:
-    """Tokenizers for a fresh run: trains what needs training (SentencePiece, on the training
-    split only) and writes its files into dest_dir; `load_tokenizers(data_cfg, dest_dir)`
-    loads them again."""
-    if data_cfg.tokenizer == "sentencepiece":
-        from mt import subword
-
-        subword.train_models(data_cfg, Path(dest_dir), Path(train_src_path), Path(train_tgt_path))
-    return load_tokenizers(data_cfg, dest_dir)
-
-
-def load_tokenizers(data_cfg: DataConfig, directory: Path,
-                    files: Mapping[str, bytes] | None = None) -> tuple[Tokenizer, Tokenizer]:
-    """The (source, target) tokenizers of a run directory, or of `files` (name -> content, as a
-    one-file checkpoint carries them); a missing or damaged model file is a CheckpointError."""
-    if data_cfg.tokenizer == "sentencepiece":
-        from mt import subword
-
-        return subword.load_models(data_cfg, Path(directory), files or {})
-    return (SpacyTokenizer(data_cfg.src_lang, data_cfg.lowercase),
-            SpacyTokenizer(data_cfg.tgt_lang, data_cfg.lowercase))
-
-
-def tokenizer_files(data_cfg: DataConfig) -> list[str]:
-    """Names of the files a run's tokenizers need (written by build_tokenizers)."""
-    if data_cfg.tokenizer == "sentencepiece":
-        from mt import subword
-
-        return sorted(set(subword.model_files(data_cfg)))
-    return []
 
 
 def has_tokenizer(lang: str) -> bool:

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from mt.commands.output import check_output_path, write_output
+from mt.commands.translate import open_run
 from mt.config import DecodeConfig, override
 from mt.data import read_parallel, split_path
 from mt.errors import DataError
 from mt.metrics import full_score
-from mt.textio import atomic_write
-from mt.translate import Translator, check_output_path, open_run
+from mt.translator import Translator
 
 
 def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
@@ -46,9 +47,7 @@ def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
     hyps = list(tqdm(stream, total=len(src_lines), desc="eval", unit=" lines", disable=None,
                      file=sys.stderr))
     if output:
-        out = Path(output)
-        atomic_write(out, lambda tmp: Path(tmp).write_text(
-            "".join(h + "\n" for h in hyps), encoding="utf-8"))
+        write_output(output, lambda f: f.writelines(h + "\n" for h in hyps))
     result = full_score(hyps, ref_lines, run.cfg.data.tgt_lang, tuple(metrics))
     result.update(src=str(src_path), ref=str(ref_path), step=run.step)
     return result

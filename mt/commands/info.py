@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mt.checkpoint import LAST, find_checkpoint, load_checkpoint, load_run
 from mt.config import DataConfig
-from mt.sink import read_metrics
+from mt.train.metrics_log import read_metrics
 
 
 def run_info(path: Path) -> dict:

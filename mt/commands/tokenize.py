@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import itertools
 import sys
 from pathlib import Path
@@ -10,10 +9,12 @@ from pathlib import Path
 from tqdm import tqdm
 
 from mt.checkpoint import CONFIG
+from mt.commands.output import write_output
 from mt.config import load_config
 from mt.errors import CheckpointError
-from mt.textio import atomic_write, iter_lines
-from mt.tokenizer import SpacyTokenizer, Tokenizer, load_tokenizers
+from mt.textio import iter_lines
+from mt.tokenizers import Tokenizer, load_tokenizers
+from mt.tokenizers.spacy_words import SpacyTokenizer
 
 CHUNK_LINES = 2000  # lines tokenized together: bounds memory on any input
 
@@ -54,15 +55,6 @@ def tokenize_file(tok: Tokenizer, src: str, out: str, detok: bool = False) -> in
             count += len(done)
             bar.update(len(done))
 
-    if out == "-":
-        stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n")
-        write_all(stdout)
-        stdout.detach()  # flush, but leave sys.stdout open
-    else:
-        def write(tmp: str) -> None:
-            with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-                write_all(f)
-
-        atomic_write(Path(out), write)
+    write_output(out, write_all)
     bar.close()
     return count

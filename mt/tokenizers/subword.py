@@ -1,6 +1,6 @@
 """SentencePiece subword tokenizers, trained on the training split and kept in the run directory.
 
-Exactly reversible: lines are normalized (`mt.tokenizer.normalize`) and a literal ▁ (which
+Exactly reversible: lines are normalized (`mt.tokenizers.text.normalize`) and a literal ▁ (which
 SentencePiece uses for the space) is escaped before encoding; byte fallback covers any character
 the training text lacked. So `detokenize(tokenize(line)) == normalize(line)` for every line.
 Ids 0-3 are mt's specials <pad> <unk> <bos> <eos>: mt's Vocab is the model's piece list.
@@ -19,7 +19,7 @@ import sentencepiece as spm
 
 from mt.errors import CheckpointError, ConfigError, DataError
 from mt.textio import atomic_write, iter_lines
-from mt.tokenizer import escape, normalize, unescape
+from mt.tokenizers.text import escape, normalize, unescape
 from mt.vocab import BOS, EOS, PAD, SPECIALS, UNK
 
 if TYPE_CHECKING:

@@ -1,0 +1,1 @@
+"""Training: the loop and the small pieces it calls."""
