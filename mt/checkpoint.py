@@ -31,7 +31,7 @@ from mt.log import warn
 from mt.model import Seq2Seq, make_model
 from mt.textio import atomic_write
 from mt.tokenizers import Tokenizer, load_tokenizers
-from mt.vocab import PAD, Vocab
+from mt.vocab import Vocab
 
 CONFIG, SRC_VOCAB, TGT_VOCAB, BEST, LAST = ("config.yaml", "vocab.src.txt", "vocab.tgt.txt",
                                              "best.pt", "last.pt")
@@ -192,7 +192,7 @@ def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
                  "punctuation; evaluate it with the mt version that trained it, or train again")
         src_vocab, tgt_vocab = Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB)
         files = {}
-    model = make_model(cfg.model, len(src_vocab), len(tgt_vocab), PAD)
+    model = make_model(cfg.model, len(src_vocab), len(tgt_vocab))
     load_weights(model, state, ckpt)
     model.to(device).eval()
     src_tok, tgt_tok = load_tokenizers(cfg.data, ckpt.parent, files)

@@ -1,5 +1,5 @@
 """CPU-aware kernels the model is built from: dropout with a cheaper CPU mask, and attention that
-picks torch's fused kernel or the hand-written form, whichever is faster for the case.
+picks torch's fused kernel or the hand-written form by the rule `fused_is_faster`.
 
 Shapes: B batch, H heads, T queries, L keys, Dh head dim.
 """
@@ -14,12 +14,12 @@ from torch import nn
 
 
 def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
-    """F.dropout, with a mask three times cheaper to draw on CPU.
+    """F.dropout, with a mask that is cheaper to draw on CPU.
 
-    torch's CPU dropout draws one random number per element (about a fifth of a training
-    step here); this one reads the mask from random bytes, four from each 32-bit draw, so
-    the rate is rounded to a multiple of 1/256 (0.3 acts as 77/256 = 0.301). On GPUs,
-    torch's own fused kernel is used as it is.
+    torch's CPU dropout draws one random number per element, a visible share of a training
+    step (see benchmarks/bench_train.py); this one reads the mask from random bytes, four from
+    each 32-bit draw, so the rate is rounded to a multiple of 1/256 (0.3 acts as 77/256 =
+    0.301). On GPUs, torch's own fused kernel is used as it is.
     """
     if not training or p <= 0.0:
         return x
@@ -50,15 +50,19 @@ class Dropout(nn.Module):
         return dropout(x, self.p, self.training)
 
 
-def _fused_is_faster(q: torch.Tensor, p: float) -> bool:
-    """Whether torch's fused attention beats the hand-written form below, as measured here.
+def fused_is_faster(q: torch.Tensor, p: float) -> bool:
+    """The rule by which `attention` picks its form: True for torch's fused kernel
+    (F.scaled_dot_product_attention), False for the hand-written one below.
 
-    On CPU (Multi30k shapes, torch 2.13, scripts/bench_attention.py), the fused kernel takes
-    0.65x the hand-written time in fp32 training but 4-5.5x in bf16 training; without
-    gradients 1.0-1.2x in fp32 and 0.85x in bf16. (For one bf16 decoding step alone the
-    hand-written form was faster, but whole bf16 translations were not: 0.91x greedy, 0.86x
-    beam 5, one thread.) With dropout, torch falls back to the hand-written computation
-    anyway, with a slower mask.
+    On GPUs the fused kernel is always taken. On CPU neither form wins everywhere: the fused
+    kernel is faster for float32 with gradients (training) and for reduced precision (bf16
+    under autocast) without them (translating), the hand-written form for float32 without
+    gradients and for reduced precision with them. With dropout torch's CPU kernel falls back
+    to the same computation as the hand-written form, with a slower mask, so dropout always
+    takes the hand-written form. The rule follows benchmarks/bench_attention.py, which times
+    both forms on Multi30k-sized shapes and reports whether the rule picks the faster one;
+    rerun it after a torch upgrade. (Judge a change by whole translations, as
+    benchmarks/bench_decode.py times them, not by one decoding step alone.)
     """
     if q.device.type != "cpu":
         return True
@@ -72,9 +76,9 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
 
     q (B, H, T, Dh), k/v (B, H, L, Dh), mask broadcastable to (B, H, T, L) -> (B, H, T, Dh).
     The fused kernel cannot return weights, so they are computed by hand when asked, and on
-    CPU where the hand-written form is faster (`_fused_is_faster`).
+    CPU where the hand-written form is faster (`fused_is_faster`).
     """
-    if not need_weights and _fused_is_faster(q, p):
+    if not need_weights and fused_is_faster(q, p):
         out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=p,
                                              is_causal=is_causal)
         return out, None

@@ -1,6 +1,9 @@
 """Transformer encoder-decoder with an explicit decoding cache.
 
-Shapes: B batch, S source length, T target length, D model, H heads, Dh head dim, V vocab.
+Shapes: B batch (decoder rows), S source length, T target length (the positions a call
+decodes), P target positions already in the cache, L any sequence length (keys, embeddings),
+D model width, H heads, Dh = D / H head width, V vocabulary, G decoder rows per source sentence
+(1, or K, the beam size, in beam search). Padding is mt.vocab.PAD, as everywhere in mt.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from torch import nn
 
 from mt.config import ModelConfig
 from mt.kernels import Dropout, attention
+from mt.vocab import PAD
 
 KV = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, H, L, Dh) each
 
@@ -35,26 +39,35 @@ class MultiHeadAttention(nn.Module):
 
     def forward(self, x: torch.Tensor, kv: KV, mask: torch.Tensor | None, is_causal: bool = False,
                 need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """x (B, T, D) queries; kv keys/values (B/G, H, L, Dh), already projected (possibly
+        cached) -> (B, T, D), and if need_weights the weights (B, H, T, L)."""
         B, T, D = x.shape
-        H, Dh = self.n_heads, D // self.n_heads
-        # 1) project the queries (keys and values arrive projected, possibly cached)
         q = self._split(self.q_proj(x))  # (B, H, T, Dh)
         # Beam search: G consecutive rows share one sentence's encoder keys/values, so they
-        # attend as one block of G*T queries, (B/G, H, G*T, Dh). Only for cross-attention.
+        # attend as one block of G*T queries. Only for cross-attention.
         G = B // kv[0].size(0)
-        if G > 1:
-            q = q.view(-1, G, H, T, Dh).transpose(1, 2).reshape(-1, H, G * T, Dh)
-        # 2) attend
         p = self.dropout if self.training else 0.0
-        out, weights = attention(q, kv[0], kv[1], mask, is_causal, p, need_weights)
-        if G > 1:
-            out = out.view(-1, H, G, T, Dh).transpose(1, 2).reshape(B, H, T, Dh)
-            if weights is not None:
-                weights = weights.view(-1, H, G, T, weights.size(-1)).transpose(1, 2)
-                weights = weights.reshape(B, H, T, -1)
-        # 3) concatenate heads and project back
-        out = out.transpose(1, 2).reshape(B, T, D)
+        out, weights = attention(_fold(q, G), kv[0], kv[1], mask, is_causal, p, need_weights)
+        if weights is not None:
+            weights = _unfold(weights, G, T)
+        out = _unfold(out, G, T).transpose(1, 2).reshape(B, T, D)  # heads concatenated
         return self.out_proj(out), weights
+
+
+def _fold(q: torch.Tensor, G: int) -> torch.Tensor:
+    """(B, H, T, Dh) -> (B/G, H, G*T, Dh): each block of G rows as one row of G*T queries."""
+    if G == 1:
+        return q
+    B, H, T, Dh = q.shape
+    return q.view(-1, G, H, T, Dh).transpose(1, 2).reshape(-1, H, G * T, Dh)
+
+
+def _unfold(y: torch.Tensor, G: int, T: int) -> torch.Tensor:
+    """`_fold` undone on a result: (B/G, H, G*T, X) -> (B, H, T, X), X being Dh or L."""
+    if G == 1:
+        return y
+    H, X = y.size(1), y.size(-1)
+    return y.view(-1, H, G, T, X).transpose(1, 2).reshape(-1, H, T, X)
 
 
 class FeedForward(nn.Module):
@@ -68,16 +81,25 @@ class FeedForward(nn.Module):
 
 
 class Residual(nn.Module):
-    """x + sublayer, with LayerNorm before the sublayer (pre-norm) or after the sum (post-norm)."""
+    """x + sublayer, with LayerNorm before the sublayer (pre-norm) or after the sum (post-norm).
+
+    In two halves for sublayers with more than one output: `post(x, sublayer(pre(x)))`.
+    """
 
     def __init__(self, d_model: int, dropout: float, pre_norm: bool):
         super().__init__()
         self.norm, self.drop, self.pre_norm = nn.LayerNorm(d_model), Dropout(dropout), pre_norm
 
+    def pre(self, x: torch.Tensor) -> torch.Tensor:
+        """The sublayer's input."""
+        return self.norm(x) if self.pre_norm else x
+
+    def post(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The residual stream after the sublayer's output y."""
+        return x + self.drop(y) if self.pre_norm else self.norm(x + self.drop(y))
+
     def forward(self, x: torch.Tensor, sublayer) -> torch.Tensor:
-        if self.pre_norm:
-            return x + self.drop(sublayer(self.norm(x)))
-        return self.norm(x + self.drop(sublayer(x)))
+        return self.post(x, sublayer(self.pre(x)))
 
 
 def _rate(p: float | None, default: float) -> float:
@@ -94,7 +116,9 @@ class EncoderLayer(nn.Module):
         self.res2 = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
 
     def forward(self, x: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
-        x = self.res1(x, lambda y: self.attn(y, self.attn.project_kv(y), src_mask)[0])
+        """x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D)."""
+        y = self.res1.pre(x)
+        x = self.res1.post(x, self.attn(y, self.attn.project_kv(y), src_mask)[0])
         return self.res2(x, self.ff)
 
 
@@ -116,29 +140,24 @@ class DecoderLayer(nn.Module):
         Returns the new states, the extended self-attention keys/values and, if need_weights,
         the cross-attention weights (B, H, T, S).
         """
-        new_kv: KV = ()  # filled inside the sublayer, where the (pre-)normed input is at hand
-        weights = None
-
-        def self_attend(y):
-            nonlocal new_kv
-            k, v = self.self_attn.project_kv(y)
-            if past is not None:
-                k, v = _extend(past[0], order, k), _extend(past[1], order, v)
-            new_kv = (k, v)
-            return self.self_attn(y, new_kv, self_mask, is_causal)[0]
-
-        def cross_attend(y):
-            nonlocal weights
-            out, weights = self.cross_attn(y, cross, src_mask, need_weights=need_weights)
-            return out
-
-        x = self.res[0](x, self_attend)
-        x = self.res[1](x, cross_attend)
-        return self.res[2](x, self.ff), new_kv, weights
+        # 1) self-attention over the earlier positions and these
+        y = self.res[0].pre(x)
+        k, v = self.self_attn.project_kv(y)  # (B, H, T, Dh) each
+        if past is not None:
+            k, v = _extend(past[0], order, k), _extend(past[1], order, v)  # (B, H, P+T, Dh)
+        x = self.res[0].post(x, self.self_attn(y, (k, v), self_mask, is_causal)[0])
+        # 2) cross-attention over the source
+        out, weights = self.cross_attn(self.res[1].pre(x), cross, src_mask,
+                                       need_weights=need_weights)
+        x = self.res[1].post(x, out)
+        # 3) feed-forward
+        return self.res[2](x, self.ff), (k, v), weights
 
 
 def _pick(kv: KV, index: torch.Tensor) -> KV:
-    # index_select, not kv[0][index]: several times faster on CPU for these shapes
+    # index_select, not kv[0][index]: on CPU, indexing with a tensor takes torch's general
+    # advanced-indexing path, slower for whole rows (benchmarks/bench_decode.py --profile
+    # reports the time of cache reorders)
     return kv[0].index_select(0, index), kv[1].index_select(0, index)
 
 
@@ -166,11 +185,11 @@ class DecoderCache:
     values rather than K copies (less memory, and nothing to copy when hypotheses move).
     """
 
-    pos: int  # target positions decoded so far
-    src_mask: torch.Tensor  # (B, 1, 1, S), one per source sentence
-    cross: list[KV]  # per layer: encoder keys/values, computed once, (B, H, S, Dh)
-    past: list[KV | None]  # per layer: self-attention keys/values so far, (B0, H, pos, Dh)
-    group: int = 1  # rows per source sentence
+    pos: int  # P, the target positions decoded so far
+    src_mask: torch.Tensor  # (B/G, 1, 1, S), one per source sentence
+    cross: list[KV]  # per layer: encoder keys/values, computed once, (B/G, H, S, Dh)
+    past: list[KV | None]  # per layer: self-attention keys/values so far, (B0, H, P, Dh)
+    group: int = 1  # G, rows per source sentence
     # Row i continues row order[i] of `past` (B,); None: B0 == B, in order. Reordering is
     # deferred to the next decoding step, which copies the cache anyway to extend it.
     order: torch.Tensor | None = None
@@ -213,13 +232,13 @@ class PositionalEncoding(nn.Module):
 
 
 class Seq2Seq(nn.Module):
-    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, pad_id: int):
+    def __init__(self, cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int):
         super().__init__()
-        self.cfg, self.pad_id = cfg, pad_id
+        self.cfg = cfg
         D = cfg.d_model
-        self.tgt_embed = nn.Embedding(tgt_vocab_size, D, padding_idx=pad_id)
+        self.tgt_embed = nn.Embedding(tgt_vocab_size, D, padding_idx=PAD)
         self.src_embed = (self.tgt_embed if cfg.tie_all
-                          else nn.Embedding(src_vocab_size, D, padding_idx=pad_id))
+                          else nn.Embedding(src_vocab_size, D, padding_idx=PAD))
         self.positions = PositionalEncoding(D, cfg.max_positions)
         self.drop = Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_enc_layers))
@@ -243,14 +262,14 @@ class Seq2Seq(nn.Module):
         for emb in embeddings:
             nn.init.normal_(emb.weight, std=self.cfg.d_model ** -0.5)
             with torch.no_grad():
-                emb.weight[self.pad_id].zero_()
+                emb.weight[PAD].zero_()
 
     def _embed(self, emb: nn.Embedding, ids: torch.Tensor, start: int) -> torch.Tensor:
         x = emb(ids) * math.sqrt(self.cfg.d_model)  # (B, L, D)
         return self.drop(x + self.positions(start, ids.size(1)).to(x.dtype))
 
     def src_mask(self, src: torch.Tensor) -> torch.Tensor:
-        return (src != self.pad_id)[:, None, None, :]  # (B, 1, 1, S)
+        return (src != PAD)[:, None, None, :]  # (B, 1, 1, S)
 
     def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> torch.Tensor:
         """src (B, S) -> memory (B, S, D)."""
@@ -263,13 +282,16 @@ class Seq2Seq(nn.Module):
         cross = [layer.cross_attn.project_kv(memory) for layer in self.decoder]
         if not torch.is_grad_enabled():
             # Decoding reads these at every step; as strided views of the projection, each
-            # step's matmul would copy them again (about 6% of greedy's time on CPU).
+            # step's matmul would copy them again, which shows in greedy's speed on CPU
+            # (benchmarks/bench_decode.py).
             cross = [(k.contiguous(), v.contiguous()) for k, v in cross]
         return DecoderCache(0, src_mask, cross, [None] * len(self.decoder))
 
-    def decode(self, tgt: torch.Tensor, cache: DecoderCache) -> tuple[torch.Tensor, DecoderCache]:
+    def decode(self, tgt: torch.Tensor, cache: DecoderCache, need_weights: bool = False
+               ) -> tuple[torch.Tensor, DecoderCache] | tuple[torch.Tensor, DecoderCache, list]:
         """tgt (B, T): the next T target tokens -> decoder states (B, T, D) and the extended
-        cache. `generator` turns states into logits, only where the caller needs them.
+        cache; with need_weights, a third item: each layer's cross-attention weights
+        (B, H, T, S). `generator` turns states into logits, only where the caller needs them.
 
         Training passes the whole shifted target to a fresh cache; incremental decoding
         passes one token at a time.
@@ -282,25 +304,22 @@ class Seq2Seq(nn.Module):
         self_mask = None
         if P > 0 and T > 1:
             self_mask = torch.ones(T, P + T, dtype=torch.bool, device=tgt.device).tril(P)
-        past = []
+        past, weights = [], []
         for layer, kv, cross in zip(self.decoder, cache.past, cache.cross):
-            x, new_kv, _ = layer(x, kv, cross, cache.src_mask, self_mask, is_causal,
-                                 order=cache.order)
+            x, new_kv, w = layer(x, kv, cross, cache.src_mask, self_mask, is_causal,
+                                 need_weights, cache.order)
             past.append(new_kv)
-        return self.dec_norm(x), DecoderCache(P + T, cache.src_mask, cache.cross, past,
-                                              cache.group)
+            weights.append(w)
+        cache = DecoderCache(P + T, cache.src_mask, cache.cross, past, cache.group)
+        return (self.dec_norm(x), cache) + ((weights,) if need_weights else ())
 
     @torch.no_grad()
     def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor) -> list[torch.Tensor]:
-        """Teacher-forced pass; each decoder layer's cross-attention weights (B, H, T, S)."""
+        """Teacher-forced pass (tgt_in (B, T)); each decoder layer's cross-attention weights
+        (B, H, T, S), as `decode` returns them."""
         src_mask = self.src_mask(src)
         cache = self.start_cache(self.encode(src, src_mask), src_mask)
-        x = self._embed(self.tgt_embed, tgt_in, 0)
-        weights = []
-        for layer, cross in zip(self.decoder, cache.cross):
-            x, _, w = layer(x, None, cross, src_mask, None, tgt_in.size(1) > 1, need_weights=True)
-            weights.append(w)
-        return weights
+        return self.decode(tgt_in, cache, need_weights=True)[2]
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits (B, T, V) for training."""
@@ -309,5 +328,5 @@ class Seq2Seq(nn.Module):
         return self.generator(self.decode(tgt_in, self.start_cache(memory, src_mask))[0])
 
 
-def make_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int, pad_id: int) -> Seq2Seq:
-    return Seq2Seq(cfg, src_vocab_size, tgt_vocab_size, pad_id)
+def make_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:
+    return Seq2Seq(cfg, src_vocab_size, tgt_vocab_size)

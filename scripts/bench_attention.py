@@ -2,7 +2,7 @@
 
     python scripts/bench_attention.py [--threads 2] [--rounds 20] [--device cpu]
 
-`mt.model.attention` picks one of the two per call (`_fused_is_faster`): by device, dtype,
+`mt.kernels.attention` picks one of the two per call (`fused_is_faster`): by device, dtype,
 dropout and whether gradients are on. This prints, for Multi30k-sized shapes (4 heads of 64,
 padding masks or causal), the time of each form, forward and backward (training) or forward
 only (decoding: one query position against a cache, or a whole sentence), in fp32 and bf16;
@@ -19,7 +19,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from mt.kernels import _fused_is_faster, attention
+from mt.kernels import attention, fused_is_faster
 
 HEADS, DH = 4, 64
 # (label, batch, query length, key length, causal); batches hold about 2,500 target tokens
@@ -77,7 +77,7 @@ def main() -> None:
                 for fn in best:
                     best[fn] = min(best[fn], time_call(fn, (q, k, v), mask, causal, train))
             with torch.set_grad_enabled(train):
-                picks_fused = _fused_is_faster(q, 0.0)
+                picks_fused = fused_is_faster(q, 0.0)
             ratio = best[fused] / best[hand]
             right = (ratio < 1) == picks_fused or abs(ratio - 1) < 0.05
             print(f"| {str(dtype).removeprefix('torch.')} | {label} | ({B}, {T}, {L}) | "

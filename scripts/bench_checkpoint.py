@@ -28,7 +28,7 @@ import mt.checkpoint
 from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, load_checkpoint, load_run, save_checkpoint
 from mt.config import Config, ModelConfig
 from mt.model import make_model
-from mt.vocab import PAD, SPECIALS, Vocab
+from mt.vocab import SPECIALS, Vocab
 
 
 def fastest(fn, best: float) -> float:
@@ -46,7 +46,7 @@ def main() -> None:
 
     cfg = Config(model=ModelConfig(d_model=512, n_heads=8, n_enc_layers=6, n_dec_layers=6,
                                    d_ff=2048))
-    model = make_model(cfg.model, args.vocab, args.vocab, PAD)
+    model = make_model(cfg.model, args.vocab, args.vocab)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         run = Path(tmp)
         cfg.save(run / CONFIG)

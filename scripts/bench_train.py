@@ -104,7 +104,7 @@ class Naive:
                                       sum(len(data.tgt[j]) + 1 for j in idx)))
         torch.manual_seed(self.cfg.train.seed)
         self.model = mt.model.make_model(self.cfg.model, len(base.src_vocab),
-                                         len(base.tgt_vocab), PAD)
+                                         len(base.tgt_vocab))
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.cfg.train.lr,
                                           betas=(0.9, 0.98), eps=1e-9)
         self.model.train()

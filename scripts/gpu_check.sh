@@ -69,7 +69,6 @@ from mt.config import load_config
 from mt.data import Batch, read_parallel, split_path
 from mt.model import make_model
 from mt.translator import Translator
-from mt.vocab import PAD
 
 sys.path.insert(0, "scripts")
 from bench_train import forward_flops  # noqa: E402
@@ -140,7 +139,7 @@ from mt.loss import label_smoothed_loss  # noqa: E402
 
 def throughput(name, overrides, vocab, tokens, compiled=False):
     cfg = load_config("configs/multi30k_de_en.yaml", overrides)
-    model = make_model(cfg.model, vocab, vocab, PAD).to(dev)
+    model = make_model(cfg.model, vocab, vocab).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=True)
     net = torch.compile(model, dynamic=True) if compiled else model
     g = torch.Generator().manual_seed(0)

@@ -19,7 +19,7 @@ def small_model(pre_norm=True, **kw):
     kw = {"dropout": 0.0, **kw}
     cfg = ModelConfig(d_model=32, n_heads=4, n_enc_layers=2, n_dec_layers=2, d_ff=64,
                       pre_norm=pre_norm, max_positions=64, **kw)
-    return make_model(cfg, V, V, PAD).eval()
+    return make_model(cfg, V, V).eval()
 
 
 def random_ids(B, L):
@@ -90,7 +90,7 @@ def test_attention_weights_only_when_asked_and_consistent():
 @pytest.mark.parametrize("grad", [True, False])
 @pytest.mark.parametrize("causal", [True, False])
 def test_attention_gives_torch_fused_results_whichever_form_it_picks(dtype, tol, grad, causal):
-    # CPU picks the fused or the hand-written form by dtype and gradients (_fused_is_faster)
+    # CPU picks the fused or the hand-written form by dtype and gradients (fused_is_faster)
     torch.manual_seed(0)
     q, k, v = (torch.randn(3, 2, 6, 8) for _ in range(3))
     mask = None if causal else torch.rand(3, 1, 1, 6) > 0.3

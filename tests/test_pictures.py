@@ -152,7 +152,7 @@ def test_attention_bad_options(tiny_run, tmp_path):
 
 def test_cross_attention_of_a_single_target_position():
     model = make_model(ModelConfig(d_model=16, n_heads=2, n_enc_layers=1, n_dec_layers=1,
-                                   d_ff=32, dropout=0.0), 10, 12, PAD).eval()
+                                   d_ff=32, dropout=0.0), 10, 12).eval()
     w = model.cross_attention(torch.tensor([[4, 5, 6]]), torch.tensor([[BOS]]))
     assert w[0].shape == (1, 2, 1, 3)
 

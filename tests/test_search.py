@@ -27,7 +27,7 @@ def small_model(V: int, seed: int, d_model: int = 32):
     torch.manual_seed(seed)
     cfg = ModelConfig(d_model=d_model, n_heads=4, n_enc_layers=2, n_dec_layers=2,
                       d_ff=2 * d_model, dropout=0.0, max_positions=64)
-    return make_model(cfg, V, V, PAD).eval()
+    return make_model(cfg, V, V).eval()
 
 
 def random_src(B: int, S: int, V: int, seed: int) -> torch.Tensor:

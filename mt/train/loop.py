@@ -173,8 +173,8 @@ class Trainer:
         t = self.cfg.train
         torch.manual_seed(t.seed)
         random.seed(t.seed)
-        self.model: Seq2Seq = make_model(self.cfg.model, len(self.src_vocab), len(self.tgt_vocab),
-                                         PAD).to(self.device)
+        self.model: Seq2Seq = make_model(self.cfg.model, len(self.src_vocab),
+                                         len(self.tgt_vocab)).to(self.device)
         # fused: one kernel over all parameters (3x faster than the per-parameter loop on CPU)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr,
                                           betas=(0.9, 0.98), eps=1e-9, fused=True)
