@@ -300,7 +300,7 @@ def prefetch(items: Iterable[T], ahead: int = 4) -> Iterator[T]:
             yield item
     finally:
         stop.set()
-        # Wait for the item in hand (milliseconds): a daemon thread still inside torch when
+        # Wait for the item in hand (one collate at most): a daemon thread still inside torch when
         # the interpreter exits is unwound mid-C++ and aborts the process ("terminate called
         # without an active exception"), after a run that had otherwise ended well.
         thread.join()

@@ -1,6 +1,7 @@
 """Search over the model's encode/decode interface: batched greedy and beam search, KV-cached.
 
 Shapes: B batch (b: sentences still running), S source length, T target length, V vocab, K beam.
+(k: live beams per sentence, 1 at the first step, then K.)
 
 Scores. A hypothesis of n tokens is scored by its log-probability L (the sum over its tokens
 and the closing <eos>) divided by a length penalty lp(n + 1), the length counting <eos>:
@@ -52,10 +53,10 @@ def max_lengths(src_mask: torch.Tensor, a: float, b: int, limit: int) -> torch.T
 def argmax(scores: torch.Tensor) -> torch.Tensor:
     """scores (n, V) -> (n,) the first index of each row's maximum, as `scores.argmax(-1)`.
 
-    torch's CPU argmax over a row does not vectorise: for (256, 6195) it took 2.2 ms, a
-    quarter of the vocabulary projection before it, while a row maximum took 0.23 ms. So:
-    the maxima of chunks of CHUNK, the first chunk holding the row's maximum, then the first
-    maximum inside that chunk (4.5x faster, same result, ties included).
+    torch's CPU argmax does not vectorise over a row, while a row maximum does, and over
+    vocabulary-sized rows the difference shows in greedy's speed (benchmarks/bench_decode.py).
+    So: the maxima of chunks of CHUNK, the first chunk holding the row's maximum, then the
+    first maximum inside that chunk (same result, ties included).
     """
     n, V = scores.shape
     if scores.device.type != "cpu" or V < 4 * CHUNK:
@@ -164,9 +165,10 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor, K: int
             top = F.pad(top, (0, 2 * K - n), value=float("-inf"))
             flat = F.pad(flat, (0, 2 * K - n), value=PAD)
         return top, flat % V, flat // V
-    # torch's topk over k*V is slow on CPU (about a tenth of beam search). Each of the 2K best
-    # lies in one of the 2K chunks with the largest maxima (else 2K chunk maxima beat it), so
-    # the search ranks chunk maxima, then the members of those 2K chunks only: same result.
+    # torch's CPU topk over all k*V candidates is slow enough to show in beam search's speed
+    # (benchmarks/bench_decode.py). Each of the 2K best lies in one of the 2K chunks with the
+    # largest maxima (else 2K chunk maxima beat it), so the search ranks chunk maxima, then
+    # the members of those 2K chunks only: same result.
     m = k * V
     cand = lprobs.new_empty(b, m + (-m % CHUNK))  # (b, chunks * CHUNK), -inf padded
     cand[:, m:] = float("-inf")
