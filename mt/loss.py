@@ -16,8 +16,8 @@ from mt.vocab import PAD
 class _SmoothedCE(torch.autograd.Function):
     @staticmethod
     def forward(ctx, logits, target, smoothing):
-        """logits (N, V) float32 (or 64), target (N,) -> (loss sum, NLL sum) over non-pad
-        rows."""
+        """logits (N, V) float32 (or 64), target (N,), N = B*T -> (loss sum, NLL sum) over
+        non-pad rows."""
         keep = target != PAD
         lprobs = torch.log_softmax(logits, dim=-1)  # (N, V)
         nll = -lprobs.gather(1, target[:, None]).squeeze(1)
