@@ -16,7 +16,7 @@ import yaml
 from mt.errors import ConfigError
 
 # The kinds in mt.tokenizers.KINDS (config cannot import tokenizers; a test keeps them equal).
-TokenizerKind = Literal["spacy", "sentencepiece"]
+TokenizerName = Literal["spacy", "sentencepiece"]
 Schedule = Literal["inverse_sqrt", "cosine", "linear"]  # learning-rate decay after warmup
 LengthNorm = Literal["gnmt", "average", "none"]  # how beam search compares lengths
 DecodeDtype = Literal["float32", "bf16"]
@@ -38,7 +38,7 @@ class DataConfig:
     min_freq: int = 1  # vocabulary: drop rarer tokens
     max_size: int = 0  # vocabulary: keep the most frequent tokens; 0 = no limit
     shared_vocab: bool = False  # one vocabulary for both sides (sentencepiece: one joint model)
-    tokenizer: TokenizerKind = "spacy"  # spacy (words) or sentencepiece (subwords, trained)
+    tokenizer: TokenizerName = "spacy"  # spacy (words) or sentencepiece (subwords, trained)
     spm_model_type: Literal["unigram", "bpe"] = "unigram"  # sentencepiece
     vocab_size: int = 8000  # sentencepiece: pieces per model, specials and 256 bytes included
     spm_max_sentences: int = 1000000  # sentencepiece: train on a sample this big; 0 = all lines

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import ROOT
 from mt import tokenizers
-from mt.config import DataConfig, TokenizerKind, load_config
+from mt.config import DataConfig, TokenizerName, load_config
 from mt.errors import ConfigError
 from mt.tokenizers import (
     KINDS,
@@ -25,7 +25,7 @@ from mt.tokenizers import (
 
 
 def test_config_allows_exactly_the_registered_kinds():
-    assert set(typing.get_args(TokenizerKind)) == set(KINDS)
+    assert typing.get_args(TokenizerName) == tuple(KINDS)
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))
@@ -100,7 +100,7 @@ def test_a_new_kind_is_usable_by_the_registry_functions(fake_kind, tmp_path):
 def test_a_kinds_check_is_blamed_on_the_set_item_that_gave_the_value(fake_kind, monkeypatch):
     # Config names the kinds it allows itself (it cannot import the registry): the one other
     # line a new kind adds.
-    monkeypatch.setattr("mt.config.TokenizerKind",
+    monkeypatch.setattr("mt.config.TokenizerName",
                         typing.Literal["spacy", "sentencepiece", "fake"])
     cfg = load_config(None, ["data.tokenizer=fake", "data.src_lang=xx"], [config_problems])
     assert cfg.data.tokenizer == "fake" and list(config_problems(cfg)) == []

@@ -5,7 +5,7 @@
 
 A kind is one module holding a `KIND` (a TokenizerKind) and one line in KINDS; the module is
 imported only when a config names its kind, so a SentencePiece run never imports spaCy.
-config.TokenizerKind lists the same names for config validation (config cannot import this).
+config.TokenizerName lists the same names for config validation (config cannot import this).
 """
 
 from __future__ import annotations
