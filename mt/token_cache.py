@@ -45,7 +45,7 @@ from mt.config import DataConfig
 from mt.data import ParallelData, TokenArray, iter_parallel, split_path
 from mt.errors import DataError, FileSystemError, MTError, RunError, os_error_message
 from mt.textio import file_identity
-from mt.tokenizers import Tokenizer, build_tokenizers, load_tokenizers
+from mt.tokenizers import Tokenizer, build_tokenizers, load_tokenizers, tokenizer_kind
 from mt.vocab import UNK, Vocab
 
 FORMAT = 1  # bump when the layout or the way ids are made changes: old entries are then unused
@@ -78,13 +78,7 @@ def _settings(d: DataConfig) -> dict:
     kept = {k: v for k, v in asdict(d).items()
             if k not in ("dir", "train", "val", "test", "max_len")}
     # The tokenizer library's version too: its rules (or its trainer) may change the tokens.
-    if d.tokenizer == "sentencepiece":
-        from importlib.metadata import version
-
-        return {"format": FORMAT, "data": kept, "sentencepiece": version("sentencepiece")}
-    import spacy
-
-    return {"format": FORMAT, "data": kept, "spacy": spacy.__version__}
+    return {"format": FORMAT, "data": kept, **tokenizer_kind(d.tokenizer).cache_settings()}
 
 
 # --- Finding an entry ------------------------------------------------------------------------
@@ -144,7 +138,7 @@ def open_cache(d: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None, workers
         entry = _entry_path(d, settings, files)
         if (cache := _load(entry, d)) is not None:
             return cache
-    return _build(entry, d, settings, (src_path, tgt_path), files, vocabs, workers)
+    return _build_entry(entry, d, settings, (src_path, tgt_path), files, vocabs, workers)
 
 
 def _hash(value: object) -> str:
@@ -182,8 +176,10 @@ def _load(entry: Path, d: DataConfig) -> TokenCache | None:
 
 
 # --- Building one ----------------------------------------------------------------------------
-def _build(entry: Path, d: DataConfig, settings: dict, paths: tuple[Path, Path], files: list,
-           vocabs: tuple[Vocab, Vocab] | None, workers: int) -> TokenCache:
+def _build_entry(entry: Path, d: DataConfig, settings: dict, paths: tuple[Path, Path],
+                 files: list, vocabs: tuple[Vocab, Vocab] | None, workers: int) -> TokenCache:
+    """Tokenize the training split into `entry`, under its lock (another process may have
+    built it meanwhile), and open it."""
     root = entry.parent
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -329,7 +325,7 @@ def _tokenized(chunks: Iterator[list], d: DataConfig, tok_dir: Path,
     if workers <= 1 or len(first) < 2:
         yield from (_encode_chunk(c, toks) for c in itertools.chain(first, chunks))
         return
-    # fork: workers start in milliseconds and need no re-import; they touch no torch state.
+    # fork: workers start at once and need no re-import; they touch no torch state.
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
                              initargs=(d, tok_dir)) as pool:

@@ -16,7 +16,7 @@ from mt.config import DataConfig, load_config
 from mt.data import split_path
 from mt.errors import CheckpointError, ConfigError, DataError
 from mt.textio import read_lines
-from mt.tokenizers import build_tokenizers, load_tokenizers
+from mt.tokenizers import build_tokenizers, config_problems, load_tokenizers
 from mt.tokenizers.spacy_words import SpacyTokenizer
 from mt.tokenizers.subword import JOINT, SPACE
 from mt.tokenizers.text import ESCAPE, MARK, escape, normalize, unescape
@@ -201,7 +201,8 @@ def test_tokenizer_settings_are_checked_at_load(key, value, needle):
 
 
 def test_sentencepiece_needs_no_spacy_language():
-    cfg = load_config(None, ["data.tokenizer=sentencepiece", "data.src_lang=klingon"])
+    cfg = load_config(None, ["data.tokenizer=sentencepiece", "data.src_lang=klingon"],
+                      [config_problems])
     assert cfg.data.src_lang == "klingon"
     with pytest.raises(ConfigError, match="no spaCy tokenizer"):
-        load_config(None, ["data.src_lang=klingon"])
+        load_config(None, ["data.src_lang=klingon"], [config_problems])

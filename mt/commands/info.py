@@ -6,6 +6,7 @@ from pathlib import Path
 
 from mt.checkpoint import LAST, find_checkpoint, load_checkpoint, load_run
 from mt.config import DataConfig
+from mt.tokenizers import tokenizer_kind
 from mt.train.metrics_log import read_metrics
 
 
@@ -49,12 +50,10 @@ def run_info(path: Path) -> dict:
 
 
 def tokenizer_info(d: DataConfig) -> dict:
-    """The tokenizer the run's config names, with what it was trained with (SentencePiece)."""
-    t = {"kind": d.tokenizer, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
-         "lowercase": d.lowercase}
-    if d.tokenizer == "sentencepiece":
-        t.update(model_type=d.spm_model_type, vocab_size=d.vocab_size, joint=d.shared_vocab)
-    return t
+    """The tokenizer the run's config names, with what its kind adds (SentencePiece: what it
+    was trained with)."""
+    return {"kind": d.tokenizer, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
+            "lowercase": d.lowercase, **tokenizer_kind(d.tokenizer).info(d)}
 
 
 def best_metric(run_dir: Path, metric: str) -> dict | None:

@@ -9,6 +9,7 @@ from pathlib import Path
 from mt.checkpoint import CONFIG
 from mt.config import load_config
 from mt.errors import ConfigError
+from mt.tokenizers import config_problems
 from mt.train.loop import Trainer
 from mt.train.metrics_log import require_tensorboard
 
@@ -20,7 +21,7 @@ def train(config: Path | None, overrides: list[str], out: Path | None, device: s
         raise ConfigError("a config file is required (or --out RUN --resume)")
     run_dir = Path(out) if out is not None else Path("runs") / Path(config).stem
     saved = run_dir / CONFIG
-    cfg = load_config(config if config is not None else saved, overrides)
+    cfg = load_config(config if config is not None else saved, overrides, [config_problems])
     if cfg.train.tensorboard:
         require_tensorboard()  # now, not after minutes of loading data
     if resume and config is not None and saved.exists():

@@ -2,20 +2,48 @@
 joiner mark: a token glued to its neighbour in the text (no whitespace between them) carries MARK
 on that side, so `detokenize(tokenize(line)) == normalize(line)`.
 
-spaCy is imported only when a spaCy tokenizer is made: a SentencePiece run never loads it.
+spaCy is imported only when a spaCy tokenizer is made or its languages are checked: a
+SentencePiece run never loads it.
 """
 
 from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mt.errors import ConfigError
+from mt.tokenizers import TokenizerKind
 from mt.tokenizers.text import MARK, escape, unescape
+
+if TYPE_CHECKING:
+    from mt.config import DataConfig
 
 _BLOCK = 1000  # lines per spaCy Doc in SpacyTokenizer.tokenize_many
 _NON_SPACE = re.compile(r"\S+")  # \S is exactly `not str.isspace()`, as `str.split()` uses
+
+
+class SpacyKind(TokenizerKind):
+    """The `spacy` kind: nothing to train and no files; the languages must be spaCy's."""
+
+    def load(self, d: DataConfig, directory: Path, files: Mapping[str, bytes]
+             ) -> tuple[SpacyTokenizer, SpacyTokenizer]:
+        return SpacyTokenizer(d.src_lang, d.lowercase), SpacyTokenizer(d.tgt_lang, d.lowercase)
+
+    def cache_settings(self) -> dict[str, str]:
+        import spacy
+
+        return {"spacy": spacy.__version__}
+
+    def check(self, d: DataConfig) -> Iterator[tuple[str, str]]:
+        for key, lang in (("data.src_lang", d.src_lang), ("data.tgt_lang", d.tgt_lang)):
+            if not has_tokenizer(lang):
+                yield key, f"{key}: {no_tokenizer(lang)}"
+
+
+KIND = SpacyKind()
 
 
 def has_tokenizer(lang: str) -> bool:
@@ -27,6 +55,11 @@ def has_tokenizer(lang: str) -> bool:
     except (ImportError, KeyError, ValueError):
         return False
     return True
+
+
+def no_tokenizer(lang: str) -> str:
+    return (f"no spaCy tokenizer for language {lang!r}; use a spaCy language code such as en, "
+            "de, fr, or xx (multi-language)")
 
 
 class SpacyTokenizer:
@@ -46,10 +79,7 @@ class SpacyTokenizer:
         try:
             self._nlp = spacy.blank(lang)
         except (ImportError, KeyError, ValueError):
-            raise ConfigError(
-                f"no spaCy tokenizer for language {lang!r}; use a spaCy language code "
-                "such as en, de, fr, or xx (multi-language)"
-            ) from None
+            raise ConfigError(no_tokenizer(lang)) from None
         self.lang = lang
         self.lowercase = lowercase
 
@@ -61,8 +91,9 @@ class SpacyTokenizer:
 
     def tokenize_many(self, lines: Iterable[str]) -> list[list[str]]:
         # One spaCy Doc per _BLOCK lines joined by newlines, not one per line: making a Doc
-        # costs about as much as tokenizing a short line. spaCy tokenizes each
-        # whitespace-separated span on its own, so the tokens are the same as line by line.
+        # has a fixed cost, which short lines would each pay (benchmarks/bench_tokenize.py
+        # times tokenizing). spaCy tokenizes each whitespace-separated span on its own, so the
+        # tokens are the same as line by line.
         out: list[list[str]] = []
         it = iter(lines)
         while block := [self._prep(line) for line in itertools.islice(it, _BLOCK)]:

@@ -12,6 +12,7 @@ import io
 import os
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +20,7 @@ import sentencepiece as spm
 
 from mt.errors import CheckpointError, ConfigError, DataError
 from mt.textio import atomic_write, iter_lines
+from mt.tokenizers import TokenizerKind
 from mt.tokenizers.text import escape, normalize, unescape
 from mt.vocab import BOS, EOS, PAD, SPECIALS, UNK
 
@@ -72,24 +74,37 @@ class SentencePieceTokenizer:
         return normalize(unescape(self._sp.decode_pieces(list(tokens)), SPACE))
 
 
-def load_models(data_cfg: DataConfig, directory: Path, files: Mapping[str, bytes]
-                ) -> tuple[SentencePieceTokenizer, SentencePieceTokenizer]:
-    """From `files` (name -> model content) where they hold the model, else from directory."""
-    src_name, tgt_name = model_files(data_cfg)
-    src = SentencePieceTokenizer(directory / src_name, data_cfg.lowercase, files.get(src_name))
-    tgt = src if tgt_name == src_name else SentencePieceTokenizer(
-        directory / tgt_name, data_cfg.lowercase, files.get(tgt_name))
-    return src, tgt
+class SentencePieceKind(TokenizerKind):
+    """The `sentencepiece` kind: model(s) trained on the training split, kept as files."""
+
+    def load(self, d: DataConfig, directory: Path, files: Mapping[str, bytes]
+             ) -> tuple[SentencePieceTokenizer, SentencePieceTokenizer]:
+        src_name, tgt_name = model_files(d)
+        src = SentencePieceTokenizer(directory / src_name, d.lowercase, files.get(src_name))
+        tgt = src if tgt_name == src_name else SentencePieceTokenizer(
+            directory / tgt_name, d.lowercase, files.get(tgt_name))
+        return src, tgt
+
+    def train(self, d: DataConfig, dest_dir: Path, train_src: Path, train_tgt: Path) -> None:
+        src_name, tgt_name = model_files(d)
+        if src_name == tgt_name:
+            _train([train_src, train_tgt], dest_dir / src_name, d)
+        else:
+            _train([train_src], dest_dir / src_name, d)
+            _train([train_tgt], dest_dir / tgt_name, d)
+
+    def files(self, d: DataConfig) -> tuple[str, str]:
+        return model_files(d)
+
+    def cache_settings(self) -> dict[str, str]:
+        return {"sentencepiece": version("sentencepiece")}
+
+    def info(self, d: DataConfig) -> dict:
+        return {"model_type": d.spm_model_type, "vocab_size": d.vocab_size,
+                "joint": d.shared_vocab}
 
 
-def train_models(data_cfg: DataConfig, dest_dir: Path, train_src: Path, train_tgt: Path) -> None:
-    """Train the run's model(s) on the training split and write them into dest_dir."""
-    src_name, tgt_name = model_files(data_cfg)
-    if src_name == tgt_name:
-        _train([train_src, train_tgt], dest_dir / src_name, data_cfg)
-    else:
-        _train([train_src], dest_dir / src_name, data_cfg)
-        _train([train_tgt], dest_dir / tgt_name, data_cfg)
+KIND = SentencePieceKind()
 
 
 def _train(paths: list[Path], model_path: Path, d: DataConfig) -> None:
