@@ -103,6 +103,9 @@ class TokenCache:
     def _array(self, side: str) -> TokenArray:
         n_pairs, n_tokens = self.meta["pairs"], self.meta["tokens"][side]
         dtype = np.dtype(self.meta["dtype"][side])
+        if ((self.path / f"{side}.ids").stat().st_size != n_tokens * dtype.itemsize
+                or (self.path / f"{side}.offsets").stat().st_size != (n_pairs + 1) * 8):
+            raise ValueError(f"{side} arrays do not match {META}")
         ids = (np.memmap(self.path / f"{side}.ids", dtype, mode="r", shape=(n_tokens,))
                if n_tokens else np.zeros(0, dtype))  # mmap refuses an empty file
         offsets = np.memmap(self.path / f"{side}.offsets", np.int64, mode="r",
@@ -155,24 +158,36 @@ def _same(a: tuple[Vocab, Vocab], b: tuple[Vocab, Vocab]) -> bool:
     return all(x.itos == y.itos for x, y in zip(a, b))
 
 
-def _load(entry: Path, d: DataConfig) -> TokenCache | None:
-    """The entry if it is complete and intact; None if it is missing or damaged."""
+def _load(entry: Path, d: DataConfig, rebuilding: bool = False) -> TokenCache | None:
+    """The entry if it is complete and intact; None if it is missing or damaged.
+
+    rebuilding: warn that a damaged entry is about to be rebuilt. Only the builder, under the
+    entry's lock, passes it: one rebuild is one warning, and a cache location that is no
+    directory is only the builder's error (open_cache's first look is silent).
+    """
     try:
         meta = json.loads((entry / META).read_text(encoding="utf-8"))
-        for side in SIDES:
-            itemsize = np.dtype(meta["dtype"][side]).itemsize
-            if ((entry / f"{side}.ids").stat().st_size != meta["tokens"][side] * itemsize
-                    or (entry / f"{side}.offsets").stat().st_size != (meta["pairs"] + 1) * 8):
-                raise ValueError(f"{side} arrays do not match {META}")
-        src_vocab, tgt_vocab = (Vocab.load(entry / f"vocab.{side}.txt") for side in SIDES)
-    except FileNotFoundError:
-        if entry.exists():
-            log.warn(f"{entry}: token cache entry is incomplete; rebuilding it")
-        return None
+        cache = TokenCache(entry, meta, *(Vocab.load(entry / f"vocab.{s}.txt") for s in SIDES), d)
+        for side, vocab in zip(SIDES, cache.vocabs):
+            _check(cache._array(side), len(vocab), side)
     except (OSError, ValueError, KeyError, TypeError, MTError) as e:
-        log.warn(f"{entry}: token cache entry is damaged ({e}); rebuilding it")
+        if rebuilding and entry.exists():
+            what = "incomplete" if isinstance(e, FileNotFoundError) else f"damaged ({e})"
+            log.warn(f"{entry}: token cache entry is {what}; rebuilding it")
         return None
-    return TokenCache(entry, meta, src_vocab, tgt_vocab, d)
+    return cache
+
+
+def _check(array: TokenArray, vocab_size: int, side: str) -> None:
+    """Ids a damaged file holds would index past the embedding, and offsets out of order would
+    cut pairs of negative length: both are found here, on every load. A maximum rather than a
+    checksum: it is what the embedding needs, and a single pass at memory speed over pages the
+    first epoch reads anyway (see benchmarks/bench_cache_load.py)."""
+    ids, offsets = array.ids, array.offsets
+    if len(ids) and int(ids.max()) >= vocab_size:
+        raise ValueError(f"{side}.ids holds ids beyond its vocabulary of {vocab_size}")
+    if offsets[0] != 0 or offsets[-1] != len(ids) or not (offsets[1:] >= offsets[:-1]).all():
+        raise ValueError(f"{side}.offsets do not run in order from 0 to its token count")
 
 
 # --- Building one ----------------------------------------------------------------------------
@@ -190,7 +205,7 @@ def _build_entry(entry: Path, d: DataConfig, settings: dict, paths: tuple[Path, 
     with lock:
         # One builder per entry; the flock dies with its process, so a killed one frees it.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        cache = _load(entry, d)
+        cache = _load(entry, d, rebuilding=True)
         if cache is not None:  # built by another process while this one waited
             return cache
         _say_what_changed(entry, paths, files)
