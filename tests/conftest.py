@@ -1,8 +1,20 @@
-"""Shared fixtures: the toy corpus, a tiny model trained once per session, and a CLI runner."""
+"""Shared fixtures and helpers: the toy corpus, a tiny model trained once per session, `mt` run
+in a subprocess (run_mt) or in this process (the cli fixture), and the checks on what a failed
+command leaves behind (snapshot, leftovers).
+
+Tiers (markers registered in pyproject.toml): plain `python -m pytest` runs the fast tier;
+`scripts/test.sh` runs everything. A test that uses a fixture in TRAINED (a model trained for
+real) is marked slow here, so that a new test using one is slow without being told.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
+import shutil
+import signal
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -10,6 +22,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from mt.cli import main
 
 # One thread per process: tests start several processes, and oversubscribed OpenMP threads
 # spin against each other on a small CI machine.
@@ -19,6 +33,8 @@ THREADS = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 ROOT = Path(__file__).resolve().parents[1]
 TOY = ROOT / "data" / "toy"
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+CONFIG = ROOT / "configs" / "toy.yaml"
+TWO_LINES = "Yesterday we saw forty two red dogs.\nI need seven hundred eleven books.\n"
 
 # A model small enough to train in seconds on the toy corpus and still learn it.
 TINY = [
@@ -26,6 +42,14 @@ TINY = [
     "model.d_ff=128", "model.dropout=0.0", "train.max_tokens=2048", "train.lr=3e-3",
     "train.warmup=100", "train.eval_every=100", "train.log_every=20", "train.max_epochs=4",
 ]
+# Fixtures that train a model (seconds to a minute each): every test using one is slow.
+TRAINED = {"tiny_run", "spm_run"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if TRAINED & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -91,3 +115,81 @@ def make_weights_only(run_dir: Path) -> None:
 
     state = load_checkpoint(run_dir / "best.pt")
     save_checkpoint(run_dir / "best.pt", {"model": state["model"], "step": state["step"]})
+
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """Run `mt ARGS` in this process: exit code, stdout and stderr, as a user would see them."""
+    monkeypatch.chdir(ROOT)  # as run_mt: configs name data/toy relative to the repository
+
+    def run(*args: str, stdin: bytes | None = None) -> Result:
+        monkeypatch.setattr(sys, "argv", ["mt", *map(str, args)])
+        monkeypatch.setenv("MT_DEBUG", "")
+        if stdin is not None:
+            monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin)))
+        code = 0
+        try:
+            with own_signals():
+                main()
+        except SystemExit as e:
+            code = e.code
+        out, err = capsys.readouterr()
+        return Result(code, out, err)
+
+    return run
+
+
+@contextlib.contextmanager
+def own_signals():
+    """main() installs SIGINT/SIGTERM handlers; give pytest its own back."""
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+
+
+def snapshot(directory: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file's bytes and modification time, to show that nothing was touched."""
+    return {str(p.relative_to(directory)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def leftovers(directory: Path) -> list[str]:
+    return [p.name for p in directory.iterdir() if p.name.endswith(".tmp")]
+
+
+def corpus(root: Path, n: int = 60, edit=None) -> Path:
+    """A small copy of the toy corpus; edit(src_lines, tgt_lines) may change the training pair."""
+    d = root / "corpus"
+    d.mkdir()
+    for split, count in (("train", n), ("val", 20)):
+        src = (TOY / f"toy.{split}.en").read_bytes().split(b"\n")[:count]
+        tgt = (TOY / f"toy.{split}.de").read_bytes().split(b"\n")[:count]
+        if split == "train" and edit:
+            edit(src, tgt)
+        (d / f"toy.{split}.en").write_bytes(b"".join(line + b"\n" for line in src))
+        (d / f"toy.{split}.de").write_bytes(b"".join(line + b"\n" for line in tgt))
+    return d
+
+
+def small_config(data_dir: Path, *sets: str) -> list[str]:
+    """--set options: the tiny model on a small corpus, validating by loss only (no BLEU)."""
+    options = [*TINY, f"data.dir={data_dir}", "train.eval_bleu=false", "train.metric=loss", *sets]
+    return [arg for s in options for arg in ("--set", s)]
+
+
+@pytest.fixture
+def run_copy(tiny_run, tmp_path) -> Path:
+    return Path(shutil.copytree(tiny_run, tmp_path / "run"))
+
+
+
+def png_size(path) -> tuple[int, int]:
+    """(width, height) from a PNG's header, after checking it is one."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", path
+    assert data[-8:-4] == b"IEND"  # complete, not cut short
+    return struct.unpack(">II", data[16:24])

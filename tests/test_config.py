@@ -1,8 +1,12 @@
+"""mt/config.py: defaults, files and --set overrides, validated at load with errors that blame
+the right place."""
+
 import re
 from pathlib import Path
 
 import pytest
 
+from conftest import CONFIG, assert_user_error
 from mt.config import Config, load_config
 from mt.errors import ConfigError
 
@@ -78,3 +82,69 @@ def test_shipped_configs_are_valid(path):
     """Every config in configs/ loads and passes validation (the recipes are run by hand)."""
     cfg = load_config(path)
     assert cfg.data.src_lang != cfg.data.tgt_lang
+
+
+@pytest.mark.parametrize("yaml_text, sets, needles", [
+    ("model:\n  d_model: 64\n n_heads: [\n", [], ["line 3"]),
+    ("model:\n  d_modle: 64\n", [], ["model.d_modle", "did you mean 'd_model'"]),
+    ("train:\n  lr: fast\n", [], ["train.lr", "must be float", "'fast'"]),
+    ("train:\n  max_tokens: 2.5\n", [], ["train.max_tokens", "must be int"]),
+    ("model:\n  d_ff: -1\n", [], ["model.d_ff must be positive"]),
+    ("model:\n  dropout: 1.0\n", [], ["model.dropout must be in [0, 1)"]),
+    ("model:\n  d_model: 100\n  n_heads: 3\n", [], ["divisible", "model.n_heads (3)"]),
+    ("data:\n  src_lang: zz\n", [], ["data.src_lang", "'zz'", "spaCy"]),
+    ("", ["trian.lr=1"], ["--set trian.lr=1", "did you mean 'train'"]),
+    ("", ["train.max_tokens=abc"], ["--set train.max_tokens=abc", "must be int"]),
+    ("", ["model.dropout=1.5"], ["model.dropout must be in [0, 1)"]),
+    ("", ["data.tgt_lang=zz"], ["data.tgt_lang", "'zz'"]),
+    ("", ["train.lr"], ["--set 'train.lr'", "key=value"]),
+])
+def test_config_errors_are_caught_at_load_before_any_work(cli, tmp_path, yaml_text, sets,
+                                                          needles):
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml_text)
+    out = tmp_path / "run"
+    r = cli("train", config, "--out", out, *[a for s in sets for a in ("--set", s)])
+    assert_user_error(r, 3, *needles)
+    assert not out.exists()  # refused before the run directory was made
+
+
+def test_error_stays_on_one_line_whatever_it_quotes(cli):
+    r = cli("train", CONFIG, "--set", "model.d_model=a\u2028b\nc\x85d")
+    assert_user_error(r, 3, "--set model.d_model=a\\u2028b\\nc\\x85d", "must be int")
+
+
+def test_missing_config_is_named(cli, tmp_path):
+    assert_user_error(cli("train", tmp_path / "none.yaml"), 3, "none.yaml", "not found")
+
+
+@pytest.mark.parametrize("sets, blamed, needle", [
+    (["train.max_steps=-1"], "train.max_steps=-1", "train.max_steps must be 0 (no limit) or"),
+    (["train.lr=0.001", "model.n_heads=3"], "model.n_heads=3", "divisible by model.n_heads"),
+    (["data.src_lang=zz"], "data.src_lang=zz", "no spaCy tokenizer"),
+    (["decode.max_len_b=-1"], "decode.max_len_b=-1", "must be non-negative"),
+])
+def test_out_of_range_set_value_is_blamed_on_set_not_the_file(cli, tmp_path, sets, blamed,
+                                                              needle):
+    out = tmp_path / "run"
+    r = cli("train", CONFIG, "--out", out, *[a for s in sets for a in ("--set", s)])
+    assert_user_error(r, 3, needle)
+    assert r.err.startswith(f"error: --set {blamed}: "), r.err
+    assert str(CONFIG) not in r.err
+    assert not out.exists()
+
+
+def test_out_of_range_value_in_the_file_is_still_blamed_on_the_file(cli, tmp_path):
+    config = tmp_path / "c.yaml"
+    config.write_text("train:\n  max_steps: -1\n")
+    r = cli("train", config, "--out", tmp_path / "run", "--set", "train.lr=0.001")
+    assert_user_error(r, 3, "train.max_steps must be")
+    assert r.err.startswith(f"error: {config}: "), r.err
+
+
+@pytest.mark.parametrize("setting,needle", [
+    ("decode.nbest=3", "decode.nbest"), ("decode.length_norm=mean", "decode.length_norm"),
+    ("decode.length_penalty=-1", "decode.length_penalty"), ("decode.min_len=-1", "min_len")])
+def test_decode_config_is_validated(setting, needle):
+    with pytest.raises(ConfigError, match=needle):
+        load_config(None, ["decode.beam=2", setting])

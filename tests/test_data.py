@@ -1,3 +1,5 @@
+"""mt/data.py: reading parallel files, length filtering, token-budget batches, the loader."""
+
 import gzip
 import threading
 import time
@@ -5,9 +7,12 @@ import time
 import pytest
 import torch
 
+from conftest import CONFIG, TINY, assert_user_error, corpus, small_config
+from mt.config import load_config
 from mt.data import ParallelData, prefetch, read_parallel, split_path
 from mt.errors import DataError
 from mt.textio import read_lines
+from mt.train.loop import Trainer
 from mt.vocab import BOS, EOS, PAD
 
 
@@ -89,3 +94,37 @@ def test_prefetch_raises_the_producers_error_in_the_consumer():
     assert next(it) == 1
     with pytest.raises(DataError, match="bad chunk"):
         next(it)
+
+
+def test_mismatched_parallel_files_name_both_and_their_counts(cli, tmp_path):
+    data = corpus(tmp_path, edit=lambda src, tgt: tgt.pop())
+    r = cli("train", CONFIG, "--out", tmp_path / "run", *small_config(data))
+    assert_user_error(r, 4, "train.en has 60 lines", "train.de has 59")
+
+
+def test_empty_and_missing_training_files(cli, tmp_path):
+    data = corpus(tmp_path, n=0)
+    r = cli("train", CONFIG, "--out", tmp_path / "r1", *small_config(data))
+    assert_user_error(r, 4, "train.en", "empty")
+    (data / "toy.train.en").write_text("\n\n")
+    (data / "toy.train.de").write_text("eins\n\n")
+    r = cli("train", CONFIG, "--out", tmp_path / "r3", *small_config(data))
+    assert_user_error(r, 4, "train.en", "no training pairs left")
+    r = cli("train", CONFIG, "--out", tmp_path / "r2", *small_config(tmp_path / "nowhere"))
+    assert_user_error(r, 4, "nowhere/toy.train.en", "not found")
+
+
+def test_training_data_invalid_utf8_is_replaced_and_long_lines_dropped(tmp_path, capsys):
+    def edit(src, tgt):
+        src[2] = b"one \xff\xfe two"  # line 3
+        src[4] = tgt[4] = b" ".join([b"seven"] * 45)  # over data.max_len (40): dropped
+        src[5] = tgt[5] = b""  # empty: dropped
+
+    data = corpus(tmp_path, edit=edit)
+    cfg = load_config(CONFIG, [*TINY, f"data.dir={data}"])
+    trainer = Trainer(cfg, tmp_path / "run", "cpu")
+    trainer.load_data()
+    err = capsys.readouterr().err
+    assert "train.en: 1 line(s) had invalid UTF-8 (first at line 3)" in err
+    assert "58 training pairs (2 dropped" in err
+    assert any("\ufffd" in token for token in trainer.src_vocab.itos)  # the pair was kept

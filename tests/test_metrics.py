@@ -1,8 +1,6 @@
-"""Scores for `mt eval`: the comparable BLEU variants, the tokenizer per target language, TER."""
+"""mt/metrics.py: the scores of `mt eval`: the comparable BLEU variants, the tokenizer per target
+language, TER."""
 
-import json
-
-from conftest import assert_user_error, run_mt
 from mt.metrics import bleu_tokenizer, full_score, score
 
 REFS = ["A man in a blue shirt is standing on a ladder.", "Two dogs play in the snow."]
@@ -47,17 +45,3 @@ def test_target_language_picks_the_tokenizer():
     # Chinese without spaces: 13a would see one word per sentence.
     hyp, ref = ["我们在公园里散步"], ["我们在公园散步"]
     assert score(hyp, ref, "zh")["bleu"] > score(hyp, ref, "de")["bleu"]
-
-
-def test_eval_cli_prints_every_score_and_json_holds_them(tiny_run):
-    r = run_mt("eval", str(tiny_run), "--split", "val", "--metrics", "ter")
-    assert r.code == 0, r.err
-    names = [line.split(" = ")[0] for line in r.out.splitlines()]
-    assert names == ["BLEU", "chrF", "BLEU lowercased", "BLEU tokenized lowercased",
-                     "BLEU Moses-tokenized lowercased", "TER"]
-    r = run_mt("eval", str(tiny_run), "--split", "val", "--json")
-    result = json.loads(r.out)
-    for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc", "bleu_moses_lc"):
-        assert isinstance(result[key], float) and result[key + "_signature"], key
-    assert result["bleu_lc"] >= result["bleu"] - 1e-9
-    assert_user_error(run_mt("eval", str(tiny_run), "--metrics", "meteor"), 2, "--metrics")

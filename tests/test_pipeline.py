@@ -5,11 +5,13 @@ import os
 import subprocess
 import sys
 
-import torch
+import pytest
 
 from conftest import ROOT, TINY, run_mt
 from mt.checkpoint import load_checkpoint, load_run
 from mt.commands.train import train
+
+pytestmark = pytest.mark.slow  # every test here trains a model
 
 
 def read_metrics(run):
@@ -53,23 +55,7 @@ def test_cli_eval_and_translate(tiny_run, tmp_path):
     assert (tmp_path / "out.txt").read_text() == "\n".join(lines[:4]) + "\n"
 
 
-def test_resume_continues_exactly(tmp_path):
-    """Train 2N steps straight, or N then --resume to 2N: the same weights, bit for bit."""
-    common = [*TINY, "model.dropout=0.1", "train.eval_bleu=false", "train.metric=loss",
-              "train.eval_every=1000"]
-    cfg = ROOT / "configs" / "toy.yaml"
-    train(cfg, [*common, "train.max_steps=24"], tmp_path / "straight", "cpu", False)
-    train(cfg, [*common, "train.max_steps=12"], tmp_path / "split", "cpu", False)
-    train(cfg, [*common, "train.max_steps=24"], tmp_path / "split", "cpu", True)
-    a = load_checkpoint(tmp_path / "straight" / "last.pt")
-    b = load_checkpoint(tmp_path / "split" / "last.pt")
-    assert a["step"] == b["step"] == 24
-    for name, tensor in a["model"].items():
-        assert torch.equal(tensor, b["model"][name]), name
-    c = load_checkpoint(tmp_path / "split" / "best.pt")
-    assert set(c) == {"format", "model", "step", "config", "vocab", "files"}  # no training state
-
-
+@pytest.mark.dist
 def test_distributed_training_under_torchrun(tmp_path):
     """Two CPU processes (gloo) train one model: rank 0 alone writes the run directory."""
     out = tmp_path / "ddp"

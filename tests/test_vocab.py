@@ -1,3 +1,8 @@
+"""mt/vocab.py: specials, frequency order, round trips, its own error."""
+
+import pytest
+
+from mt.errors import CheckpointError, VocabError
 from mt.tokenizers.spacy_words import SpacyTokenizer
 from mt.tokenizers.text import MARK
 from mt.vocab import BOS, EOS, PAD, SPECIALS, UNK, Vocab
@@ -39,3 +44,11 @@ def test_tokenize_detokenize_round_trip():
     assert en.detokenize(toks) == "Two dogs, running (fast) in the park."
     assert en.tokenize_many(["a  b", ""]) == [["a", "b"], []]  # no whitespace tokens
     assert SpacyTokenizer("de", lowercase=True).tokenize("Große Hunde") == ["große", "hunde"]
+
+
+def test_vocab_raises_its_own_error():
+    with pytest.raises(VocabError, match="must start with"):
+        Vocab(["a", "b"])
+    with pytest.raises(VocabError, match="duplicate"):
+        Vocab(["<pad>", "<unk>", "<bos>", "<eos>", "a", "a"])
+    assert issubclass(VocabError, CheckpointError) and VocabError.exit_code == 5

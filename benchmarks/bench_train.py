@@ -11,46 +11,38 @@ model FLOPs/s as a share of the fp32 matrix-product peak that the script measure
 model's own shapes (and, for bf16, of the bf16 peak). A step counts 3x the forward FLOPs of the
 real (non-pad) tokens.
 
-    python scripts/bench_train.py --data ../shared/data/multi30k --steps 20 --rounds 2
+    python -m benchmarks.bench_train --data ../shared/data/multi30k --steps 20 --rounds 2
+    python -m benchmarks.bench_train --smoke     # seconds, on the toy corpus: does it still run?
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-
-import mt.model  # noqa: E402
-from mt.config import Config, load_config  # noqa: E402
-from mt.data import Batch, pad  # noqa: E402
-from mt.train.loop import Trainer  # noqa: E402
-from mt.vocab import BOS, EOS, PAD  # noqa: E402
-
-
-def forward_flops(cfg: Config, batch: Batch, vocab: int) -> float:
-    """Forward FLOPs of the real tokens of a batch (2 per multiply-add)."""
-    m = cfg.model
-    D, F_, Le, Ld = m.d_model, m.d_ff, m.n_enc_layers, m.n_dec_layers
-    total = 0.0
-    for s_row, t_row in zip(batch.src, batch.tgt_out):
-        S, T = int((s_row != PAD).sum()), int((t_row != PAD).sum())
-        enc = S * (8 * D * D + 4 * D * F_) + 4 * S * S * D  # projections, ffn; QK^T and AV
-        dec = T * (8 * D * D + 4 * D * D + 4 * D * F_)  # self q/k/v/o, cross q/o, ffn
-        dec += S * 4 * D * D + 4 * T * T * D + 4 * T * S * D  # cross k/v; self and cross attn
-        total += Le * enc + Ld * dec + 2 * T * D * vocab
-    return total
+import mt.kernels
+from benchmarks.harness import (
+    SMOKE_DATA,
+    add_data_args,
+    alternate,
+    forward_flops,
+    markdown,
+    parse,
+    parser,
+    trainers,
+)
+from mt.config import Config
+from mt.data import Batch, pad
+from mt.model import make_model
+from mt.train.loop import Trainer
+from mt.vocab import BOS, EOS, PAD
 
 
 def matmul_peak(cfg: Config, rows: int, vocab: int, dtype: torch.dtype) -> float:
@@ -73,17 +65,13 @@ def matmul_peak(cfg: Config, rows: int, vocab: int, dtype: torch.dtype) -> float
 def naive_attention():
     """Attention written out: matmul, masked_fill with -inf, softmax, matmul (no fused kernel),
     and torch's own dropout (not mt's cheaper CPU mask), as the seed code had."""
-    fused, cheap = mt.model.attention, mt.model.dropout
-
-    def written_out(q, k, v, mask, is_causal=False, p=0.0, need_weights=False):
-        return fused(q, k, v, mask, is_causal, p, need_weights=True)[0], None
-
-    mt.model.attention = written_out
-    mt.model.dropout = lambda x, p, training=True: torch.nn.functional.dropout(x, p, training)
+    pick, cheap = mt.kernels.fused_is_faster, mt.kernels.dropout
+    mt.kernels.fused_is_faster = lambda q, p: False  # always the written-out form
+    mt.kernels.dropout = lambda x, p, training=True: F.dropout(x, p, training)
     try:
         yield
     finally:
-        mt.model.attention, mt.model.dropout = fused, cheap
+        mt.kernels.fused_is_faster, mt.kernels.dropout = pick, cheap
 
 
 class Naive:
@@ -103,8 +91,7 @@ class Naive:
                                       pad([data.tgt[j] + [EOS] for j in idx]),
                                       sum(len(data.tgt[j]) + 1 for j in idx)))
         torch.manual_seed(self.cfg.train.seed)
-        self.model = mt.model.make_model(self.cfg.model, len(base.src_vocab),
-                                         len(base.tgt_vocab))
+        self.model = make_model(self.cfg.model, len(base.src_vocab), len(base.tgt_vocab))
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.cfg.train.lr,
                                           betas=(0.9, 0.98), eps=1e-9)
         self.model.train()
@@ -127,7 +114,6 @@ class Contender:
     step: Callable[[Batch], object]
     batches: list[Batch]
     trainer: Trainer | None = None
-    best: float = 0.0  # fastest round's target tokens/s
 
 
 def padding(batches: list[Batch]) -> float:
@@ -136,46 +122,14 @@ def padding(batches: list[Batch]) -> float:
     return 1 - real / total
 
 
-def mt_trainer(base: Trainer, amp: str, compiled: bool, run_dir: Path) -> Trainer:
-    cfg = replace(base.cfg, train=replace(base.cfg.train, amp=amp, compile=compiled,
-                                          eval_bleu=False, metric="loss"))
-    t = Trainer(cfg, run_dir, "cpu")
-    for name in ("src_tok", "tgt_tok", "src_vocab", "tgt_vocab", "train_data", "val_data",
-                 "val_src", "val_ref"):
-        setattr(t, name, getattr(base, name))
-    run_dir.mkdir(parents=True)
-    t.build()
-    t.model.train()
-    return t
-
-
-def add_data_args(ap: argparse.ArgumentParser) -> None:
-    """The options base_trainer reads: --config, --data, --threads."""
-    ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en.yaml"))
-    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "multi30k"))
-    ap.add_argument("--threads", type=int, default=1)
-
-
-def base_trainer(config: str, data: str, threads: int) -> tuple[Config, Trainer, Path]:
-    """The config, a Trainer holding its tokenizers, vocabularies and data, and a scratch
-    directory for the contenders' runs."""
-    torch.set_num_threads(threads)
-    cfg = load_config(config, [f"data.dir={data}", f"train.threads={threads}"])
-    tmp = Path(tempfile.mkdtemp(prefix="bench_train."))
-    base = Trainer(cfg, tmp / "base", "cpu")
-    (tmp / "base").mkdir()  # a SentencePiece config copies its model into the run
-    base.load_data()
-    return cfg, base, tmp
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = parser(__doc__, rounds=2, smoke="the toy corpus, 2 steps, 1 round, not compiled")
     add_data_args(ap)
     ap.add_argument("--steps", type=int, default=20, help="steps per contender per round")
-    ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--skip", nargs="*", default=[], help="contenders to leave out, e.g. compiled")
-    args = ap.parse_args()
-    cfg, base, tmp = base_trainer(args.config, args.data, args.threads)
+    args = parse(ap, {**SMOKE_DATA, "steps": 2, "rounds": 1, "skip": ["compiled"]})
+    base, contender = trainers(args)
+    cfg = base.cfg
     vocab = len(base.tgt_vocab)
     n = args.steps * args.rounds
     batches = base.train_data.batches(cfg.train.max_tokens, seed=cfg.train.seed)[:n + 1]
@@ -186,14 +140,16 @@ def main() -> None:
     for name, amp, compiled in (("mt fp32", "none", False), ("mt bf16", "bf16", False),
                                 ("mt compiled", "none", True)):
         if name.split()[-1] not in args.skip:
-            t = mt_trainer(base, amp, compiled, tmp / name.replace(" ", "_"))
+            t = contender(name.replace(" ", "_"), amp=amp, compile=compiled)
             contenders.append(Contender(name, t.step, batches, t))
     for c in contenders:  # warm-up (and compilation) outside the timing, on a batch not timed
         clock = time.perf_counter()
         float(c.step(c.batches[-1]))
         print(f"{c.name}: first step {time.perf_counter() - clock:.1f} s", file=sys.stderr)
-    for r in range(args.rounds):
-        for c in contenders:
+
+    def trains(c: Contender) -> Callable[[int], float]:
+        """Round r: the contender's r-th chunk of batches; its target tokens/s."""
+        def run(r: int) -> float:
             chunk = c.batches[r * args.steps:(r + 1) * args.steps]
             clock = time.perf_counter()
             for b in chunk:
@@ -201,40 +157,41 @@ def main() -> None:
             if c.trainer is not None:
                 c.trainer.stats.tolist()  # wait for the device (a no-op on CPU)
             rate = sum(b.n_tgt_tokens for b in chunk) / (time.perf_counter() - clock)
-            c.best = max(c.best, rate)
             print(f"round {r + 1} {c.name}: {rate:.0f} tok/s", file=sys.stderr)
+            return rate
+        return run
 
+    best = alternate({c.name: trains(c) for c in contenders}, args.rounds, keep=max)
     rows = sum(b.src.numel() + b.tgt_in.numel() for b in batches) // (2 * len(batches))
     peak32 = matmul_peak(cfg, rows, vocab, torch.float32)
     peak16 = matmul_peak(cfg, rows, vocab, torch.bfloat16)
     print(f"\n{cfg.data.dir}: {len(base.train_data)} pairs; {args.steps} steps x {args.rounds} "
           f"rounds per contender, fastest round kept; {args.threads} thread(s); "
           f"matmul peak fp32 {peak32 / 1e9:.1f} GFLOP/s, bf16 {peak16 / 1e9:.1f} GFLOP/s\n")
-    print("| contender | tok/s | padding | MFLOP/token | share of fp32 peak | "
-          "share of bf16 peak | val loss |")
-    print("|---|---|---|---|---|---|---|")
-    best, val = {}, {}
+    table, val = [], {}
     for c in contenders:
         used = c.batches[:n]
         per_token = sum(3 * forward_flops(cfg, b, vocab) for b in used) / sum(
             b.n_tgt_tokens for b in used)
-        flops = c.best * per_token
-        best[c.name] = c.best
+        flops = best[c.name] * per_token
         if c.trainer is not None:  # the weights' quality, so evaluated in fp32 for all
             c.trainer.amp = None
             val[c.name] = c.trainer.validate()["val_loss"]
         share16 = f"{flops / peak16:.0%}" if c.name == "mt bf16" else ""
-        print(f"| {c.name} | {c.best:.0f} | {padding(used):.1%} | {per_token / 1e6:.1f} | "
-              f"{flops / peak32:.0%} | {share16} | {val.get(c.name, '')} |")
+        table.append([c.name, f"{best[c.name]:.0f}", f"{padding(used):.1%}",
+                      f"{per_token / 1e6:.1f}", f"{flops / peak32:.0%}", share16,
+                      val.get(c.name, "")])
+    print(markdown(["contender", "tok/s", "padding", "MFLOP/token", "share of fp32 peak",
+                    "share of bf16 peak", "val loss"], table))
     fp32 = best.get("mt fp32")
-    print("\n| ratio | measured | target |\n|---|---|---|")
-    print(f"| mt fp32 / naive, tok/s | {fp32 / best['naive']:.2f}x | >= 3x |")
+    ratios = [["mt fp32 / naive, tok/s", f"{fp32 / best['naive']:.2f}x", ">= 3x"]]
     if "mt bf16" in best:
-        print(f"| mt bf16 / mt fp32, tok/s | {best['mt bf16'] / fp32:.2f}x | >= 1.6x |")
         diff = val["mt bf16"] / val["mt fp32"] - 1
-        print(f"| mt bf16 vs fp32, val loss after {n} steps | {diff:+.2%} | within 1% |")
+        ratios += [["mt bf16 / mt fp32, tok/s", f"{best['mt bf16'] / fp32:.2f}x", ">= 1.6x"],
+                   [f"mt bf16 vs fp32, val loss after {n} steps", f"{diff:+.2%}", "within 1%"]]
     if "mt compiled" in best:
-        print(f"| mt compiled / mt fp32, tok/s | {best['mt compiled'] / fp32:.2f}x | |")
+        ratios.append(["mt compiled / mt fp32, tok/s", f"{best['mt compiled'] / fp32:.2f}x", ""])
+    print("\n" + markdown(["ratio", "measured", "target"], ratios))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
 """Benchmark: start-up time and memory of training on N-fold copies of Multi30k, before the token
 cache (mt as of --old-rev, all in memory) and with it (mt here), side by side.
 
-    python scripts/bench_data.py                        # folds 1, 10, 30
-    python scripts/bench_data.py --folds 1 10 30 100 --old-max-fold 30
+    python -m benchmarks.bench_data                        # folds 1, 10, 30
+    python -m benchmarks.bench_data --folds 1 10 30 100 --old-max-fold 30
+    python -m benchmarks.bench_data --smoke                # the toy corpus, new path only
 
-For each fold N it writes N shuffled copies of Multi30k train (29,000 x N pairs) to a temporary
-directory and runs, each as its own process with a tiny model and train.max_steps=1:
+For each fold N it writes N shuffled copies of Multi30k train (29,000 x N pairs; --data and
+--config name another corpus) to a temporary directory and runs, each as its own process with
+a tiny model and train.max_steps=1:
   old        `mt train` from --old-rev: reads, tokenizes and batches everything, every start
   new cold   `mt prepare` into an empty cache: tokenize on every core, write the arrays
   new warm   `mt train` with the cache built: what every later start and --resume costs
@@ -29,8 +31,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+from benchmarks.harness import MULTI30K, ROOT, SMOKE_DATA, alternate, markdown, parse, parser
+from mt.config import DataConfig, load_config
+from mt.data import split_path
+from mt.textio import read_lines
+
 TINY = ["model.d_model=64", "model.n_heads=4", "model.n_enc_layers=1", "model.n_dec_layers=1",
         "model.d_ff=128", "train.max_steps=1", "train.log_every=1", "train.eval_bleu=false",
         "train.metric=loss", "train.eval_every=100000", "train.threads=1"]
@@ -46,22 +51,19 @@ def first_cache_commit() -> str:
     return out[-1] + "^"
 
 
-def make_corpus(dest: Path, fold: int, data: Path) -> int:
-    """N shuffled copies of Multi30k train (the same permutation on both sides), and its val."""
-    import gzip
-
-    sides = {}
-    for lang in ("de", "en"):
-        with gzip.open(data / f"train.{lang}.gz", "rt", encoding="utf-8") as f:
-            sides[lang] = f.read().splitlines()
-    n = len(sides["de"])
+def make_corpus(dest: Path, fold: int, data: Path, d: DataConfig) -> int:
+    """N shuffled copies of the training split (the same permutation on both sides), and its
+    validation split."""
+    sides = {lang: read_lines(split_path(data, d.train, lang)) for lang in (d.src_lang, d.tgt_lang)}
+    n = len(sides[d.src_lang])
     order = [i % n for i in range(n * fold)]
     random.Random(fold).shuffle(order)
     dest.mkdir(parents=True)
     for lang, lines in sides.items():
-        with open(dest / f"train.{lang}", "w", encoding="utf-8") as f:
+        with open(dest / f"{d.train}.{lang}", "w", encoding="utf-8") as f:
             f.writelines(lines[i] + "\n" for i in order)
-        shutil.copy(data / f"val.{lang}.gz", dest / f"val.{lang}.gz")
+        val = split_path(data, d.val, lang)
+        shutil.copy(val, dest / val.name)
     return len(order)
 
 
@@ -92,9 +94,9 @@ def run(args: list[str], env: dict, code: Path) -> tuple[float, float]:
         return wall, int(peak.read()) / 1024
 
 
-def keep(best: dict[str, list[float]], name: str, *values: float) -> None:
+def smallest(a: dict[str, list[float]], b: dict[str, list[float]]) -> dict[str, list[float]]:
     """Each measure's smallest over the rounds (noise on a shared machine only adds)."""
-    best[name] = [min(a, b) for a, b in zip(best.get(name, values), values)]
+    return {name: [min(x, y) for x, y in zip(a[name], b[name])] for name in a}
 
 
 def to_first_step(run_dir: Path) -> float:
@@ -105,63 +107,77 @@ def to_first_step(run_dir: Path) -> float:
     raise RuntimeError(f"{run_dir}: no training step logged")
 
 
+def old_mt(config: list[str], env: dict, tree: Path, runs: Path):
+    """A contender: `mt train` from the old tree; its wall time, time to step 1, peak RSS."""
+    def measure(r: int) -> dict[str, list[float]]:
+        out = runs / f"old.{r}"
+        wall, rss = run(["train", *config, "--out", str(out), "--device", "cpu"], env, tree)
+        measured = {"old": [wall, to_first_step(out), rss]}
+        shutil.rmtree(out)
+        return measured
+    return measure
+
+
+def new_mt(config: list[str], env: dict, workers: int, runs: Path):
+    """A contender: `mt prepare` into an empty cache (cold: wall, build seconds, peak RSS), then
+    `mt train` from it (warm: wall, time to step 1, peak RSS)."""
+    def measure(r: int) -> dict[str, list[float]]:
+        out, cache = runs / f"new.{r}", runs / f"cache.{r}"
+        env_r = {**env, "MT_CACHE_DIR": str(cache)}
+        wall, rss = run(["prepare", *config, "--workers", str(workers)], env_r, ROOT)
+        [meta] = (cache / "tokens").glob("*/meta.json")
+        cold = [wall, json.loads(meta.read_text())["build_seconds"], rss]
+        wall, rss = run(["train", *config, "--out", str(out), "--device", "cpu"], env_r, ROOT)
+        measured = {"cold": cold, "warm": [wall, to_first_step(out), rss]}
+        shutil.rmtree(cache)
+        shutil.rmtree(out)
+        return measured
+    return measure
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = parser(__doc__, rounds=1, smoke="the toy corpus once (1x), the new path only, 1 worker")
+    ap.formatter_class = argparse.RawTextHelpFormatter
     ap.add_argument("--folds", type=int, nargs="+", default=[1, 10, 30])
     ap.add_argument("--old-max-fold", type=int, default=30,
                     help="skip the old path above this fold (it needs ~1.7 KB and 0.1 ms a pair)")
-    ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--old-rev", default=None, help="mt before the cache (default: the commit "
                     "before mt/cache.py was added)")
+    ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en.yaml"))
     ap.add_argument("--data", type=Path, default=MULTI30K, help="Multi30k (train/val .gz)")
     ap.add_argument("--workers", type=int, default=0, help="mt prepare --workers (0: all cores)")
     ap.add_argument("--set", dest="sets", action="append", default=[],
                     help="more config overrides for every run, e.g. --set data.min_freq=1")
-    args = ap.parse_args()
+    args = parse(ap, {**SMOKE_DATA, "data": Path(SMOKE_DATA["data"]), "folds": [1],
+                      "old_max_fold": 0, "workers": 1})
+    d = load_config(args.config).data
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_data."))
     try:
         old_tree = tmp / "old"
-        old_tree.mkdir()
-        rev = args.old_rev or first_cache_commit()
-        archive = subprocess.run(["git", "archive", rev, "mt"], cwd=ROOT, capture_output=True,
-                                 check=True).stdout
-        subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
-        assert not (old_tree / "mt" / "cache.py").exists(), f"{rev} has the token cache already"
+        if min(args.folds) <= args.old_max_fold:
+            old_tree.mkdir()
+            rev = args.old_rev or first_cache_commit()
+            archive = subprocess.run(["git", "archive", rev, "mt"], cwd=ROOT, capture_output=True,
+                                     check=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
+            assert not (old_tree / "mt" / "cache.py").exists(), f"{rev} has the token cache already"
         base = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                 "MT_CACHE_DIR": str(tmp / "cache")}
         rows = []
         for fold in args.folds:
             corpus = tmp / f"x{fold}"
-            pairs = make_corpus(corpus, fold, args.data)
-            sets = [f"data.dir={corpus}", *TINY, *args.sets]
-            config = [str(ROOT / "configs" / "multi30k_de_en.yaml")]
-            for s in sets:
+            pairs = make_corpus(corpus, fold, args.data, d)
+            config = [args.config]
+            for s in [f"data.dir={corpus}", *TINY, *args.sets]:
                 config += ["--set", s]
-            best: dict[str, list[float]] = {}
-            n = 0
-            for _ in range(args.rounds):
-                contenders = ["new", "old"] if fold <= args.old_max_fold else ["new"]
-                for who in contenders:
-                    n += 1
-                    out = tmp / f"run{fold}.{n}"
-                    if who == "old":
-                        wall, rss = run(["train", *config, "--out", str(out), "--device", "cpu"],
-                                        base, old_tree)
-                        keep(best, "old", wall, to_first_step(out), rss)
-                        continue
-                    env = {**base, "MT_CACHE_DIR": str(tmp / f"cache{n}")}
-                    wall, rss = run(["prepare", *config, "--workers", str(args.workers)], env,
-                                    ROOT)
-                    [meta] = (tmp / f"cache{n}" / "tokens").glob("*/meta.json")
-                    build = json.loads(meta.read_text())["build_seconds"]
-                    keep(best, "cold", wall, build, rss)
-                    wall, rss = run(["train", *config, "--out", str(out), "--device", "cpu"], env,
-                                    ROOT)
-                    keep(best, "warm", wall, to_first_step(out), rss)
-                    shutil.rmtree(tmp / f"cache{n}")
-                shutil.rmtree(out, ignore_errors=True)
-            rows.append((fold, pairs, best))
+
+            runs = tmp / f"runs{fold}"
+            contenders = {"new": new_mt(config, base, args.workers, runs)}
+            if fold <= args.old_max_fold:
+                contenders["old"] = old_mt(config, base, old_tree, runs)
+            best = alternate(contenders, args.rounds, keep=smallest)
+            rows.append((fold, pairs, {k: v for m in best.values() for k, v in m.items()}))
             report(rows, args.workers)
             shutil.rmtree(corpus)
     finally:
@@ -169,17 +185,18 @@ def main() -> None:
 
 
 def report(rows: list, workers: int) -> None:
-    print("\n| fold | pairs | old: wall / to step 1 / peak RSS | new cold `mt prepare`: wall / "
-          "build / pairs/s | new warm: wall / to step 1 / peak RSS | warm speed-up |")
-    print("|---|---|---|---|---|---|")
+    table = []
     for fold, pairs, b in rows:
         old = b.get("old")
         cold, warm = b["cold"], b["warm"]
-        old_s = f"{old[0]:.1f} s / {old[1]:.1f} s / {old[2]:.0f} MiB" if old else "-"
-        ratio = f"{old[0] / warm[0]:.1f}x" if old else "-"
-        print(f"| {fold}x | {pairs:,} | {old_s} | {cold[0]:.1f} s / {cold[1]:.1f} s / "
-              f"{pairs / cold[1]:,.0f} | {warm[0]:.1f} s / {warm[1]:.1f} s / {warm[2]:.0f} MiB | "
-              f"{ratio} |")
+        table.append([f"{fold}x", f"{pairs:,}",
+                      f"{old[0]:.1f} s / {old[1]:.1f} s / {old[2]:.0f} MiB" if old else "-",
+                      f"{cold[0]:.1f} s / {cold[1]:.1f} s / {pairs / cold[1]:,.0f}",
+                      f"{warm[0]:.1f} s / {warm[1]:.1f} s / {warm[2]:.0f} MiB",
+                      f"{old[0] / warm[0]:.1f}x" if old else "-"])
+    print("\n" + markdown(["fold", "pairs", "old: wall / to step 1 / peak RSS",
+                           "new cold `mt prepare`: wall / build / pairs/s",
+                           "new warm: wall / to step 1 / peak RSS", "warm speed-up"], table))
     if len(rows) < 2:
         return
     # Between the two largest folds: from 2x on every token occurs at least twice, so the

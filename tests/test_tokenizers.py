@@ -108,6 +108,7 @@ def test_detokenize_does_its_best_on_tokens_never_tokenized(spacy_tokenizers, sp
     assert spm.detokenize(tokens) == normalize(spm.detokenize(tokens))  # one line
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not MULTI30K.is_dir(), reason="Multi30k not in ../shared/data/multi30k")
 @pytest.mark.parametrize("lang", ["de", "en"])
 def test_every_multi30k_line_round_trips(lang):

@@ -1,8 +1,9 @@
 """Decoding speed and BLEU, side by side: a naive decoder, mt's batched greedy, mt's beam search.
 
-    python scripts/bench_decode.py RUN [--src FILE --ref FILE] [--limit N] [--naive-limit 200]
+    python -m benchmarks.bench_decode RUN [--src FILE --ref FILE] [--limit N] [--naive-limit 200]
         [--beam 5] [--batch-tokens N] [--repeat 3] [--threads 1,2] [--ct2 float32,int8] [--bf16]
         [--profile] [--device auto]
+    python -m benchmarks.bench_decode RUN --smoke     # 16 toy sentences, 1 round
 
 Defaults to Multi30k test_2016_flickr (1000 sentences, de -> en). The naive decoder is what
 annotated-transformer users write: one sentence at a time, and at every step the whole prefix
@@ -13,14 +14,13 @@ It is slow, so it runs on the first --naive-limit sentences only; its sentences/
 that subset, and its BLEU is shown next to greedy's BLEU on the same subset.
 
 Each decoder translates a few sentences first, untimed (warm-up). Times include tokenization
-and detokenization. The decoders take turns, --repeat rounds of all three, and each keeps its
+and detokenization. The decoders take turns, --repeat rounds of all of them, and each keeps its
 fastest round: on a shared machine, noise only ever adds time. This is a benchmark to run by
 hand on an otherwise idle machine, not a test.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import sys
 import tempfile
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from benchmarks.harness import TOY, alternate, parse, parser
 from mt.checkpoint import load_run
 from mt.config import DecodeConfig, override
 from mt.data import read_parallel
@@ -71,35 +72,42 @@ def naive_translate(translator: Translator, lines: list[str]) -> list[str]:
     for line in lines:
         ids = run.src_vocab.encode(translator.src_tok.tokenize(line)[: translator.max_src])
         hyp = naive_greedy(run.model, ids, translator.decode_cfg, device) if ids else []
-        out.append(translator._detokenize(hyp))
+        out.append(" ".join(translator.tgt_tok.detokenize(run.tgt_vocab.decode(hyp)).split()))
     return out
 
 
-def timed(fns: list, models: list[Seq2Seq], device: torch.device, repeat: int
-          ) -> list[tuple[list[str], float, int]]:
-    """Run each (fn, lines) in turn, `repeat` rounds; per fn its outputs, fastest time and the
-    target positions its decoder computed (rows x new tokens, summed over decoder calls)."""
+def timed(contenders: dict, models: list[Seq2Seq], device: torch.device, rounds: int
+          ) -> dict[str, tuple[list[str], float, int]]:
+    """Run each contender's (fn, lines) in turn, `rounds` rounds; per contender its outputs,
+    fastest time and the target positions its decoder computed (rows x new tokens, summed over
+    decoder calls)."""
     positions = [0]
 
     def count(layer, inputs, output):
         positions[0] += inputs[0].size(0) * inputs[0].size(1)  # x (B, T, D)
 
-    hooks = [m.decoder[0].register_forward_hook(count) for m in models]
-    best = [(None, float("inf"), 0)] * len(fns)
-    for _ in range(repeat):
-        for i, (fn, lines) in enumerate(fns):
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def translates(fn, lines):
+        def run(r: int) -> tuple[list[str], float, int]:
             fn(lines[:WARMUP])
-            if device.type == "cuda":
-                torch.cuda.synchronize()
+            sync()
             positions[0] = 0
             start = time.perf_counter()
             out = fn(lines)
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            best[i] = (out, min(best[i][1], time.perf_counter() - start), positions[0])
-    for hook in hooks:
-        hook.remove()
-    return best
+            sync()
+            return out, time.perf_counter() - start, positions[0]
+        return run
+
+    hooks = [m.decoder[0].register_forward_hook(count) for m in models]
+    try:
+        return alternate({name: translates(fn, lines) for name, (fn, lines) in contenders.items()},
+                         rounds, keep=lambda a, b: min(a, b, key=lambda m: m[1]))
+    finally:
+        for hook in hooks:
+            hook.remove()
 
 
 def profile(name: str, translator: Translator, lines: list[str]) -> None:
@@ -162,8 +170,8 @@ def profile(name: str, translator: Translator, lines: list[str]) -> None:
           f"{(parts[-1][1] - text) / max(calls[0], 1) * 1e3:.2f} ms per step)")
 
 
-def ct2_translators(run, run_dir: Path, cfgs: dict, threads: int, device: torch.device,
-                    model_dirs: dict) -> dict:
+def ct2_translators(run, cfgs: dict, threads: int, device: torch.device, model_dirs: dict
+                    ) -> dict:
     """CTranslate2 contenders: Translators whose search is a CTranslate2 model of the same
     weights, one per (quantization, search), with `threads` intra-op threads."""
     from mt.ct2.search import CTranslate2Search
@@ -178,7 +186,8 @@ def ct2_translators(run, run_dir: Path, cfgs: dict, threads: int, device: torch.
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = parser(__doc__, rounds=3, smoke="the first 16 toy test sentences (en -> de), naive on 4, "
+               "beam 2, no CTranslate2, 1 round")
     p.add_argument("run", type=Path, help="run directory (uses best.pt) or checkpoint file")
     p.add_argument("--src", type=Path, default=DATA / "test_2016_flickr.de.gz")
     p.add_argument("--ref", type=Path, default=DATA / "test_2016_flickr.en.gz")
@@ -188,8 +197,6 @@ def main() -> None:
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--batch-tokens", type=int, default=0,
                    help="decode.batch_tokens for greedy and beam (0 = the run's config)")
-    p.add_argument("--repeat", type=int, default=3,
-                   help="rounds; each decoder's fastest round counts")
     p.add_argument("--threads", default="",
                    help="comma-separated CPU thread counts to measure at, e.g. 1,2 "
                         "(default: torch's)")
@@ -201,7 +208,8 @@ def main() -> None:
     p.add_argument("--profile", action="store_true",
                    help="also show where mt's greedy and beam search spend their time")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
-    args = p.parse_args()
+    args = parse(p, {"src": TOY / "toy.test.en", "ref": TOY / "toy.test.de", "limit": 16,
+                     "naive_limit": 4, "beam": 2, "ct2": "", "rounds": 1})
 
     device = pick_device(args.device)
     run = load_run(args.run, device)
@@ -237,38 +245,37 @@ def main() -> None:
     print(f"decode: batch_tokens {base.batch_tokens} (x beam for beam search), "
           f"max_len {base.max_len_a} * src + {base.max_len_b}, min_len {base.min_len}, "
           f"beam scores {base.length_norm} (alpha {base.length_penalty}; CTranslate2: "
-          f"length^alpha); fastest of {args.repeat} rounds", flush=True)
+          f"length^alpha); fastest of {args.rounds} rounds", flush=True)
     threads = [int(t) for t in args.threads.split(",") if t] or [torch.get_num_threads()]
     for n in threads:
         torch.set_num_threads(n)
-        ct2 = ct2_translators(run, args.run, cfgs, n, device, model_dirs) if quants else {}
-        names = ["mt greedy (batched, cached)", f"mt beam {args.beam}"]
-        fns = [(greedy_tr.translate, src), (beam_tr.translate, src)]
+        ct2 = ct2_translators(run, cfgs, n, device, model_dirs) if quants else {}
+        contenders = {"mt greedy (batched, cached)": (greedy_tr.translate, src),
+                      f"mt beam {args.beam}": (beam_tr.translate, src)}
         if bf16_trs:
-            names += ["mt greedy bf16", f"mt beam {args.beam} bf16"]
-            fns += [(tr.translate, src) for tr in bf16_trs]
+            contenders["mt greedy bf16"] = (bf16_trs[0].translate, src)
+            contenders[f"mt beam {args.beam} bf16"] = (bf16_trs[1].translate, src)
         for (quant, kind), tr in ct2.items():
-            names.append(f"CTranslate2 {quant} {kind}")
-            fns.append((tr.translate, src))
+            contenders[f"CTranslate2 {quant} {kind}"] = (tr.translate, src)
         if n_naive:
-            names.append("naive (no cache, 1 sentence)")
-            fns.append((lambda x: naive_translate(greedy_tr, x), src[:n_naive]))
-        results = timed(fns, [run.model] + [tr.model for tr in bf16_trs], device,
-                        args.repeat)
-        report(names, fns, results, ref, n, n_naive, args.beam, quants)
+            contenders["naive (no cache, 1 sentence)"] = (
+                lambda x: naive_translate(greedy_tr, x), src[:n_naive])
+        results = timed(contenders, [run.model] + [tr.model for tr in bf16_trs], device,
+                        args.rounds)
+        report(contenders, results, ref, n, n_naive, args.beam, quants)
         if args.profile:
             profile(f"mt greedy, {n} thread(s)", greedy_tr, src)
             profile(f"mt beam {args.beam}, {n} thread(s)", beam_tr, src)
 
 
-def report(names, fns, results, ref, threads, n_naive, beam, quants) -> None:
+def report(contenders, results, ref, threads, n_naive, beam, quants) -> None:
     """The table for one thread count, then the ratios."""
     print(f"\n{threads} thread(s)")
     print(f"{'decoder':<34} {'sentences':>9} {'seconds':>9} {'sent/s':>9} "
           f"{'positions/sent':>14} {'BLEU':>7}")
     rate, bleu, hyps = {}, {}, {}
-    for name, (_, lines), (out, secs, pos) in zip(names, fns, results, strict=True):
-        n = len(lines)
+    for name, (_, lines) in contenders.items():
+        (out, secs, pos), n = results[name], len(lines)
         rate[name], hyps[name] = n / secs, out
         bleu[name] = score(out, ref[:n])["bleu"]
         # CTranslate2 runs outside torch: its positions are not counted

@@ -1,8 +1,6 @@
-"""Metrics: one sink for metrics.jsonl and TensorBoard; scoring and vocab errors in their own
-modules."""
+"""mt/train/metrics_log.py: one sink for metrics.jsonl and TensorBoard."""
 
 import json
-import subprocess
 import sys
 
 import pytest
@@ -10,9 +8,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from conftest import ROOT, TINY
 from mt.commands.train import train
-from mt.errors import CheckpointError, ConfigError, VocabError
+from mt.errors import ConfigError
 from mt.train.metrics_log import MetricsSink
-from mt.vocab import Vocab
 
 
 def scalars(tb_dir) -> dict[str, list[tuple[int, float]]]:
@@ -49,6 +46,7 @@ def test_sink_writes_jsonl_and_every_numeric_field_to_tensorboard(tmp_path):
     assert not any(tag.startswith("end/") for tag in got)
 
 
+@pytest.mark.slow
 def test_training_with_tensorboard_logs_what_metrics_jsonl_has(tmp_path):
     out = tmp_path / "tb_run"
     sets = [*TINY, "train.max_steps=6", "train.log_every=2", "train.eval_every=3",
@@ -76,18 +74,3 @@ def test_tensorboard_without_the_package_is_a_config_error(tmp_path, monkeypatch
         train(ROOT / "configs" / "toy.yaml", ["train.tensorboard=true"], tmp_path / "r", "cpu",
               False)
     assert not (tmp_path / "r").exists()  # refused before anything was written
-
-
-def test_training_imports_scoring_not_evaluate():
-    code = ("import sys, mt.train.loop; "
-            "print('mt.commands.evaluate' in sys.modules, 'mt.metrics' in sys.modules)")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
-    assert p.stdout.split() == ["False", "True"], p.stderr
-
-
-def test_vocab_raises_its_own_error():
-    with pytest.raises(VocabError, match="must start with"):
-        Vocab(["a", "b"])
-    with pytest.raises(VocabError, match="duplicate"):
-        Vocab(["<pad>", "<unk>", "<bos>", "<eos>", "a", "a"])
-    assert issubclass(VocabError, CheckpointError) and VocabError.exit_code == 5

@@ -1,33 +1,48 @@
-"""The training loop: accumulation, distributed runs (gloo, several processes), CPU bf16,
-checkpoint averaging. Equivalence tests: k micro-batches equal one batch of their union, N ranks
-equal one rank accumulating N batches, a run split across numbers of ranks trains each batch once.
+"""mt/train/loop.py: the Trainer. Accumulation, distributed runs (gloo, several processes), CPU
+bf16, step checkpoints, time budgets; its run directory (locked, refused, left untouched), exact
+resume, non-finite losses, signals. Equivalence tests: k micro-batches equal one batch of their
+union, N ranks equal one rank accumulating N batches, a run split across numbers of ranks trains
+each batch once.
 """
 
+import fcntl
 import json
+import math
 import os
 import re
+import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
-from conftest import ROOT, THREADS, TINY, run_mt
-from mt.checkpoint import load_checkpoint, save_checkpoint
-from mt.commands.average import average_run
+from conftest import (
+    CONFIG,
+    ROOT,
+    THREADS,
+    TINY,
+    TOY,
+    Result,
+    assert_user_error,
+    corpus,
+    run_mt,
+    small_config,
+    snapshot,
+)
+from mt.checkpoint import load_checkpoint
 from mt.commands.train import train
 from mt.config import load_config
 from mt.data import Batch, pad
 from mt.device import autocast_dtype, cpu_has_native_bf16
-from mt.errors import CheckpointError
-from mt.train.distributed import update_positions
-from mt.train.loop import Trainer
+from mt.errors import RunError
+from mt.train.loop import MAX_BAD_STEPS, Trainer
 from mt.vocab import PAD
 
-CONFIG = ROOT / "configs" / "toy.yaml"
-TOY = ROOT / "data" / "toy"
 WORKER = Path(__file__).with_name("ddp_worker.py")
 # Small and fast; dropout off, so that ranks (which share the seed) and micro-batches draw the
 # same (no) random masks; fp32, so that sums split differently agree to rounding.
@@ -64,17 +79,6 @@ def merge(batches: list[Batch]) -> Batch:
     rows = lambda name: [r[r != PAD].tolist() for b in batches for r in getattr(b, name)]  # noqa: E731
     return Batch(pad(rows("src")), pad(rows("tgt_in")), pad(rows("tgt_out")),
                  sum(b.n_tgt_tokens for b in batches))
-
-
-def test_update_positions_cover_an_epoch_once_on_any_number_of_ranks():
-    for world, accum, n in [(1, 1, 7), (2, 1, 7), (2, 3, 7), (3, 2, 20), (4, 1, 3)]:
-        seen, start = [], 0
-        while start < n:
-            parts = [update_positions(start, n, world, accum, r) for r in range(world)]
-            assert all(len(p) <= accum for p in parts)
-            seen += [i for p in parts for i in p]
-            start = min(start + world * accum, n)
-        assert sorted(seen) == list(range(n)), (world, accum, n)
 
 
 def test_k_micro_batches_equal_one_batch_of_their_union(data, tmp_path):
@@ -123,6 +127,7 @@ def launch(world: int, run: Path, data: Path, *more: str, resume: bool = False,
     return results
 
 
+@pytest.mark.dist
 def test_two_ranks_equal_one_rank_accumulating_their_two_batches(data, tmp_path):
     two = launch(2, tmp_path / "two", data, "train.max_steps=4")
     assert all(code == 0 for code, _, _ in two), two
@@ -143,6 +148,7 @@ def test_two_ranks_equal_one_rank_accumulating_their_two_batches(data, tmp_path)
     assert all(e["nll"] < e["loss"] for e in logged if e["event"] == "train")
 
 
+@pytest.mark.dist
 def test_signal_to_one_rank_stops_both_at_the_same_step_and_saves(data, tmp_path):
     run = tmp_path / "run"
     ranks = launch(2, run, data, "train.max_epochs=1000", signal_at=3, signal_rank=1)
@@ -165,6 +171,7 @@ def read_trace(trace: Path) -> list[tuple[int, int]]:
     return seen
 
 
+@pytest.mark.dist
 def test_run_resumed_on_other_numbers_of_ranks_trains_each_batch_once(data, tmp_path):
     run, trace = tmp_path / "run", tmp_path / "trace"
     n = len(trainer(data, tmp_path / "count").train_data.batches(400, seed=1))
@@ -205,20 +212,7 @@ def test_cpu_bf16_autocast_trains(data, tmp_path):
     assert losses[-1] < losses[0] * 0.7, losses
 
 
-def test_average_of_known_checkpoints(tmp_path):
-    for step, value in ((10, 100.0), (20, 1.0), (30, 2.0), (40, 6.0)):
-        save_checkpoint(tmp_path / f"ckpt.{step}.pt",
-                        {"model": {"w": torch.full((2, 3), value), "n": torch.tensor([7])},
-                         "step": step})
-    out = average_run(tmp_path, 3, tmp_path / "avg.pt")
-    state = load_checkpoint(out)
-    assert torch.equal(state["model"]["w"], torch.full((2, 3), 3.0))  # (1 + 2 + 6) / 3
-    assert torch.equal(state["model"]["n"], torch.tensor([7]))
-    assert state["step"] == 40 and state["averaged_steps"] == [20, 30, 40]
-    with pytest.raises(CheckpointError, match="4 step checkpoint"):
-        average_run(tmp_path, 5)
-
-
+@pytest.mark.slow
 def test_keep_checkpoints_then_mt_average_feeds_eval(data, tmp_path):
     run = tmp_path / "run"
     train(CONFIG, sets(data, "train.max_steps=8", "train.eval_every=2",
@@ -257,6 +251,7 @@ def test_torch_floor_is_one_the_code_runs_on():
     assert torch.allclose(w.detach(), torch.full((3,), 0.9))
 
 
+@pytest.mark.slow
 def test_max_minutes_ends_training_with_a_validation_and_save(data, tmp_path):
     """A budget far below max_epochs: training stops on time, validates at its last step and
     keeps best.pt; a resume counts the time already spent, so it stops again at once."""
@@ -274,6 +269,7 @@ def test_max_minutes_ends_training_with_a_validation_and_save(data, tmp_path):
     assert again["step"] == result["step"] + 1  # one update, then the budget is found spent
 
 
+@pytest.mark.slow
 def test_decay_to_a_time_budget_reaches_zero_when_it_is_spent(data, tmp_path):
     """schedule: linear with max_minutes and no step limit: the learning rate falls with the
     time spent, step after step, and is all but zero at the budget's end."""
@@ -289,6 +285,7 @@ def test_decay_to_a_time_budget_reaches_zero_when_it_is_spent(data, tmp_path):
     assert load_checkpoint(run / "last.pt")["progress"]["warmup_s"] > 0
 
 
+@pytest.mark.slow
 def test_eval_epochs_false_validates_only_every_eval_every_steps(data, tmp_path):
     """Epochs of this corpus end between multiples of eval_every: with eval_epochs they add
     validations, without they add none (only the final one at the last step)."""
@@ -301,3 +298,195 @@ def test_eval_epochs_false_validates_only_every_eval_every_steps(data, tmp_path)
         steps[flag] = [x["step"] for x in lines if x["event"] == "valid"]
     assert steps["false"] == [25, 50, 60]
     assert set(steps["true"]) > set(steps["false"])  # epoch ends (every ~25 steps) too
+
+
+@pytest.mark.slow
+def test_resume_continues_exactly(tmp_path):
+    """Train 2N steps straight, or N then --resume to 2N: the same weights, bit for bit."""
+    common = [*TINY, "model.dropout=0.1", "train.eval_bleu=false", "train.metric=loss",
+              "train.eval_every=1000"]
+    cfg = ROOT / "configs" / "toy.yaml"
+    train(cfg, [*common, "train.max_steps=24"], tmp_path / "straight", "cpu", False)
+    train(cfg, [*common, "train.max_steps=12"], tmp_path / "split", "cpu", False)
+    train(cfg, [*common, "train.max_steps=24"], tmp_path / "split", "cpu", True)
+    a = load_checkpoint(tmp_path / "straight" / "last.pt")
+    b = load_checkpoint(tmp_path / "split" / "last.pt")
+    assert a["step"] == b["step"] == 24
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
+    c = load_checkpoint(tmp_path / "split" / "best.pt")
+    assert set(c) == {"format", "model", "step", "config", "vocab", "files"}  # no training state
+
+
+def test_resume_needs_the_training_state(cli, run_copy):
+    shutil.copy(run_copy / "best.pt", run_copy / "last.pt")  # weights only
+    r = cli("train", "--out", run_copy, "--resume", "--device", "cpu")
+    assert_user_error(r, 5, "last.pt", "cannot resume")
+
+
+@pytest.mark.slow
+def test_second_training_into_a_locked_directory_is_refused(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    with open(run / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running `mt train` holds it
+        before = snapshot(run)
+        r = run_mt("train", str(CONFIG), "--out", str(run), "--device", "cpu")
+    assert_user_error(r, 6, str(run), "another training run")
+    assert snapshot(run) == before
+
+
+def test_locked_directory_refused_even_with_resume(cli, run_copy):
+    with open(run_copy / ".lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        before = snapshot(run_copy)
+        r = cli("train", "--out", run_copy, "--resume", "--device", "cpu")
+    assert_user_error(r, 6, "another training run")
+    assert snapshot(run_copy) == before
+
+
+def test_existing_run_is_refused_without_resume_and_left_untouched(cli, run_copy):
+    before = snapshot(run_copy)
+    r = cli("train", CONFIG, "--out", run_copy, "--device", "cpu")
+    assert_user_error(r, 6, str(run_copy), "holds a run already", "--resume")
+    assert snapshot(run_copy) == before
+
+
+def test_resume_removes_temporary_checkpoints_left_by_a_kill(cli, run_copy):
+    leftover = [run_copy / ".last.pt.k9x2a.tmp", run_copy / ".best.pt.3fz_q.tmp"]
+    for tmp in leftover:
+        tmp.write_bytes(b"PK\x03\x04 half a checkpoint")  # what kill -9 mid-save leaves
+    others = {run_copy / ".notes.txt.ab12.tmp": b"not ours", run_copy / "notes.txt": b"mine"}
+    for path, content in others.items():
+        path.write_bytes(content)
+    before = snapshot(run_copy)
+    r = cli("train", CONFIG, "--out", run_copy, "--device", "cpu")  # refused: nothing touched
+    assert_user_error(r, 6, "holds a run already")
+    assert snapshot(run_copy) == before
+    step = load_checkpoint(run_copy / "last.pt")["step"]
+    r = cli("train", "--out", run_copy, "--resume", "--device", "cpu")
+    assert r.code == 0, r.err
+    assert "left by an interrupted save" in r.err
+    assert not any(tmp.exists() for tmp in leftover)
+    assert all(path.read_bytes() == content for path, content in others.items())
+    assert load_checkpoint(run_copy / "last.pt")["step"] == step  # the run itself is intact
+
+
+def test_unwritable_run_directory_is_reported_before_training(cli, tmp_path, monkeypatch):
+    nowhere = ["--set", f"data.dir={tmp_path / 'no-data'}"]  # reading data would fail: it must
+    a_file = tmp_path / "file"                                # not get that far
+    a_file.write_text("x")
+    assert_user_error(cli("train", CONFIG, "--out", a_file, *nowhere), 6, "not a directory")
+    assert_user_error(cli("train", CONFIG, "--out", a_file / "run", *nowhere), 6,
+                      "cannot create the run directory")
+    read_only, access = tmp_path / "ro", os.access  # chmod would not stop root: pretend
+
+    monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != read_only
+                        and access(path, mode))
+    assert_user_error(cli("train", CONFIG, "--out", read_only, *nowhere), 6, "not writable")
+
+
+def nonfinite(net):
+    return lambda src, tgt_in: net(src, tgt_in) * float("nan")
+
+
+def test_nonfinite_loss_skips_the_update_is_logged_and_stops_the_run(tmp_path, capsys):
+    cfg = load_config(CONFIG, [*TINY, f"data.dir={corpus(tmp_path)}"])
+    trainer = Trainer(cfg, tmp_path / "run", "cpu")
+    trainer.prepare_run_dir()
+    trainer.load_data()
+    trainer.build()
+    batch = trainer.train_data.batches(cfg.train.max_tokens)[0]
+    weights = lambda: {k: v.clone() for k, v in trainer.model.state_dict().items()}  # noqa: E731
+    start, good_net = weights(), trainer.net
+
+    trainer.net = nonfinite(good_net)
+    for _ in range(MAX_BAD_STEPS - 1):
+        assert math.isnan(trainer.step(batch))
+    assert all(torch.equal(start[k], v) for k, v in weights().items())  # no update applied
+    trainer.net = good_net
+    assert math.isfinite(trainer.step(batch)) and trainer.bad_steps == 0  # a good step resets
+    trained = weights()
+    assert not all(torch.equal(start[k], v) for k, v in trained.items())
+
+    trainer.net = nonfinite(good_net)
+    with pytest.raises(RunError, match=f"not finite for {MAX_BAD_STEPS} steps in a row") as e:
+        for _ in range(MAX_BAD_STEPS):
+            trainer.step(batch)
+    assert "last.pt" in str(e.value) and "train.lr" in str(e.value)
+    saved = load_checkpoint(tmp_path / "run" / "last.pt")["model"]
+    assert all(torch.equal(trained[k], v) and v.isfinite().all() for k, v in saved.items())
+    events = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    skipped = [e for e in events if e["event"] == "nonfinite_loss"]
+    assert len(skipped) == 2 * MAX_BAD_STEPS - 1
+    assert skipped[-1]["in_a_row"] == MAX_BAD_STEPS
+    assert skipped[-1]["skipped_steps"] == 2 * MAX_BAD_STEPS - 1
+    assert "update skipped" in capsys.readouterr().err
+
+
+def test_nonfinite_gradient_skips_the_update(tmp_path):
+    cfg = load_config(CONFIG, [*TINY, f"data.dir={corpus(tmp_path)}", "train.clip_norm=0"])
+    trainer = Trainer(cfg, tmp_path / "run", "cpu")
+    trainer.prepare_run_dir()
+    trainer.load_data()
+    trainer.build()
+    batch = trainer.train_data.batches(cfg.train.max_tokens)[0]
+    start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    param = next(trainer.model.parameters())
+    hook = param.register_hook(lambda g: g * float("inf"))  # a finite loss, overflowing grads
+    assert math.isnan(trainer.step(batch))
+    hook.remove()
+    assert all(torch.equal(start[k], v) for k, v in trainer.model.state_dict().items())
+    events = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").open()]
+    assert [e["event"] for e in events] == ["nonfinite_grad"]
+
+
+def start_training(run: Path, data: Path) -> subprocess.Popen:
+    args = ["train", str(CONFIG), "--out", str(run), "--device", "cpu",
+            *small_config(data, "train.max_epochs=1000", "train.log_every=1")]
+    return subprocess.Popen([sys.executable, "-m", "mt", *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1", "MT_DEBUG": ""},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def wait_for_steps(p: subprocess.Popen, metrics: Path, steps: int, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert p.poll() is None, p.communicate()
+        if metrics.exists() and sum('"train"' in line for line in metrics.open()) >= steps:
+            return
+        time.sleep(0.2)
+    p.kill()
+    pytest.fail("training made no progress")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_signal_saves_last_checkpoint_and_resume_continues(tmp_path, sig):
+    run = tmp_path / "run"
+    p = start_training(run, corpus(tmp_path, n=200))
+    wait_for_steps(p, run / "metrics.jsonl", 3)
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=300)
+    r = Result(p.returncode, out, err)
+    assert_user_error(r, 6, "interrupted at step", "last.pt", "--resume")
+    step = int(re.search(r"interrupted at step (\d+)", err).group(1))
+    state = load_checkpoint(run / "last.pt")
+    assert state["step"] == state["progress"]["step"] == step >= 3
+    if sig == signal.SIGINT:
+        return  # the same path; resume once is enough
+    r = run_mt("train", "--out", str(run), "--resume", "--device", "cpu",
+               "--set", f"train.max_steps={step + 2}")
+    assert r.code == 0, r.err
+    assert f"at step {step}" in r.err
+    assert json.loads(r.out.splitlines()[-1])["step"] == step + 2
+
+
+def test_a_second_signal_stops_at_once(tmp_path):
+    trainer = Trainer(load_config(CONFIG, TINY), tmp_path / "run", "cpu")
+    trainer._on_signal(signal.SIGINT, None)
+    # The first only asks the loop to save and stop (once every rank knows).
+    assert trainer.signalled and trainer.stop_reason is None
+    with pytest.raises(RunError, match="interrupted twice: stopped without saving"):
+        trainer._on_signal(signal.SIGINT, None)

@@ -1,9 +1,11 @@
 """What checking a checkpoint's CRC-32s costs: load_checkpoint beside a bare torch.load.
 
-    python scripts/bench_checkpoint.py [--vocab 32000] [--rounds 5] [--dir /tmp]
+    python -m benchmarks.bench_checkpoint [--vocab 32000] [--rounds 5] [--dir /tmp]
+    python -m benchmarks.bench_checkpoint --smoke     # a small model, 1 round
 
 Writes a run directory holding a Transformer-base-sized model (d_model 512, 8 heads, 6+6
-layers, d_ff 2048, source and target vocabularies of --vocab tokens) saved with
+layers, d_ff 2048, source and target vocabularies of --vocab tokens; --d-model and --layers
+change the size) saved with
 save_checkpoint, then times, side by side:
   - the file alone: a bare `torch.load(weights_only=True)`, which checks no CRC, against mt's
     load_checkpoint, which first reads every member of the zip archive to check its CRC-32;
@@ -17,35 +19,29 @@ time. The run directory is deleted at the end.
 
 from __future__ import annotations
 
-import argparse
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
 import mt.checkpoint
+from benchmarks.harness import alternate, parse, parser, timer
 from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, load_checkpoint, load_run, save_checkpoint
 from mt.config import Config, ModelConfig
 from mt.model import make_model
 from mt.vocab import SPECIALS, Vocab
 
 
-def fastest(fn, best: float) -> float:
-    start = time.perf_counter()
-    fn()
-    return min(best, time.perf_counter() - start)
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = parser(__doc__, rounds=5, smoke="d_model 64, 1+1 layers, 1,000 tokens, 1 round")
     ap.add_argument("--vocab", type=int, default=32000, help="tokens per side (default 32000)")
-    ap.add_argument("--rounds", type=int, default=5, help="rounds of each (default 5)")
+    ap.add_argument("--d-model", type=int, default=512, help="d_model (d_ff is 4x; default 512)")
+    ap.add_argument("--layers", type=int, default=6, help="encoder and decoder layers (default 6)")
     ap.add_argument("--dir", default=None, help="where the checkpoint is written (default: TMP)")
-    args = ap.parse_args()
+    args = parse(ap, {"vocab": 1000, "d_model": 64, "layers": 1, "rounds": 1})
 
-    cfg = Config(model=ModelConfig(d_model=512, n_heads=8, n_enc_layers=6, n_dec_layers=6,
-                                   d_ff=2048))
+    cfg = Config(model=ModelConfig(d_model=args.d_model, n_heads=8, n_enc_layers=args.layers,
+                                   n_dec_layers=args.layers, d_ff=4 * args.d_model))
     model = make_model(cfg.model, args.vocab, args.vocab)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         run = Path(tmp)
@@ -66,14 +62,10 @@ def main() -> None:
             finally:
                 mt.checkpoint.verify_archive = check
 
-        best = dict.fromkeys(["bare", "checked", "verify", "run", "run_checked"], float("inf"))
-        for _ in range(args.rounds):
-            best["bare"] = fastest(
-                lambda: torch.load(path, map_location="cpu", weights_only=True), best["bare"])
-            best["checked"] = fastest(lambda: load_checkpoint(path), best["checked"])
-            best["verify"] = fastest(lambda: check(path), best["verify"])
-            best["run"] = fastest(unchecked_run, best["run"])
-            best["run_checked"] = fastest(lambda: load_run(run), best["run_checked"])
+        calls = {"bare": lambda: torch.load(path, map_location="cpu", weights_only=True),
+                 "checked": lambda: load_checkpoint(path), "verify": lambda: check(path),
+                 "run": unchecked_run, "run_checked": lambda: load_run(run)}
+        best = alternate({name: timer(fn) for name, fn in calls.items()}, args.rounds)
     mb = size / 2**20
     ms = {k: f"{v * 1000:6.0f} ms" for k, v in best.items()}
     print(f"checkpoint: {mb:.0f} MiB, fastest of {args.rounds} rounds each")

@@ -169,6 +169,7 @@ def test_a_killed_worker_leaves_nothing_behind(tmp_path, cache_dir, monkeypatch)
     assert same_batches(open_cache(d, workers=2).data(), memory, 200, seed=1)
 
 
+@pytest.mark.slow
 def test_a_killed_build_is_never_used(tmp_path, cache_dir):
     """kill -9 in the middle of a build: the next run builds afresh and clears the remains."""
     d = corpus(tmp_path)
@@ -215,6 +216,7 @@ def test_unwritable_cache_location_is_a_clear_error(tmp_path, monkeypatch):
         open_cache(corpus(tmp_path))
 
 
+@pytest.mark.slow
 def test_concurrent_builders_agree(tmp_path, cache_dir):
     d = corpus(tmp_path, 2000)
     config = tmp_path / "data.yaml"
@@ -232,6 +234,7 @@ def test_concurrent_builders_agree(tmp_path, cache_dir):
     assert same_batches(open_cache(d).data(), memory, 500, seed=2)
 
 
+@pytest.mark.dist
 def test_under_torchrun_rank_0_builds_and_rank_1_maps(tmp_path, cache_dir):
     d = corpus(tmp_path)
     out = tmp_path / "ddp"

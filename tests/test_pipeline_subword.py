@@ -15,6 +15,8 @@ from conftest import ROOT, THREADS, TINY, assert_user_error, make_weights_only, 
 from mt.tokenizers.subword import JOINT
 from mt.tokenizers.text import MARK, normalize
 
+pytestmark = pytest.mark.slow  # every test here trains a model or runs mt many times
+
 SPM = [*TINY, "data.tokenizer=sentencepiece", "data.shared_vocab=true", "data.vocab_size=330",
        "train.max_steps=150", "train.eval_every=50"]
 ODD = f"Zwei {MARK} und ▁ vierzig \uffee\t😀  e\u0301 <unk>"

@@ -1,0 +1,132 @@
+"""What the benchmarks share: contenders that take turns and keep their best round, the options
+every benchmark has (--rounds, --smoke) and those of the training ones (--config, --data,
+--threads) with the Trainers they build, the FLOPs of a batch, and Markdown tables.
+
+A benchmark runs as `python -m benchmarks.bench_train ...`; with --smoke it runs in seconds on
+the toy corpus (tests/test_benchmarks.py runs each so), which checks that it still works, not
+what it measures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import TypeVar
+
+import torch
+
+from mt.config import Config, load_config
+from mt.data import Batch
+from mt.train.loop import Trainer
+from mt.vocab import PAD
+
+ROOT = Path(__file__).resolve().parents[1]
+MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
+TOY = ROOT / "data" / "toy"
+TOY_CONFIG = ROOT / "configs" / "toy.yaml"
+
+M = TypeVar("M")
+
+
+def alternate(contenders: Mapping[str, Callable[[int], M]], rounds: int,
+              keep: Callable[[M, M], M] = min) -> dict[str, M]:
+    """Call each contender with the round's index, in turn, for `rounds` rounds; each keeps
+    the better of its measurements by `keep` (default the smaller: times).
+
+    Turns rather than one contender's rounds back to back, and the best rather than the mean:
+    on a shared machine noise only ever adds time, and it lands on every contender alike.
+    """
+    best: dict[str, M] = {}
+    for r in range(rounds):
+        for name, run in contenders.items():
+            measured = run(r)
+            best[name] = keep(best[name], measured) if name in best else measured
+    return best
+
+
+def timer(fn: Callable[[], object]) -> Callable[[int], float]:
+    """A contender for alternate() whose measurement, each round, is the seconds of one fn()."""
+    def run(r: int) -> float:
+        start = time.perf_counter()
+        fn()
+        return time.perf_counter() - start
+    return run
+
+
+def parser(doc: str, rounds: int, smoke: str) -> argparse.ArgumentParser:
+    """A benchmark's options, described by the first paragraph of its docstring, with --rounds
+    (also --repeat) and --smoke, whose help says what the smoke run does."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--rounds", "--repeat", type=int, default=rounds,
+                    help=f"rounds; each contender keeps its best (default {rounds})")
+    ap.add_argument("--smoke", action="store_true",
+                    help=f"run for seconds on the toy corpus, to check it works: {smoke}")
+    return ap
+
+
+def parse(ap: argparse.ArgumentParser, smoke: dict, argv: list[str] | None = None
+          ) -> argparse.Namespace:
+    """Parse; with --smoke the `smoke` values are the defaults (options given still win)."""
+    args = ap.parse_args(argv)
+    if args.smoke:
+        ap.set_defaults(**smoke)
+        args = ap.parse_args(argv)
+    return args
+
+
+def add_data_args(ap: argparse.ArgumentParser) -> None:
+    """The options trainers() reads: --config, --data, --threads."""
+    ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en.yaml"))
+    ap.add_argument("--data", default=str(MULTI30K))
+    ap.add_argument("--threads", type=int, default=1)
+
+
+SMOKE_DATA = {"config": str(TOY_CONFIG), "data": str(TOY)}  # add_data_args' smoke defaults
+
+
+def trainers(args: argparse.Namespace) -> tuple[Trainer, Callable[..., Trainer]]:
+    """A Trainer holding the config's tokenizers, vocabularies and data (from --config, --data,
+    --threads), and a function making contenders from it: contender(name, amp=..., compile=...)
+    is a Trainer built on the same data with those train options, in a scratch directory."""
+    torch.set_num_threads(args.threads)
+    cfg = load_config(args.config, [f"data.dir={args.data}", f"train.threads={args.threads}"])
+    scratch = Path(tempfile.mkdtemp(prefix="bench."))
+    base = Trainer(cfg, scratch / "base", "cpu")
+    base.prepare_run_dir()
+    base.load_data()
+
+    def contender(name: str, **train) -> Trainer:
+        options = {"eval_bleu": False, "metric": "loss", **train}
+        t = Trainer(replace(cfg, train=replace(cfg.train, **options)), scratch / name, "cpu")
+        t.prepare_run_dir()
+        t.load_data()  # the token cache's entry that `base` built
+        t.build()
+        t.model.train()
+        return t
+
+    return base, contender
+
+
+def forward_flops(cfg: Config, batch: Batch, vocab: int) -> float:
+    """Forward FLOPs of the real tokens of a batch (2 per multiply-add)."""
+    m = cfg.model
+    D, F_, Le, Ld = m.d_model, m.d_ff, m.n_enc_layers, m.n_dec_layers
+    total = 0.0
+    for s_row, t_row in zip(batch.src, batch.tgt_out):
+        S, T = int((s_row != PAD).sum()), int((t_row != PAD).sum())
+        enc = S * (8 * D * D + 4 * D * F_) + 4 * S * S * D  # projections, ffn; QK^T and AV
+        dec = T * (8 * D * D + 4 * D * D + 4 * D * F_)  # self q/k/v/o, cross q/o, ffn
+        dec += S * 4 * D * D + 4 * T * T * D + 4 * T * S * D  # cross k/v; self and cross attn
+        total += Le * enc + Ld * dec + 2 * T * D * vocab
+    return total
+
+
+def markdown(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A Markdown table, as the docs quote the benchmarks' results."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -1,0 +1,60 @@
+"""benchmarks/: the shared harness, and every benchmark run in its --smoke mode (seconds on the toy
+corpus), so that a change to mt cannot break one unseen. What they measure is not checked."""
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from benchmarks.harness import alternate, markdown
+from conftest import ROOT, THREADS
+
+# benchmark -> a line its smoke run must print
+SMOKE = {
+    "bench_attention": "| dtype | call | shape (B, T, L) |",
+    "bench_checkpoint": "ratio load_run with / without:",
+    "bench_data": "| 1x | 6,000 | - |",
+    "bench_hugepages": "| amp | tok/s, off | tok/s, on |",
+    "bench_tokenize": "| de | toy.test | 300 |",
+    "bench_train": "| mt fp32 / naive, tok/s |",
+}
+
+
+def run_benchmark(name: str, *args: str) -> str:
+    p = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--smoke", *args],
+                       capture_output=True, text=True, cwd=ROOT, timeout=600,
+                       env={**os.environ, **THREADS})
+    assert p.returncode == 0, p.stderr[-3000:]
+    return p.stdout
+
+
+def test_alternate_takes_turns_and_keeps_each_best():
+    calls = []
+
+    def contender(name, measures):
+        return lambda r: calls.append((r, name)) or measures[r]
+
+    best = alternate({"a": contender("a", [3.0, 1.0, 2.0]), "b": contender("b", [5, 6, 4])}, 3)
+    assert calls == [(0, "a"), (0, "b"), (1, "a"), (1, "b"), (2, "a"), (2, "b")]
+    assert best == {"a": 1.0, "b": 4}
+    assert alternate({"a": contender("a", [3.0, 1.0])}, 2, keep=max) == {"a": 3.0}
+
+
+def test_markdown_table():
+    table = markdown(["a", "b"], [[1, ""], ["x", 2.5]])
+    assert table == "| a | b |\n|---|---|\n| 1 |  |\n| x | 2.5 |"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SMOKE))
+def test_benchmark_runs_in_smoke_mode(name):
+    assert SMOKE[name] in run_benchmark(name)
+
+
+def test_bench_decode_runs_in_smoke_mode(tiny_run):
+    ct2 = ["--ct2", "float32"] if importlib.util.find_spec("ctranslate2") else []
+    out = run_benchmark("bench_decode", str(tiny_run), "--bf16", "--profile", *ct2)
+    assert "greedy / naive speed" in out and "mt greedy, 1 thread(s)" in out
+

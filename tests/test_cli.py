@@ -1,0 +1,123 @@
+"""mt/cli.py: the one error path. Usage errors, --debug and MT_DEBUG, exit codes, and error
+lines that say where, what and what to do; OS errors from anywhere become user errors.
+
+Most cases run `mt` in this process (the `cli` fixture), which is the same `main()` as the
+command but spares a Python start per case; --debug runs it in a subprocess."""
+
+import errno
+import re
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+import mt.commands.translate
+from conftest import CONFIG, Result, assert_user_error, make_weights_only, own_signals, run_mt
+from mt.cli import main
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["train", CONFIG, "--bogus"], "No such option: --bogus"),
+    (["translate"], "Missing argument"),
+    (["translate", "run", "--device"], "--device"),
+    (["eval", "run", "--split", "dev"], "--split"),
+])
+def test_usage_errors_are_one_line_with_exit_2(cli, args, needle):
+    r = cli(*args)
+    assert_user_error(r, 2, needle, "--help")
+    assert "Usage:" not in r.err and "╭" not in r.err  # no Click/Rich box, just the line
+
+
+def debug_error(r: Result, code: int, *needles: str) -> None:
+    """--debug: the traceback, then the same one `error:` line (last) and the same exit code."""
+    assert r.code == code, r
+    assert "Traceback" in r.err, r.err
+    errors = [line for line in r.err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and r.err.splitlines()[-1] == errors[0], r.err
+    assert all(n in errors[0] for n in needles), (needles, errors[0])
+
+
+@pytest.mark.slow
+def test_debug_adds_the_traceback_and_keeps_the_exit_code_and_error_line(cli, tmp_path):
+    missing = tmp_path / "nope.yaml"
+    plain = run_mt("train", str(missing))
+    assert_user_error(plain, 3, str(missing), "not found")
+    r = run_mt("--debug", "train", str(missing))
+    debug_error(r, 3, str(missing), "not found")
+    assert "ConfigError" in r.err
+    assert r.err.splitlines()[-1] == plain.err.splitlines()[-1]
+    assert not missing.exists()
+    # Usage errors (exit 2) and data errors (exit 4) keep theirs too.
+    debug_error(cli("--debug", "train", missing, "--bogus"), 2, "--bogus")
+    debug_error(cli("--debug", "translate", "run", "-i", tmp_path / "no.txt"), 4, "no.txt",
+                "not found")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_mt_debug_env_is_the_same_as_debug(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "argv", ["mt", "train", "/nonexistent/c.yaml"])
+    monkeypatch.setenv("MT_DEBUG", "1")
+    with pytest.raises(SystemExit) as e, own_signals():
+        main()
+    err = capsys.readouterr().err
+    debug_error(Result(e.value.code, "", err), 3, "/nonexistent/c.yaml", "not found")
+
+
+def test_error_lines_say_what_to_do(cli, tmp_path, run_copy):
+    """`error: <where>: <what is wrong>; <what to do>`, as the README promises."""
+    bad_yaml, a_list, src = tmp_path / "bad.yaml", tmp_path / "list.yaml", tmp_path / "in.txt"
+    bad_yaml.write_text("model:\n  d_model: [\n")
+    a_list.write_text("- 1\n")
+    src.write_text("one\n")
+    empty_run = tmp_path / "empty"
+    empty_run.mkdir()
+    no_vocab = Path(shutil.copytree(run_copy, tmp_path / "v"))
+    no_config = Path(shutil.copytree(run_copy, tmp_path / "c"))
+    for old in (no_vocab, no_config):  # checkpoints that need the files beside them
+        make_weights_only(old)
+    (no_vocab / "vocab.tgt.txt").unlink()
+    (no_config / "config.yaml").unlink()
+    cases = [
+        (["train", tmp_path / "none.yaml"], 3, "; check the path"),
+        (["train", bad_yaml], 3, "; fix the YAML there"),
+        (["train", a_list], 3, "; see configs/ for examples"),
+        (["train", CONFIG, "--set", "train.lr.x=1"], 3, "; give section.key=value"),
+        (["train", CONFIG, "--out", tmp_path / "r", "--set", f"data.dir={tmp_path / 'no'}"], 4,
+         "; check the path"),
+        (["translate", tmp_path / "no-run", "-i", src], 5, "; check the path"),
+        (["translate", empty_run, "-i", src], 5, "; train it first, or give a .pt file"),
+        (["translate", no_vocab, "-i", src], 5, "; copy it from the run"),
+        (["translate", no_config, "-i", src], 5, "; copy it from the run"),
+        (["translate", run_copy, "-i", tmp_path / "no.txt"], 4, "; check the path"),
+        (["eval", run_copy, "--src", src], 4, "; add --ref FILE"),
+    ]
+    for args, code, advice in cases:
+        r = cli(*args)
+        assert_user_error(r, code, advice)
+        assert re.fullmatch(r"error: \S.*: .+; \w.+", r.err.strip().splitlines()[-1]), r.err
+
+
+@pytest.mark.parametrize("err, needles", [
+    (PermissionError(errno.EACCES, "Permission denied", "/x/out.txt"),
+     ["/x/out.txt: Permission denied", "check the permissions"]),
+    (OSError(errno.ENOSPC, "No space left on device", "/x/out.txt"),
+     ["/x/out.txt: No space left on device", "free some disk space"]),
+])
+def test_os_errors_from_anywhere_are_user_errors_with_exit_7(cli, monkeypatch, err, needles):
+    def fail(*args, **kwargs):
+        raise err
+
+    monkeypatch.setattr(mt.commands.translate, "translate_file", fail)
+    assert_user_error(cli("translate", "run"), 7, *needles)
+
+
+def test_internal_errors_keep_their_traceback(cli, monkeypatch):
+    def bug(*args, **kwargs):
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(mt.commands.translate, "translate_file", bug)
+    r = cli("translate", "run")
+    assert r.code == 1
+    assert "Traceback" in r.err and "ValueError: a bug" in r.err
+    assert "internal error" in r.err and not r.err.startswith("error:")

@@ -1,0 +1,38 @@
+"""mt/commands/evaluate.py: `mt eval`: its scores, and its output path checked before any work."""
+
+import json
+
+from conftest import assert_user_error, leftovers, run_mt, snapshot
+from mt.translator import Translator
+
+
+def test_eval_checks_its_output_path_before_loading_or_translating(cli, tmp_path, tiny_run,
+                                                                    monkeypatch):
+    def never(*args, **kwargs):
+        raise AssertionError("translated although the output path was bad")
+
+    monkeypatch.setattr(Translator, "translate_stream", never)
+    missing = tmp_path / "missing" / "dir" / "hyp.txt"
+    for run in (tmp_path / "no-such-run", tiny_run):  # no run: the path check comes first
+        before = snapshot(tmp_path)
+        assert_user_error(cli("eval", run, "--output", tmp_path), 4, str(tmp_path),
+                          "is a directory", "; give a file name")
+        r = cli("eval", run, "--output", missing)
+        assert_user_error(r, 4, str(missing), f"output directory {missing.parent} does not "
+                          "exist", "; create it or choose another path")
+        assert not (tmp_path / "missing").exists()
+        assert snapshot(tmp_path) == before and leftovers(tmp_path) == []
+
+
+def test_eval_cli_prints_every_score_and_json_holds_them(tiny_run):
+    r = run_mt("eval", str(tiny_run), "--split", "val", "--metrics", "ter")
+    assert r.code == 0, r.err
+    names = [line.split(" = ")[0] for line in r.out.splitlines()]
+    assert names == ["BLEU", "chrF", "BLEU lowercased", "BLEU tokenized lowercased",
+                     "BLEU Moses-tokenized lowercased", "TER"]
+    r = run_mt("eval", str(tiny_run), "--split", "val", "--json")
+    result = json.loads(r.out)
+    for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc", "bleu_moses_lc"):
+        assert isinstance(result[key], float) and result[key + "_signature"], key
+    assert result["bleu_lc"] >= result["bleu"] - 1e-9
+    assert_user_error(run_mt("eval", str(tiny_run), "--metrics", "meteor"), 2, "--metrics")

@@ -1,0 +1,78 @@
+"""mt/commands/heatmap.py: `mt translate --attention` pictures, as PNG files."""
+
+from dataclasses import replace
+
+import pytest
+import torch
+
+from conftest import TWO_LINES, assert_user_error, png_size, run_mt
+from mt.checkpoint import load_run
+from mt.commands.heatmap import translate_with_attention
+from mt.errors import ConfigError, DataError
+from mt.translator import Translator
+
+
+def test_attention_pictures_for_two_lines(tiny_run, tmp_path):
+    pictures = tmp_path / "att"
+    plain = Translator(load_run(tiny_run)).translate(TWO_LINES.splitlines())
+    r = run_mt("translate", str(tiny_run), "--attention", str(pictures), input=TWO_LINES)
+    assert r.code == 0, r.err
+    assert r.out.splitlines() == plain  # the translations as without --attention
+    assert sorted(p.name for p in pictures.iterdir()) == ["0001.png", "0002.png"]
+    w1, h1 = png_size(pictures / "0001.png")
+    assert w1 > 300 and h1 > 300
+    heads = tmp_path / "heads"
+    src = tmp_path / "in.txt"
+    src.write_text(TWO_LINES)
+    translate_with_attention(tiny_run, str(src), str(tmp_path / "out.txt"), heads, layer=0,
+                             heads="all")
+    assert (tmp_path / "out.txt").read_text().splitlines() == plain
+    assert png_size(heads / "0001.png")[0] > 3 * w1  # one panel per head, side by side
+
+
+def test_attention_decodes_in_the_chosen_dtype(tiny_run, tmp_path, monkeypatch):
+    """--dtype bf16 with --attention: the same bf16 model as `mt translate --dtype bf16`."""
+    import mt.commands.heatmap
+    seen = []
+
+    def spy(model, *args):
+        seen.append(next(model.parameters()).dtype)
+        return attend(model, *args)
+
+    attend = mt.commands.heatmap.attend
+    monkeypatch.setattr(mt.commands.heatmap, "attend", spy)
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text(TWO_LINES)
+    translate_with_attention(tiny_run, str(src), str(out), tmp_path / "att",
+                             decode_set=["decode.dtype=bf16"])
+    assert seen == [torch.bfloat16] * 2
+    run = load_run(tiny_run)
+    bf16 = Translator(run, replace(run.cfg.decode, dtype="bf16")).translate(TWO_LINES.splitlines())
+    assert out.read_text().splitlines() == bf16
+
+
+def test_attention_with_an_empty_line_draws_no_picture(tiny_run, tmp_path):
+    pictures = tmp_path / "att"
+    src = "Today you have eight cats.\n\nYesterday we had sixty old houses.\n"
+    out = tmp_path / "out.txt"
+    r = run_mt("translate", str(tiny_run), "--attention", str(pictures), "-o", str(out),
+               input=src)
+    assert r.code == 0, r.err
+    assert sorted(p.name for p in pictures.iterdir()) == ["0001.png", "0003.png"]
+    lines = out.read_text().split("\n")
+    assert len(lines) == 4 and lines[1] == "" and lines[3] == ""
+    assert lines[0].startswith("Heute") and lines[2].startswith("Gestern")
+
+
+def test_attention_bad_options(tiny_run, tmp_path):
+    r = run_mt("translate", str(tiny_run), "--attention", str(tmp_path / "a"),
+               "--attention-layer", "7", input=TWO_LINES)
+    assert_user_error(r, 3, "--attention-layer 7", "2 decoder layers")
+    src = tmp_path / "in.txt"
+    src.write_text(TWO_LINES)
+    with pytest.raises(ConfigError, match="--attention-heads some"):
+        translate_with_attention(tiny_run, str(src), "-", tmp_path / "a", heads="some")
+    src.write_text("one.\n" * 101)
+    with pytest.raises(DataError, match="at most 100 lines"):
+        translate_with_attention(tiny_run, str(src), "-", tmp_path / "a")
+    assert not (tmp_path / "a").exists()

@@ -1,0 +1,172 @@
+"""mt/commands/translate.py: `mt translate` on bad paths and bytes, under load, and when it is
+interrupted: one output line per input line, and no partial output file."""
+
+import errno
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+import mt.translator
+from conftest import ROOT, assert_user_error, leftovers, run_mt
+from mt.commands.translate import translate_file
+from mt.translator import CHUNK_LINES, Translator
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_input(cli, tmp_path, tiny_run):
+    src = tmp_path / "in.txt"
+    src.write_text("one\n")
+    src.chmod(0)
+    assert_user_error(cli("translate", tiny_run, "-i", src), 4, "in.txt", "Permission denied")
+
+
+def test_translate_checks_paths_before_loading_the_model(cli, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("one two\n")
+    run = tmp_path / "no-such-run"  # never reached: the path errors come first
+    assert_user_error(cli("translate", run, "-i", tmp_path / "nope.txt"), 4, "nope.txt",
+                      "not found")
+    assert_user_error(cli("translate", run, "-i", tmp_path), 4, "is a directory")
+    assert_user_error(cli("translate", run, "-i", src, "-o", tmp_path), 4, "is a directory")
+    assert_user_error(cli("translate", run, "-i", src, "-o", tmp_path / "no" / "out.txt"), 4,
+                      "output directory", "does not exist")
+
+
+def test_translate_invalid_utf8_from_file_and_stdin(cli, tmp_path, tiny_run):
+    data = b"one two\n\xff\xfe three\n\nfour \xc3\n"
+    src = tmp_path / "in.txt"
+    src.write_bytes(data)
+    for args, stdin, name in ((["-i", src], None, str(src)), ([], data, "-")):
+        r = cli("translate", tiny_run, *args, stdin=stdin)
+        assert r.code == 0, r.err
+        assert r.out.count("\n") == 4 and r.out.split("\n")[2] == "", r.out
+        assert f"{name}: 2 line(s) had invalid UTF-8 (first at line 2)" in r.err
+
+
+def big_input(n: int = 100_000) -> tuple[bytes, int, int]:
+    """n lines, mostly empty or short, some not UTF-8, a few too long: (bytes, bad, long)."""
+    words = "one two three four five six seven eight nine ten".split()
+    lines, bad, long = [], 0, 0
+    for i in range(n):
+        if i % 1000 == 7:
+            lines.append(b"\xff\xfe " + words[i % 10].encode())
+            bad += 1
+        elif i in (500, n // 2, n - 3):
+            lines.append(" ".join(words * 40).encode())  # 400 tokens > 256 positions
+            long += 1
+        elif i % 1000 == 11:
+            lines.append(" \t\x0b\x0c\u0085\u2028\u2029\u3000 ".encode())  # only whitespace
+        elif i % 10 == 3:
+            lines.append(" ".join(words[i % 7: i % 7 + 1 + i % 3]).encode())
+        elif i % 100 == 9:
+            lines.append("two\rthree\u2028four \x00 five".encode())
+        else:
+            lines.append(b"")
+    return b"\n".join(lines) + b"\n", bad, long
+
+
+def test_100k_lines_one_output_line_each(tmp_path, tiny_run):
+    data, bad, long = big_input()
+    out = tmp_path / "out.txt"
+    r = run_mt("translate", str(tiny_run), "-o", str(out), "--device", "cpu", input=data)
+    assert r.code == 0, r.err
+    assert f"-: {bad} line(s) had invalid UTF-8 (first at line 8)" in r.err
+    assert f"{long} source line(s) longer than model.max_positions (256 tokens)" in r.err
+    text = out.read_text(encoding="utf-8")
+    outputs = text.split("\n")
+    assert outputs.pop() == "" and len(outputs) == 100_000
+    assert text.splitlines() == outputs  # no other line separator inside a line
+    for src, hyp in zip(data.split(b"\n"), outputs):
+        assert (hyp == "") == (src.decode("utf-8", "replace").strip() == "")
+    assert leftovers(tmp_path) == []
+
+
+def test_stdin_is_translated_while_it_is_still_being_written(tiny_run):
+    p = subprocess.Popen([sys.executable, "-m", "mt", "translate", str(tiny_run)], cwd=ROOT,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    got, first = [], threading.Event()
+
+    def read():
+        for line in p.stdout:
+            got.append(line)
+            first.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    p.stdin.write(b"one two\n" * CHUNK_LINES)
+    p.stdin.flush()
+    try:
+        assert first.wait(timeout=300), "no output before the end of the input"
+        assert p.poll() is None  # still running: stdin is open
+    finally:
+        p.stdin.write(b"three\n" * 10)
+        p.stdin.close()
+        reader.join(timeout=300)
+        p.wait(timeout=60)
+    assert p.returncode == 0, p.stderr.read()
+    assert len(got) == CHUNK_LINES + 10
+
+
+def test_crash_mid_file_leaves_no_partial_output(tmp_path, tiny_run, monkeypatch):
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("one two\n" * 40)
+    out.write_text("previous translations\n")
+    monkeypatch.setattr(mt.translator, "CHUNK_LINES", 5)
+    real = Translator.translate_stream
+
+    def crashing(self, lines):
+        for i, hyp in enumerate(real(self, lines)):
+            if i == 23:
+                raise RuntimeError("crash mid-file")
+            yield hyp
+
+    monkeypatch.setattr(Translator, "translate_stream", crashing)
+    with pytest.raises(RuntimeError, match="crash mid-file"):
+        translate_file(tiny_run, str(src), str(out))
+    assert out.read_text() == "previous translations\n"
+    assert leftovers(tmp_path) == []
+
+
+def test_disk_full_mid_file_is_one_line_and_keeps_the_old_output(cli, tmp_path, tiny_run,
+                                                                  monkeypatch):
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("one two\n" * 10)
+    out.write_text("previous translations\n")
+
+    def full(self, lines):
+        yield "ein"
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Translator, "translate_stream", full)
+    r = cli("translate", tiny_run, "-i", src, "-o", out)
+    assert_user_error(r, 7, f"{out}: No space left on device", "free some disk space")
+    assert out.read_text() == "previous translations\n"
+    assert leftovers(tmp_path) == []
+
+
+@pytest.mark.parametrize("sig, code, word", [(signal.SIGTERM, 143, "terminated"),
+                                             (signal.SIGINT, 130, "interrupted")])
+def test_signal_mid_translation_leaves_no_partial_output(tmp_path, tiny_run, sig, code, word):
+    out = tmp_path / "out.txt"
+    out.write_text("previous translations\n")
+    p = subprocess.Popen([sys.executable, "-m", "mt", "translate", str(tiny_run), "-o", str(out)],
+                         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env={**os.environ, "MT_DEBUG": ""},
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    p.stdin.write(b"one two\n" * 100)  # less than a chunk: it waits for more, mid-file
+    p.stdin.flush()
+    deadline = time.monotonic() + 300
+    while not leftovers(tmp_path) and time.monotonic() < deadline:  # writing has begun
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.1)
+    p.send_signal(sig)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == code, err
+    assert word in err.decode() and "Traceback" not in err.decode()
+    assert out.read_text() == "previous translations\n"
+    assert leftovers(tmp_path) == []

@@ -1,0 +1,124 @@
+"""mt/translator.py: batch translation keeps order and empty lines, n-best lists and their
+format, decoding options and dtypes, and streaming without reading ahead."""
+
+import pytest
+import torch
+
+from conftest import TOY, assert_user_error, run_mt
+from mt.checkpoint import load_run
+from mt.config import DecodeConfig
+from mt.data import pad
+from mt.decode import beam_search
+from mt.translator import CHUNK_LINES, Translator
+
+
+@pytest.fixture(scope="session")
+def tiny(tiny_run):
+    return load_run(tiny_run)
+
+
+def test_translate_stream_never_reads_ahead_more_than_a_chunk(tiny):
+    consumed = 0
+
+    def endless():
+        nonlocal consumed
+        while True:
+            consumed += 1
+            yield "one two three"
+
+    first = next(iter(Translator(tiny).translate_stream(endless())))
+    assert first and consumed <= CHUNK_LINES
+
+
+LINES = ["Today you have eight hundred seventy nine cats.", "", "Yesterday we had sixty houses.",
+         "   ", "Today they buy three hundred fifty two cars.", "We have two dogs.",
+         "Yesterday you had seven hundred old cars and nine cats.", ""]
+
+
+def test_translator_keeps_order_and_empty_lines_through_sorted_batches(tiny_run):
+    run = load_run(tiny_run)
+    cfg = DecodeConfig(beam=3, nbest=2, max_len_b=5, batch_tokens=60)  # several batches
+    translator = Translator(run, cfg)
+    sizes = []
+    search = translator._search
+    translator._search = lambda src, scored: sizes.append(src.numel()) or search(src, scored)
+    together = translator.translate_nbest(LINES)
+    assert len(sizes) > 1 and max(sizes) * 3 <= 60  # the budget counts tokens x beam
+    for line, got in zip(LINES, together, strict=True):
+        alone = Translator(run, cfg).translate_nbest([line])[0]
+        assert [t.text for t in got] == [t.text for t in alone]
+        assert [t.score for t in got] == pytest.approx([t.score for t in alone], abs=1e-4)
+        if line.strip():
+            assert len(got) == 2 and got[0].text and got[0].score >= got[1].score
+        else:
+            assert [(t.text, t.score) for t in got] == [("", 0.0)]
+    assert translator.translate(LINES) == [t[0].text for t in together]
+
+
+def test_greedy_translator_scores_match_beam_of_one(tiny_run):
+    run = load_run(tiny_run)
+    greedy_cfg = DecodeConfig(beam=1, length_norm="none", max_len_b=5)
+    got = Translator(run, greedy_cfg).translate_nbest(LINES[:3])
+    scores = [t[0].score for t in got]
+    assert scores[1] == 0.0 and all(s < 0 for s in scores[::2])
+    run.model.eval()
+    src = pad([run.src_vocab.encode(Translator(run).src_tok.tokenize(LINES[0]))])
+    want = beam_search(run.model, src, greedy_cfg)[0][0].score
+    assert scores[0] == pytest.approx(want, abs=1e-4)
+
+
+def test_bf16_decoding_translates_like_float32_and_leaves_the_run_model_alone(tiny_run):
+    """decode.dtype bf16 decodes with a bf16 copy of the weights: the run's model stays float32,
+    and on a trained model the outputs mostly agree with float32's (rounding may flip a few)."""
+    run = load_run(tiny_run)
+    lines = (TOY / "toy.test.en").read_text().splitlines()[:40]
+    for beam in (1, 3):
+        f32 = Translator(run, DecodeConfig(beam=beam)).translate(lines)
+        tr = Translator(run, DecodeConfig(beam=beam, dtype="bf16"))
+        bf16 = tr.translate(lines)
+        assert next(tr.model.parameters()).dtype == torch.bfloat16
+        assert next(run.model.parameters()).dtype == torch.float32
+        assert sum(a == b for a, b in zip(f32, bf16, strict=True)) >= 0.8 * len(lines)
+    r = run_mt("translate", str(tiny_run), "--dtype", "bf16", "--device", "cpu",
+               input="\n".join(lines[:3]) + "\n")
+    assert r.code == 0 and r.out.count("\n") == 3, r.err
+    assert_user_error(run_mt("translate", str(tiny_run), "--dtype", "fp8", input="x\n"),
+                      3, "decode.dtype")
+
+
+def test_cli_nbest_format(tiny_run):
+    text = "\n".join(LINES) + "\n"
+    r = run_mt("translate", str(tiny_run), "--beam", "3", "--nbest", "2", "--device", "cpu",
+               input=text)
+    assert r.code == 0, r.err
+    rows = [line.split("\t") for line in r.out.splitlines()]
+    assert all(len(row) == 3 for row in rows)
+    index = [int(row[0]) for row in rows]
+    assert index == sorted(index) and set(index) == set(range(len(LINES)))
+    for i, line in enumerate(LINES):
+        mine = [row for row in rows if int(row[0]) == i]
+        scores = [float(row[1]) for row in mine]
+        if line.strip():
+            assert len(mine) == 2 and scores[0] >= scores[1] and mine[0][2] != mine[1][2]
+        else:
+            assert mine == [[str(i), "0.0000", ""]]
+    # without --nbest: exactly one line per input line, the best of the n-best
+    plain = run_mt("translate", str(tiny_run), "--beam", "3", "--device", "cpu", input=text)
+    assert plain.code == 0, plain.err
+    assert plain.out.split("\n")[:-1] == [[row[2] for row in rows if int(row[0]) == i][0]
+                                         for i in range(len(LINES))]
+
+
+def test_cli_decoding_options_override_the_run_config(tiny_run, tmp_path):
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("\n".join(LINES[::2]) + "\n", encoding="utf-8")
+    ref.write_text("\n".join(LINES[::2]) + "\n", encoding="utf-8")
+    out = tmp_path / "out.txt"
+    r = run_mt("eval", str(tiny_run), "--src", str(src), "--ref", str(ref), "--output", str(out),
+               "--beam", "2", "--max-len-a", "0", "--max-len-b", "2", "--min-len", "2",
+               "--length-penalty", "1.5", "--batch-tokens", "8", "--device", "cpu")
+    assert r.code == 0, r.err
+    words = [len(line.split()) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(words) == 4 and all(1 <= w <= 2 for w in words)
+    bad = run_mt("translate", str(tiny_run), "--beam", "2", "--nbest", "3", input="a\n")
+    assert_user_error(bad, 3, "decode.nbest")
