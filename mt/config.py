@@ -140,12 +140,7 @@ def load_config(path: str | Path | None = None, overrides: typing.Sequence[str] 
         if not isinstance(raw, dict):
             raise ConfigError(f"{path}: expected a mapping of sections, got "
                               f"{type(raw).__name__}; see configs/ for examples")
-    for item in overrides:
-        _apply_override(raw, item)
-        _check_override(raw, item)
-    cfg = _build(Config, raw, where, "")
-    validate(cfg, where, overrides)
-    return cfg
+    return _overridden(raw, overrides, where)
 
 
 def config_from_dict(raw: dict, where: str = "config") -> Config:
@@ -155,11 +150,18 @@ def config_from_dict(raw: dict, where: str = "config") -> Config:
 
 
 def override(cfg: Config, overrides: typing.Sequence[str], where: str) -> Config:
-    """A copy of cfg with `a.b=value` overrides (e.g. command-line options), validated again."""
-    raw = cfg.to_dict()
+    """A copy of cfg with `a.b=value` overrides (e.g. command-line options), validated again;
+    an error names the item to blame, as load_config's do."""
+    return _overridden(cfg.to_dict(), overrides, where)
+
+
+def _overridden(raw: dict, overrides: typing.Sequence[str], where: str) -> Config:
     for item in overrides:
         _apply_override(raw, item)
-    return config_from_dict(raw, where)
+        _check_override(raw, item)
+    cfg = _build(Config, raw, where, "")
+    validate(cfg, where, overrides)
+    return cfg
 
 
 def _apply_override(raw: dict, item: str) -> None:
