@@ -48,7 +48,8 @@ class CTranslate2Search:
     def __init__(self, model_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab, max_positions: int,
                  device: str = "cpu", threads: int = 0):
         ct2 = require_ctranslate2()
-        # Same thread count as torch's, so the two searches compare like for like.
+        # Same thread count as torch's, so the two searches compare like for like
+        # (benchmarks/bench_decode.py).
         self.translator = ct2.Translator(
             str(model_dir), device="cuda" if str(device).startswith("cuda") else "cpu",
             intra_threads=threads or torch.get_num_threads())
