@@ -13,24 +13,28 @@ A run directory holds:
 Checkpoints are one-file (`run_state`): besides the weights and step they carry the resolved
 config, both vocabularies and any tokenizer files, as plain dicts, lists, strings and
 tensors, so a checkpoint moved out of its run directory still loads. Older checkpoints hold
-weights and step only; `load_run` then reads config and vocab from the run directory.
+weights and step only; `open_run` then reads config and vocab from the run directory.
+
+`open_run` is the one way to open a run (translate, eval, tokenize, info, export, and an export
+directory for CTranslate2); `load_run` adds the model.
 """
 
 from __future__ import annotations
 
 import pickle
 import zipfile
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from mt.config import Config, config_from_dict, load_config
+from mt.config import Config, config_from_dict, load_config, override
 from mt.errors import CheckpointError, MTError
 from mt.log import warn
 from mt.model import Seq2Seq, make_model
 from mt.textio import atomic_write
-from mt.tokenizers import Tokenizer, load_tokenizers
+from mt.tokenizers import Tokenizer, load_tokenizers, tokenizer_files
 from mt.vocab import Vocab
 
 CONFIG, SRC_VOCAB, TGT_VOCAB, BEST, LAST = ("config.yaml", "vocab.src.txt", "vocab.tgt.txt",
@@ -161,48 +165,88 @@ def _as_tensor(data: bytes) -> torch.Tensor:
 
 @dataclass
 class Run:
+    """A run as opened from its checkpoint (or its directory): what translating needs."""
+
     cfg: Config
-    model: Seq2Seq
+    model: Seq2Seq | None  # None from open_run, or for a CTranslate2 export (mt.ct2)
     src_vocab: Vocab
     tgt_vocab: Vocab
     step: int
     src_tok: Tokenizer
     tgt_tok: Tokenizer
-    files: dict[str, bytes] = field(default_factory=dict)  # tokenizer files from the checkpoint
+    files: dict[str, bytes] = field(default_factory=dict)  # the tokenizers' files, by name
+    checkpoint: Path | None = None  # the file read; None: a directory's files alone
+    format: int = 0  # FORMAT: a one-file checkpoint; 0: config and vocab from its directory
 
 
-def load_run(run: Path, device: torch.device | str = "cpu") -> Run:
-    """Rebuild the model from a checkpoint: config and vocab from the file itself if it carries
-    them (one-file checkpoints), else from the run directory's text files; then its weights."""
-    ckpt = find_checkpoint(Path(run))
-    state = load_checkpoint(ckpt)
-    if "config" in state and "vocab" in state:
+def open_run(path: Path, overrides: Sequence[str] = ()) -> Run:
+    """A run without its model: config, vocabularies, tokenizers and step.
+
+    path is a run directory (its best.pt, else last.pt), a checkpoint file, or a directory
+    that holds a run's files but no checkpoint (an `mt export`, a run before its first
+    validation). Config and vocab come from the checkpoint if it carries them (one-file
+    checkpoints), else from the directory's text files; overrides (`key=value`, as
+    `mt train --set`) apply to the config before the tokenizers are loaded.
+    """
+    return _open(Path(path), overrides)[0]
+
+
+def load_run(path: Path, device: torch.device | str = "cpu",
+             overrides: Sequence[str] = ()) -> Run:
+    """open_run of a checkpoint, and the model rebuilt from its config with its weights, on
+    device in eval mode."""
+    run, state = _open(find_checkpoint(Path(path)), overrides)
+    run.model = make_model(run.cfg.model, len(run.src_vocab), len(run.tgt_vocab))
+    load_weights(run.model, state, run.checkpoint)
+    run.model.to(device).eval()
+    return run
+
+
+def _open(path: Path, overrides: Sequence[str]) -> tuple[Run, dict]:
+    """The run (no model) and the checkpoint read ({} for a directory without one)."""
+    ckpt, state = None, {}
+    if not (path.is_dir() and (path / CONFIG).is_file() and not _has_checkpoint(path)):
+        ckpt = find_checkpoint(path)
+        state = load_checkpoint(ckpt)
+    directory = path if ckpt is None else ckpt.parent
+    one_file = "config" in state and "vocab" in state
+    if one_file:
         cfg, src_vocab, tgt_vocab, files = _unpack(state, ckpt)
     else:
-        run_dir = ckpt.parent
-        if not (run_dir / CONFIG).is_file():
-            raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory; "
-                                  "copy it from the run the checkpoint came from (with the "
-                                  "vocab files)")
-        cfg = load_config(run_dir / CONFIG)
-        if "tokenizer:" not in (run_dir / CONFIG).read_text(encoding="utf-8"):
-            # Saved configs hold every key: this run is older than data.tokenizer, its
-            # vocabulary has no joiner marks (README, Tokenization).
-            warn(f"{run_dir}: trained before reversible tokenization; its translations lose "
-                 "punctuation; evaluate it with the mt version that trained it, or train again")
-        src_vocab, tgt_vocab = Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB)
-        files = {}
-    model = make_model(cfg.model, len(src_vocab), len(tgt_vocab))
-    load_weights(model, state, ckpt)
-    model.to(device).eval()
-    src_tok, tgt_tok = load_tokenizers(cfg.data, ckpt.parent, files)
+        cfg, src_vocab, tgt_vocab, files = *_read_directory(directory), {}
+    if overrides:
+        cfg = override(cfg, overrides, "command line")
+    src_tok, tgt_tok = load_tokenizers(cfg.data, directory, files)
     for tok, vocab, name in ((src_tok, src_vocab, SRC_VOCAB), (tgt_tok, tgt_vocab, TGT_VOCAB)):
         if tok.fixed_vocab is not None and tok.fixed_vocab != vocab.itos:
-            where = f"{ckpt}: its {name}" if "vocab" in state else ckpt.parent / name
+            where = f"{ckpt}: its {name}" if one_file else directory / name
             raise CheckpointError(f"{where}: does not match the run's tokenizer model; use the "
                                   "files saved together with this run")
-    return Run(cfg, model, src_vocab, tgt_vocab, int(state.get("step", 0)), src_tok, tgt_tok,
-               files)
+    for name in tokenizer_files(cfg.data):  # those the checkpoint lacks: its directory's
+        if name not in files:
+            files[name] = (directory / name).read_bytes()
+    run = Run(cfg, None, src_vocab, tgt_vocab, int(state.get("step", 0)), src_tok, tgt_tok,
+              files, ckpt, state["format"] if one_file else 0)
+    return run, state
+
+
+def _has_checkpoint(directory: Path) -> bool:
+    return any((directory / name).is_file() for name in (BEST, LAST))
+
+
+def _read_directory(directory: Path) -> tuple[Config, Vocab, Vocab]:
+    """Config and vocabularies from a directory's text files (a run's, or an export's)."""
+    if not (directory / CONFIG).is_file():
+        raise CheckpointError(f"{directory / CONFIG}: config missing from the run directory; "
+                              "copy it from the run the checkpoint came from (with the "
+                              "vocab files)")
+    cfg = load_config(directory / CONFIG)
+    if "tokenizer:" not in (directory / CONFIG).read_text(encoding="utf-8"):
+        # Saved configs hold every key: this run is older than data.tokenizer, its
+        # vocabulary has no joiner marks (README, Tokenization).
+        warn(f"{directory}: trained before reversible tokenization; its translations lose "
+             "punctuation; evaluate it with the mt version that trained it, or train again")
+    return cfg, Vocab.load(directory / SRC_VOCAB), Vocab.load(directory / TGT_VOCAB)
 
 
 def _unpack(state: dict, where: Path) -> tuple[Config, Vocab, Vocab, dict[str, bytes]]:

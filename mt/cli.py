@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+import functools
+import importlib
+import inspect
 import json
 import os
 import signal
 import sys
 import traceback
+import typing
 from pathlib import Path
 
 import typer
 
-from mt.errors import FileSystemError, MTError, os_error_message
+from mt.errors import ConfigError, FileSystemError, MTError, os_error_message
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train Transformer translation models, translate files, score with BLEU.")
@@ -66,56 +70,102 @@ def prepare(
     print(build(config, set_, workers).path)
 
 
-# Decoding options; each one given overrides the run's saved `decode:` section (README, Decoding).
-BEAM = typer.Option(None, "--beam", help="Beam size; 1 is greedy.")
-LENGTH_NORM = typer.Option(None, "--length-norm", help="Beam scores: gnmt, average or none.")
-LENGTH_PENALTY = typer.Option(None, "--length-penalty", help="GNMT alpha (0 = no penalty).")
-MIN_LEN = typer.Option(None, "--min-len", help="No end of sentence before this many tokens.")
-MAX_LEN_A = typer.Option(None, "--max-len-a", help="Output at most a * source length + b tokens.")
-MAX_LEN_B = typer.Option(None, "--max-len-b", help="See --max-len-a.")
-BATCH_TOKENS = typer.Option(None, "--batch-tokens", help="Source tokens per batch (x beam).")
-DTYPE = typer.Option(None, "--dtype", help="float32, or bf16: faster where the CPU or GPU has "
-                     "native bf16 (README, Decoding).")
-ENGINE = typer.Option("mt", "--engine", help="mt, or ctranslate2: RUN may then be an `mt export` "
-                      "directory (a run is exported on the fly); README, CTranslate2.")
+# Decoding options: `--KEY VALUE` is `--set decode.KEY=VALUE` (README, Decoding), typed as
+# DecodeConfig types KEY; `-` in the flag for `_` in the key. Adding one is one entry here.
+DECODING = {
+    "beam": "Beam size; 1 is greedy.",
+    "nbest": "Write the N best per input line as index<TAB>score<TAB>text lines (N <= beam).",
+    "length_norm": "Beam scores: gnmt, average or none.",
+    "length_penalty": "GNMT alpha (0 = no penalty).",
+    "min_len": "No end of sentence before this many tokens.",
+    "max_len_a": "Output at most a * source length + b tokens.",
+    "max_len_b": "See --max-len-a.",
+    "batch_tokens": "Source tokens per batch (x beam).",
+    "dtype": "float32, or bf16: faster where the CPU or GPU has native bf16 (README, Decoding).",
+}
 
 
-def _check_engine(engine: str) -> None:
-    if engine not in ("mt", "ctranslate2"):
-        raise typer.BadParameter(f"{engine!r}: expected mt or ctranslate2",
-                                 param_hint="'--engine'")
+def _flag(key: str) -> str:
+    return "--" + key.replace("_", "-")
 
 
-def _decode_set(beam: int | None, nbest: int | None, length_norm: str | None,
-                length_penalty: float | None, min_len: int | None, max_len_a: float | None,
-                max_len_b: int | None, batch_tokens: int | None, dtype: str | None
-                ) -> list[str]:
-    """The decoding options given, as `decode.key=value` config overrides."""
-    given = {"beam": beam, "nbest": nbest, "length_norm": length_norm,
-             "length_penalty": length_penalty, "min_len": min_len, "max_len_a": max_len_a,
-             "max_len_b": max_len_b, "batch_tokens": batch_tokens, "dtype": dtype}
-    return [f"decode.{key}={value}" for key, value in given.items() if value is not None]
+def _config_overrides(skip: tuple[str, ...] = ()):
+    """Give a command that opens a run `--set KEY=VALUE` and the DECODING options (but skip),
+    after its --device option. The command gets them as one list, `overrides`: the --set items,
+    then the options given, as items. An error in an option's value names the option."""
+    from mt.config import DecodeConfig
+
+    types = typing.get_type_hints(DecodeConfig)
+    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+    added = [inspect.Parameter("set_", kind, annotation=list[str], default=typer.Option(
+        [], "--set", help="Override a value of the run's config: --set decode.beam=4 (any "
+        "key, as for mt train; the options below are shortcuts for decode.KEY)."))]
+    added += [inspect.Parameter(key, kind, annotation=types[key] | None,
+                                default=typer.Option(None, _flag(key), help=text))
+              for key, text in DECODING.items() if key not in skip]
+
+    def decorate(command):
+        own = [p for p in inspect.signature(command).parameters.values()
+               if p.name != "overrides"]
+        at = [p.name for p in own].index("device") + 1
+
+        @functools.wraps(command)
+        def with_overrides(set_: list[str], **options):
+            given = {key: options.pop(key) for key in DECODING if key in options}
+            shortcuts = {f"decode.{key}={value}": f"{_flag(key)} {value}"
+                         for key, value in given.items() if value is not None}
+            try:
+                return command(overrides=[*set_, *shortcuts], **options)
+            except ConfigError as e:  # mt.config blames `--set ITEM: ...`: name the option
+                for item, option in shortcuts.items():
+                    if str(e).startswith(f"--set {item}: "):
+                        raise ConfigError(option + str(e)[len(f"--set {item}"):]) from None
+                raise
+
+        with_overrides.__signature__ = inspect.Signature(own[:at] + added + own[at:])
+        return with_overrides
+
+    return decorate
+
+
+def _one_of(allowed: str):
+    """A Typer callback refusing values outside a tuple, as a usage error (exit 2) naming them.
+
+    allowed is "module:NAME", the tuple's home (the command or library that uses the values),
+    imported only when a value is checked: those modules load torch, `mt --help` should not.
+    """
+    def check(value):
+        module, name = allowed.split(":")
+        choices = getattr(importlib.import_module(module), name)
+        listed = " or ".join(choices) if len(choices) < 3 else "one of " + ", ".join(choices)
+        for v in value if isinstance(value, list) else [value]:
+            if v is not None and v not in choices:
+                raise typer.BadParameter(f"{v!r}: expected {listed}")
+        return value
+
+    return check
+
+
+ENGINE = typer.Option("mt", "--engine", callback=_one_of("mt.translator:SEARCHES"),
+                      help="mt, or ctranslate2: RUN may then be an `mt export` directory (a run "
+                      "is exported on the fly); README, CTranslate2.")
 
 
 @app.command("eval")
+@_config_overrides(skip=("nbest",))
 def evaluate(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
-    split: str = typer.Option("test", "--split", help="val or test split of the run's data."),
+    split: str = typer.Option("test", "--split", callback=_one_of("mt.commands.evaluate:SPLITS"),
+                              help="val or test split of the run's data."),
     src: str = typer.Option(None, "--src", help="Source file to translate instead of a split."),
     ref: str = typer.Option(None, "--ref", help="Reference translations for --src."),
     output: str = typer.Option(None, "--output", help="Also write the translations here."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     device: str = DEVICE,
-    beam: int | None = BEAM,
-    length_norm: str | None = LENGTH_NORM,
-    length_penalty: float | None = LENGTH_PENALTY,
-    min_len: int | None = MIN_LEN,
-    max_len_a: float | None = MAX_LEN_A,
-    max_len_b: int | None = MAX_LEN_B,
-    batch_tokens: int | None = BATCH_TOKENS,
-    dtype: str | None = DTYPE,
     engine: str = ENGINE,
-    metrics: list[str] = typer.Option([], "--metrics", help="Add a metric: ter."),
+    metrics: list[str] = typer.Option([], "--metrics", callback=_one_of("mt.metrics:EXTRA_METRICS"),
+                                      help="Add a metric: ter."),
+    overrides: list[str] = (),
 ) -> None:
     """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
 
@@ -123,19 +173,9 @@ def evaluate(
     extra) on lowercased Moses tokens, each with its signature; --metrics ter adds TER.
     """
     from mt.commands.evaluate import evaluate as run_eval
-    from mt.metrics import EXTRA_METRICS
 
-    if split not in ("val", "test"):
-        raise typer.BadParameter(f"{split!r}: expected val or test", param_hint="'--split'")
-    for m in metrics:
-        if m not in EXTRA_METRICS:
-            raise typer.BadParameter(f"{m!r}: expected {', '.join(EXTRA_METRICS)}",
-                                     param_hint="'--metrics'")
-    _check_engine(engine)
-    decode_set = _decode_set(beam, None, length_norm, length_penalty, min_len, max_len_a,
-                             max_len_b, batch_tokens, dtype)
-    r = run_eval(run, split, src, ref, output, device=_device(device), decode_set=decode_set,
-                 engine=engine, metrics=metrics)
+    r = run_eval(run, split, src, ref, output, device=_device(device), overrides=overrides,
+                 search=engine, metrics=metrics)
     if as_json:
         print(json.dumps(r))
         return
@@ -147,22 +187,13 @@ def evaluate(
 
 
 @app.command()
+@_config_overrides()
 def translate(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
     input: str = typer.Option("-", "-i", "--input",
                               help="Source text, one sentence a line; - is stdin."),
     output: str = typer.Option("-", "-o", "--output", help="Where translations go; - is stdout."),
     device: str = DEVICE,
-    beam: int | None = BEAM,
-    nbest: int | None = typer.Option(None, "--nbest", help="Write the N best per input line "
-                                     "as index<TAB>score<TAB>text lines (N <= beam)."),
-    length_norm: str | None = LENGTH_NORM,
-    length_penalty: float | None = LENGTH_PENALTY,
-    min_len: int | None = MIN_LEN,
-    max_len_a: float | None = MAX_LEN_A,
-    max_len_b: int | None = MAX_LEN_B,
-    batch_tokens: int | None = BATCH_TOKENS,
-    dtype: str | None = DTYPE,
     attention: Path = typer.Option(None, "--attention", help="Also draw each line's "
                                    "cross-attention as DIR/NNNN.png (line NNNN; at most 100 "
                                    "lines; needs matplotlib)."),
@@ -171,36 +202,39 @@ def translate(
     attention_heads: str = typer.Option("mean", "--attention-heads",
                                         help="mean: heads averaged; all: one panel per head."),
     engine: str = ENGINE,
+    overrides: list[str] = (),
 ) -> None:
     """Translate line by line: exactly one output line per input line, in order.
 
-    With --nbest (or decode.nbest > 1): up to N lines per input line, see README, Decoding.
+    With --nbest N (or --set decode.nbest=N, or decode.nbest > 1 in the run's config): up to
+    N lines per input line, see README, Decoding.
     """
     from mt.commands.translate import translate_file
 
-    _check_engine(engine)
-    decode_set = _decode_set(beam, nbest, length_norm, length_penalty, min_len, max_len_a,
-                             max_len_b, batch_tokens, dtype)
+    nbest = any(item.startswith("decode.nbest=") for item in overrides)
     if attention is not None:
         from mt.commands.heatmap import translate_with_attention
 
-        if nbest is not None:
+        if nbest:
             raise typer.BadParameter("not with --nbest", param_hint="'--attention'")
         translate_with_attention(run, input, output, attention, attention_layer,
-                                 attention_heads, device=_device(device), decode_set=decode_set)
+                                 attention_heads, device=_device(device), overrides=overrides)
         return
-    translate_file(run, input, output, device=_device(device), decode_set=decode_set,
-                   nbest=nbest is not None, engine=engine)
+    translate_file(run, input, output, device=_device(device), overrides=overrides,
+                   nbest=nbest, search=engine)
 
 
 @app.command("export")
 def export_model(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
     out: Path = typer.Argument(..., help="Directory to create for the exported model."),
-    to: str = typer.Option(..., "--to", help="Format: ctranslate2 (needs the extra: "
-                           'pip install "mt[ctranslate2]").'),
-    quantization: str = typer.Option(None, "--quantization", help="Weights as int8, "
-                                     "int8_float32, bfloat16 or float16 (default: float32)."),
+    to: str = typer.Option(..., "--to", callback=_one_of("mt.commands.export:FORMATS"),
+                           help='Format: ctranslate2 (needs the extra: pip install '
+                           '"mt[ctranslate2]").'),
+    quantization: str = typer.Option(None, "--quantization",
+                                     callback=_one_of("mt.ct2.export:QUANTIZATIONS"),
+                                     help="Weights as int8, int8_float32, bfloat16 or float16 "
+                                     "(default: float32)."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
 ) -> None:
     """Export a model for another engine: mt export RUN --to ctranslate2 OUT.
@@ -209,13 +243,7 @@ def export_model(
     it is written whole or not at all. Translate with it: mt translate --engine ctranslate2 OUT.
     """
     from mt.commands.export import export
-    from mt.ct2.export import QUANTIZATIONS
 
-    if to != "ctranslate2":
-        raise typer.BadParameter(f"{to!r}: expected ctranslate2", param_hint="'--to'")
-    if quantization is not None and quantization not in QUANTIZATIONS:
-        raise typer.BadParameter(f"{quantization!r}: expected one of {', '.join(QUANTIZATIONS)}",
-                                 param_hint="'--quantization'")
     print(json.dumps(export(run, out, quantization, force)))
 
 
@@ -223,7 +251,8 @@ def export_model(
 def tokenize(
     run: Path = typer.Argument(None, help="Run directory (or checkpoint) whose tokenizer to use; "
                                "or give --lang."),
-    side: str = typer.Option("src", "--side", help="With RUN: src or tgt tokenizer."),
+    side: str = typer.Option("src", "--side", callback=_one_of("mt.commands.tokenize:SIDES"),
+                             help="With RUN: src or tgt tokenizer."),
     lang: str = typer.Option(None, "--lang", help="spaCy language code (en, de, xx, ...), "
                              "instead of RUN."),
     lowercase: bool = typer.Option(False, "--lowercase", help="With --lang: lowercase first."),
@@ -240,8 +269,6 @@ def tokenize(
 
     if (run is None) == (lang is None):
         raise typer.BadParameter("give either a run directory or --lang", param_hint="RUN")
-    if side not in ("src", "tgt"):
-        raise typer.BadParameter(f"{side!r}: expected src or tgt", param_hint="'--side'")
     tokenize_file(pick_tokenizer(run, side, lang, lowercase), input, output, detok)
 
 

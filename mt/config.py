@@ -164,11 +164,12 @@ def config_from_dict(raw: dict, where: str = "config") -> Config:
 
 
 def override(cfg: Config, overrides: Sequence[str], where: str) -> Config:
-    """A copy of cfg with `a.b=value` overrides (e.g. command-line options), validated again."""
+    """A copy of cfg with `a.b=value` overrides (e.g. command-line options), validated again;
+    an error names the item to blame, as load_config's do."""
     raw = cfg.to_dict()
     for item in overrides:
         _apply_override(raw, item)
-    return config_from_dict(raw, where)
+    return _checked(raw, _blamer(where, overrides))
 
 
 def _apply_override(raw: dict, item: str) -> None:

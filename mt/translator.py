@@ -1,22 +1,26 @@
-"""Translating lines, lists and streams: tokenize, length-sorted token-budget batches, decode,
-detokenize, restore the input order."""
+"""Translating lines, lists and streams: tokenize, length-sorted token-budget batches, search,
+detokenize, restore the input order. The search is mt's own (ModelSearch) or another that keeps
+the Search protocol (CTranslate2's, mt.ct2.search)."""
 
 from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import torch
 
-from mt.checkpoint import Run
+from mt.checkpoint import Run, load_run
 from mt.config import DecodeConfig
 from mt.data import group_bounds, pad
 from mt.decode import Hypothesis, beam_search, greedy, sequence_scores
 from mt.device import has_native_bf16
 from mt.log import warn
+from mt.model import Seq2Seq
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
 
@@ -32,22 +36,82 @@ def format_nbest(index: int, translations: list[Translation]) -> str:
     return "".join(f"{index}\t{t.score:.4f}\t{t.text}\n" for t in translations)
 
 
+class Search(Protocol):
+    """How a Translator decodes a batch: mt's own (ModelSearch) or CTranslate2's
+    (mt.ct2.search.CTranslate2Search)."""
+
+    def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool
+               ) -> list[list[Hypothesis]]:
+        """src (B, S) padded ids -> up to cfg.nbest hypotheses per sentence, best first.
+
+        Scores only when scored; otherwise a hypothesis may be scored NaN."""
+
+
+class ModelSearch:
+    """mt's own search (mt.decode) on a model: greedy when decode.beam is 1, else beam search."""
+
+    def __init__(self, model: Seq2Seq):
+        self.model = model
+
+    def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool
+               ) -> list[list[Hypothesis]]:
+        self.model.eval()
+        if cfg.beam > 1:
+            return beam_search(self.model, src, cfg)
+        hyps = greedy(self.model, src, cfg.max_len_a, cfg.max_len_b, cfg.min_len)
+        # Greedy does not score; rescore (one teacher-forced pass) only when scores are shown.
+        scores = (sequence_scores(self.model, src, hyps, cfg) if scored
+                  else [float("nan")] * len(hyps))
+        return [[Hypothesis(h, s)] for h, s in zip(hyps, scores, strict=True)]
+
+
+def _decoding_model(model: Seq2Seq, dtype: str, device: torch.device) -> Seq2Seq:
+    """The model in decode.dtype: itself for float32; for bf16 a copy, so the run's float32
+    model stays as it is for whoever else holds it."""
+    if dtype != "bf16":
+        return model
+    if not has_native_bf16(device):
+        warn(f"decode.dtype bf16: this {device.type.upper()} device has no native bf16, so it "
+             "is emulated and slower than float32")
+    return copy.deepcopy(model).to(torch.bfloat16)
+
+
+SEARCHES = ("mt", "ctranslate2")  # what open_translator can search with (`mt translate --engine`)
+
+
+def open_translator(path: Path, search: str = "mt", device: torch.device | str = "cpu",
+                    overrides: Sequence[str] = ()) -> Translator:
+    """A Translator for a run directory or checkpoint, its config overridden (`key=value`).
+
+    search: mt (its own decoders), or ctranslate2, for which path may also be an `mt export`
+    directory (else the run is exported on the fly).
+    """
+    if search == "mt":
+        return Translator(load_run(path, device, overrides), device=device)
+    from mt.ct2.search import open_ctranslate2  # an extra: imported only when asked for
+
+    run, ct2 = open_ctranslate2(path, device, overrides)
+    return Translator(run, device=device, search=ct2)
+
+
 class Translator:
     def __init__(self, run: Run, decode: DecodeConfig | None = None,
-                 device: torch.device | str = "cpu", engine=None):
+                 device: torch.device | str = "cpu", search: Search | None = None):
+        """decode: the run's config's decode section if None. search: ModelSearch on the run's
+        model (in decode.dtype) if None."""
         self.run, self.device = run, torch.device(device)
-        self.engine = engine  # another engine's search (mt.engine); None: mt's own decoders
         self.decode_cfg = decode or run.cfg.decode
-        self.model = run.model
-        if self.decode_cfg.dtype == "bf16" and engine is None:
-            if not has_native_bf16(self.device):
-                warn(f"decode.dtype bf16: this {self.device.type.upper()} device has no native "
-                     "bf16, so it is emulated and slower than float32")
-            # A copy: the run's float32 model stays as it is for whoever else holds it.
-            self.model = copy.deepcopy(run.model).to(torch.bfloat16)
+        if search is None:
+            search = ModelSearch(_decoding_model(run.model, self.decode_cfg.dtype, self.device))
+        self.search = search
         self.src_tok, self.tgt_tok = run.src_tok, run.tgt_tok
         self.max_src = run.cfg.model.max_positions
         self.truncated = 0  # source lines cut to the model's positions
+
+    @property
+    def model(self) -> Seq2Seq | None:
+        """The model mt's own search decodes with (in decode.dtype); None for another search."""
+        return self.search.model if isinstance(self.search, ModelSearch) else None
 
     def translate(self, lines: list[str]) -> list[str]:
         """One output per input, in order; empty (or all-whitespace) input gives empty output."""
@@ -74,26 +138,16 @@ class Translator:
         bounds = group_bounds(sizes, np.zeros_like(sizes), self.decode_cfg.batch_tokens)
         for group in (order[a:b] for a, b in zip(bounds[:-1], bounds[1:])):
             src = pad([ids[i] for i in group]).to(self.device)
-            for i, hyps in zip(group, self._search(src, scored), strict=True):
-                out[i] = [Translation(self._detokenize(h.tokens), h.score) for h in hyps]
+            found = self.search.search(src, self.decode_cfg, scored)
+            for i, hyps in zip(group, found, strict=True):
+                out[i] = [Translation(self.detokenize(h.tokens), h.score) for h in hyps]
         return out
 
-    def _detokenize(self, ids: list[int]) -> str:
+    def detokenize(self, ids: list[int]) -> str:
+        """Output ids to one line of text."""
         text = self.tgt_tok.detokenize(self.run.tgt_vocab.decode(ids))
         # Only plain spaces inside a line, so no reader splits it into two.
         return " ".join(text.split())
-
-    def _search(self, src: torch.Tensor, scored: bool) -> list[list[Hypothesis]]:
-        if self.engine is not None:
-            return self.engine.search(src, self.decode_cfg, scored)
-        c, model = self.decode_cfg, self.model
-        model.eval()
-        if c.beam > 1:
-            return beam_search(model, src, c)
-        hyps = greedy(model, src, c.max_len_a, c.max_len_b, c.min_len)
-        # Greedy does not score; rescore (one teacher-forced pass) only when scores are shown.
-        scores = sequence_scores(model, src, hyps, c) if scored else [float("nan")] * len(hyps)
-        return [[Hypothesis(h, s)] for h, s in zip(hyps, scores, strict=True)]
 
     def translate_stream(self, lines: Iterable[str]) -> Iterator[str]:
         """Translate an iterable of lines chunk by chunk, yielding outputs in input order."""

@@ -44,7 +44,7 @@ def test_attention_decodes_in_the_chosen_dtype(tiny_run, tmp_path, monkeypatch):
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text(TWO_LINES)
     translate_with_attention(tiny_run, str(src), str(out), tmp_path / "att",
-                             decode_set=["decode.dtype=bf16"])
+                             overrides=["decode.dtype=bf16"])
     assert seen == [torch.bfloat16] * 2
     run = load_run(tiny_run)
     bf16 = Translator(run, replace(run.cfg.decode, dtype="bf16")).translate(TWO_LINES.splitlines())

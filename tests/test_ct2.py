@@ -174,6 +174,6 @@ def test_export_leaves_the_model_as_it_was(tiny_run, tmp_path):
 
     run = load_run(tiny_run)
     before = {k: v.clone() for k, v in run.model.state_dict().items()}
-    write_model(run, tiny_run, tmp_path, "int8", "best.pt")
+    write_model(run, tmp_path, "int8")
     after = run.model.state_dict()
     assert all(torch.equal(after[k], v) for k, v in before.items())

@@ -40,8 +40,9 @@ def test_translator_keeps_order_and_empty_lines_through_sorted_batches(tiny_run)
     cfg = DecodeConfig(beam=3, nbest=2, max_len_b=5, batch_tokens=60)  # several batches
     translator = Translator(run, cfg)
     sizes = []
-    search = translator._search
-    translator._search = lambda src, scored: sizes.append(src.numel()) or search(src, scored)
+    search = translator.search.search
+    translator.search.search = lambda src, c, scored: sizes.append(src.numel()) or search(
+        src, c, scored)
     together = translator.translate_nbest(LINES)
     assert len(sizes) > 1 and max(sizes) * 3 <= 60  # the budget counts tokens x beam
     for line, got in zip(LINES, together, strict=True):

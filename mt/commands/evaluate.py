@@ -3,47 +3,47 @@
 from __future__ import annotations
 
 import sys
-import typing
+from collections.abc import Sequence
 from pathlib import Path
 
 from tqdm import tqdm
 
 from mt.commands.output import check_output_path, write_output
-from mt.commands.translate import open_run
-from mt.config import DecodeConfig, override
 from mt.data import read_parallel, split_path
 from mt.errors import DataError
 from mt.metrics import full_score
-from mt.translator import Translator
+from mt.translator import open_translator
+
+SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming that split
 
 
-def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
-             ref: str | None = None, output: str | None = None,
-             decode: DecodeConfig | None = None, device: str = "cpu",
-             decode_set: typing.Sequence[str] = (), engine: str = "mt",
-             metrics: typing.Sequence[str] = ()) -> dict:
+def evaluate(run_path: Path, split: str = "test", src: str | None = None,
+             ref: str | None = None, output: str | None = None, device: str = "cpu",
+             overrides: Sequence[str] = (), search: str = "mt",
+             metrics: Sequence[str] = ()) -> dict:
     """Translate a split of the run's data (or --src/--ref files) and score it.
 
-    decode_set: `decode.key=value` overrides of the run's saved config (command-line options).
-    engine: mt, or ctranslate2 (run_path may then be an `mt export` directory).
-    metrics: extra metrics beside the BLEU and chrF variants (mt.metrics.EXTRA_METRICS).
+    overrides: `key=value` items over the run's saved config (`--set` and the decoding
+    options). search: mt or ctranslate2 (mt.translator.SEARCHES; for ctranslate2 run_path
+    may be an `mt export` directory). metrics: extra metrics beside the BLEU and chrF
+    variants (mt.metrics.EXTRA_METRICS).
     """
     if src is not None and ref is None:
         raise DataError(f"--src {src}: no reference translations to score against; add "
                         "--ref FILE")
     if output:
         check_output_path(output)  # before minutes of translating, not after
-    run, search = open_run(run_path, engine, device)
-    decode = decode or override(run.cfg, decode_set, "command line").decode
+    translator = open_translator(run_path, search, device, overrides)
+    run = translator.run
     if src is None:
         d = run.cfg.data
-        name = {"val": d.val, "test": d.test}.get(split or "test", split)
+        name = getattr(d, split)
         src_path = split_path(d.dir, name, d.src_lang)
         ref_path = split_path(d.dir, name, d.tgt_lang)
     else:
         src_path, ref_path = Path(src), Path(ref)
     src_lines, ref_lines = read_parallel(src_path, ref_path)
-    stream = Translator(run, decode, device, search).translate_stream(src_lines)
+    stream = translator.translate_stream(src_lines)
     hyps = list(tqdm(stream, total=len(src_lines), desc="eval", unit=" lines", disable=None,
                      file=sys.stderr))
     if output:
@@ -51,4 +51,3 @@ def evaluate(run_path: Path, split: str | None = None, src: str | None = None,
     result = full_score(hyps, ref_lines, run.cfg.data.tgt_lang, tuple(metrics))
     result.update(src=str(src_path), ref=str(ref_path), step=run.step)
     return result
-

@@ -8,18 +8,21 @@ import tempfile
 from pathlib import Path
 
 from mt.checkpoint import find_checkpoint, load_run
-from mt.ct2.export import QUANTIZATIONS, check_quantization, require_ctranslate2, write_model
+from mt.ct2.export import check_quantization, require_ctranslate2, write_model
 from mt.errors import FileSystemError, RunError, os_error_message
+
+FORMATS = ("ctranslate2",)  # `mt export --to`
 
 
 def export(run_path: Path, out: Path, quantization: str | None = None,
            force: bool = False) -> dict:
     """`mt export RUN --to ctranslate2 OUT`: build in a temporary directory beside OUT, then
-    rename it into place, so OUT is either the old export or the complete new one."""
+    rename it into place, so OUT is either the old export or the complete new one.
+
+    quantization: None (float32) or one of mt.ct2.export.QUANTIZATIONS that this machine runs.
+    """
     out = Path(out)
     require_ctranslate2()
-    if quantization is not None and quantization not in QUANTIZATIONS:
-        raise RunError(f"quantization {quantization!r}: expected one of {', '.join(QUANTIZATIONS)}")
     check_quantization(quantization)
     if out.exists() and not force:
         raise RunError(f"{out}: already exists; use --force to replace it")
@@ -36,7 +39,7 @@ def export(run_path: Path, out: Path, quantization: str | None = None,
         raise FileSystemError(os_error_message(e, out)) from None
     old = out.parent / f"{tmp.name}.old"
     try:
-        write_model(run, ckpt.parent, tmp, quantization, str(ckpt))
+        write_model(run, tmp, quantization)
         os.chmod(tmp, 0o777 & ~_umask())  # mkdtemp makes 0700; give the usual permissions
         if out.exists():
             os.replace(out, old)

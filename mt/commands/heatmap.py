@@ -12,34 +12,34 @@ import torch
 from tqdm import tqdm
 
 from mt.checkpoint import Run, load_run
-from mt.commands.output import write_output
+from mt.commands.output import check_output_path, write_output
 from mt.commands.plot import DPI, pyplot, save_png
-from mt.config import DecodeConfig, override
-from mt.decode import beam_search, greedy
+from mt.config import DecodeConfig
 from mt.errors import ConfigError, DataError
 from mt.model import Seq2Seq
 from mt.textio import iter_lines
 from mt.tokenizers.text import MARK
-from mt.translator import Translator
+from mt.translator import ModelSearch, Translator
 from mt.vocab import BOS, EOS, SPECIALS
 
 MAX_LINES = 100  # one picture per line: this is for looking at a few sentences
-HEADS = ("mean", "all")
+HEADS = ("mean", "all")  # `--attention-heads`: averaged, or one panel per head
 
 
 def translate_with_attention(run_path: Path, src: str, out: str, directory: Path,
                              layer: int = -1, heads: str = "mean", device: str = "cpu",
-                             decode_set: Sequence[str] = ()) -> int:
+                             overrides: Sequence[str] = ()) -> int:
     """Translate src (at most MAX_LINES lines) to out as `mt translate` does, and write one
-    attention picture per non-empty line: DIR/0001.png for line 1, and so on."""
+    attention picture per non-empty line: DIR/0001.png for line 1, and so on.
+
+    overrides: `key=value` items over the run's saved config, as for translate_file."""
     if heads not in HEADS:
-        raise ConfigError(f"--attention-heads {heads}: expected mean or all")
+        raise ConfigError(f"--attention-heads {heads}: expected {' or '.join(HEADS)}")
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise DataError(f"{directory}: exists and is not a directory; give a directory for "
                         "the attention pictures")
-    if out != "-" and not Path(out).parent.is_dir():
-        raise DataError(f"{out}: output directory {Path(out).parent} does not exist")
+    check_output_path(out)
     lines = []
     for line in iter_lines(src):
         if len(lines) == MAX_LINES:
@@ -47,13 +47,13 @@ def translate_with_attention(run_path: Path, src: str, out: str, directory: Path
                             f"{MAX_LINES} lines; give a shorter input")
         lines.append(line)
     plt = pyplot()  # fail on a missing extra before loading the model
-    run = load_run(run_path, device)
+    run = load_run(run_path, device, overrides)
     n_layers = len(run.model.decoder)
     if not -n_layers <= layer < n_layers:
         raise ConfigError(f"--attention-layer {layer}: the model has {n_layers} decoder layers "
                           f"(0 to {n_layers - 1}, or -1 for the last)")
-    decode = override(run.cfg, decode_set, "command line").decode
-    translator = Translator(run, decode, device)
+    decode = run.cfg.decode
+    translator = Translator(run, device=device)
     directory.mkdir(parents=True, exist_ok=True)
     texts = []
     for n, toks in enumerate(tqdm(translator.src_tok.tokenize_many(lines), desc="attention",
@@ -64,7 +64,7 @@ def translate_with_attention(run_path: Path, src: str, out: str, directory: Path
             continue
         out_ids, weights = attend(translator.model, run, decode, toks, layer, device)
         out_toks = [run.tgt_vocab.itos[i] for i in out_ids] + [SPECIALS[EOS]]
-        text = " ".join(translator.tgt_tok.detokenize(run.tgt_vocab.decode(out_ids)).split())
+        text = translator.detokenize(out_ids)
         texts.append(text)
         title = f"line {n}, decoder layer {layer % n_layers}, heads {heads}"
         # The joiner mark is not in matplotlib's default font: shown as a middle dot.
@@ -81,10 +81,7 @@ def attend(model: Seq2Seq, run: Run, decode: DecodeConfig, toks: list[str], laye
     Translator's, so in decode.dtype), then one teacher-forced pass over the output for the
     layer's cross-attention weights (H, T, S), T = output tokens + <eos>."""
     src = torch.tensor([run.src_vocab.encode(toks)], device=device)  # (1, S)
-    if decode.beam > 1:
-        out_ids = beam_search(model, src, decode)[0][0].tokens
-    else:
-        out_ids = greedy(model, src, decode.max_len_a, decode.max_len_b, decode.min_len)[0]
+    out_ids = ModelSearch(model).search(src, decode, scored=False)[0][0].tokens
     tgt_in = torch.tensor([[BOS, *out_ids]], device=device)  # (1, T): row t predicts token t
     return out_ids, model.cross_attention(src, tgt_in)[layer][0].float().cpu()
 

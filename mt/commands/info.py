@@ -20,19 +20,18 @@ def run_info(path: Path) -> dict:
     path = Path(path)
     ckpt = find_checkpoint(path)
     run = load_run(ckpt)
-    state = load_checkpoint(ckpt)
     run_dir = path if path.is_dir() else None
     cfg, m, d = run.cfg, run.cfg.model, run.cfg.data
     checkpoints = []
     for file in sorted(run_dir.glob("*.pt")) if run_dir else [ckpt]:
-        step = state.get("step") if file == ckpt else load_checkpoint(file).get("step")
+        step = run.step if file == ckpt else load_checkpoint(file).get("step")
         checkpoints.append({"name": file.name, "bytes": file.stat().st_size, "step": step})
     last = next((c["step"] for c in checkpoints if c["name"] == LAST), None)
     info = {
         "path": str(path),
         "checkpoint": str(ckpt),
-        "format": state.get("format", 0),  # 0: weights only (config and vocab beside it)
-        "self_contained": "config" in state and "vocab" in state,
+        "format": run.format,  # 0: weights only (config and vocab beside it)
+        "self_contained": run.format > 0,
         "step": run.step,
         "steps_trained": max(run.step, last or 0),
         "parameters": sum(p.numel() for p in run.model.parameters()),

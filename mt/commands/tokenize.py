@@ -8,31 +8,24 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.checkpoint import CONFIG
+from mt.checkpoint import open_run
 from mt.commands.output import write_output
-from mt.config import load_config
-from mt.errors import CheckpointError
 from mt.textio import iter_lines
-from mt.tokenizers import Tokenizer, load_tokenizers
+from mt.tokenizers import Tokenizer
 from mt.tokenizers.spacy_words import SpacyTokenizer
 
 CHUNK_LINES = 2000  # lines tokenized together: bounds memory on any input
+SIDES = ("src", "tgt")  # `mt tokenize --side`
 
 
 def pick_tokenizer(run: Path | None, side: str = "src", lang: str | None = None,
                    lowercase: bool = False) -> Tokenizer:
     """spaCy's tokenizer for `lang`, or the `side` (src or tgt) tokenizer of a run directory
-    (or of the run directory a checkpoint file is in)."""
+    or checkpoint file (mt.checkpoint.open_run)."""
     if run is None:
         return SpacyTokenizer(lang, lowercase)
-    run = Path(run)
-    if not run.exists():
-        raise CheckpointError(f"{run}: no such run directory or checkpoint file")
-    run_dir = run if run.is_dir() else run.parent
-    if not (run_dir / CONFIG).is_file():
-        raise CheckpointError(f"{run_dir / CONFIG}: config missing from the run directory")
-    src, tgt = load_tokenizers(load_config(run_dir / CONFIG).data, run_dir)
-    return src if side == "src" else tgt
+    opened = open_run(Path(run))
+    return opened.src_tok if side == "src" else opened.tgt_tok
 
 
 def tokenize_file(tok: Tokenizer, src: str, out: str, detok: bool = False) -> int:

@@ -9,39 +9,24 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.checkpoint import load_run
 from mt.commands.output import check_input_path, check_output_path, write_output
-from mt.config import DecodeConfig, override
 from mt.textio import iter_lines
-from mt.translator import Translator, format_nbest
+from mt.translator import format_nbest, open_translator
 
 
-def open_run(path: Path, engine: str = "mt", device: str = "cpu"):
-    """The run to translate with and the engine's search (None: mt's own decoders).
-
-    For ctranslate2, path is an `mt export` directory, or a run exported on the fly.
-    """
-    if engine == "mt":
-        return load_run(path, device), None
-    from mt.ct2.search import open_ctranslate2
-
-    return open_ctranslate2(path, device)
-
-
-def translate_file(run_path: Path, src: str, out: str, decode: DecodeConfig | None = None,
-                   device: str = "cpu", decode_set: Sequence[str] = (), nbest: bool = False,
-                   engine: str = "mt") -> int:
+def translate_file(run_path: Path, src: str, out: str, device: str = "cpu",
+                   overrides: Sequence[str] = (), nbest: bool = False, search: str = "mt"
+                   ) -> int:
     """`mt translate`: '-' means stdin/stdout. A file output appears only when complete.
 
-    decode_set: `decode.key=value` overrides of the run's saved config (command-line options).
-    The n-best format (`format_nbest`) is written when `nbest` is set or decode.nbest > 1.
+    overrides: `key=value` items over the run's saved config (`--set` and the decoding
+    options). search: mt or ctranslate2 (mt.translator.SEARCHES). The n-best format
+    (`format_nbest`) is written when `nbest` is set or decode.nbest > 1.
     """
     check_input_path(src)
     check_output_path(out)
-    run, search = open_run(run_path, engine, device)
-    decode = decode or override(run.cfg, decode_set, "command line").decode
-    translator = Translator(run, decode, device, search)
-    nbest = nbest or decode.nbest > 1
+    translator = open_translator(run_path, search, device, overrides)
+    nbest = nbest or translator.decode_cfg.nbest > 1
     lines = iter_lines(src)
     bar = tqdm(desc="translate", unit=" lines", disable=None, file=sys.stderr)
     count = 0

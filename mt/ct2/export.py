@@ -143,20 +143,26 @@ def build_spec(model: Seq2Seq, src_tokens: list[str], tgt_tokens: list[str]):
     return spec
 
 
-def write_model(run: Run, run_dir: Path, dest: Path, quantization: str | None,
-                checkpoint: str) -> None:
+def write_model(run: Run, dest: Path, quantization: str | None) -> None:
     """Write the export into the (new, empty) directory dest."""
     spec = build_spec(run.model, run.src_vocab.itos, run.tgt_vocab.itos)
     spec.optimize(quantization=quantization)
     spec.save(str(dest))
-    # The run's config, vocabularies and tokenizer files (whatever load_tokenizers reads), from
-    # the checkpoint itself when it carries them, so a lone one-file checkpoint exports too.
+    # The run's config, vocabularies and tokenizer files as a run directory holds them, so that
+    # mt.checkpoint.open_run reads the export as it reads a run.
     run.cfg.save(dest / CONFIG)
     run.src_vocab.save(dest / SRC_VOCAB)
     run.tgt_vocab.save(dest / TGT_VOCAB)
     for name in tokenizer_files(run.cfg.data):
-        data = run.files[name] if name in run.files else (run_dir / name).read_bytes()
-        (dest / name).write_bytes(data)
-    info = {"format": 1, "engine": "ctranslate2", "checkpoint": checkpoint, "step": run.step,
-            "quantization": quantization or "float32"}
+        (dest / name).write_bytes(run.files[name])
+    info = {"format": 1, "engine": "ctranslate2", "checkpoint": str(run.checkpoint),
+            "step": run.step, "quantization": quantization or "float32"}
     (dest / MARKER).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+
+
+def exported_step(export: Path) -> int:
+    """The training step of the checkpoint an export was written from (0 if unknown)."""
+    marker = Path(export) / MARKER
+    if not marker.is_file():
+        return 0
+    return int(json.loads(marker.read_text(encoding="utf-8")).get("step", 0))

@@ -1,8 +1,9 @@
-"""CTranslate2 as the search engine of `mt translate` and `mt eval` (`--engine ctranslate2`).
+"""CTranslate2 as the search of `mt translate` and `mt eval` (`--engine ctranslate2`).
 
-mt tokenizes, batches and detokenizes as always (mt.translate.Translator); only the search over
-a batch of source ids goes to CTranslate2. Given an export (`mt export`), its model is loaded;
-given a run directory or checkpoint, it is exported in float32 to a temporary directory first.
+mt tokenizes, batches and detokenizes as always (mt.translator.Translator); only the search over
+a batch of source ids goes to CTranslate2: CTranslate2Search is a Search (mt.translator), as mt's
+own ModelSearch is. Given an export (`mt export`), its model is loaded; given a run directory or
+checkpoint, it is exported in float32 to a temporary directory first.
 
 Options, mt's -> CTranslate2's (README, Engines):
   beam, nbest                    beam_size, num_hypotheses: exact
@@ -20,17 +21,16 @@ Scores shown (--nbest) are mt's: each hypothesis is rescored with CTranslate2's 
 
 from __future__ import annotations
 
-import json
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
 
-from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, Run, find_checkpoint, load_run
-from mt.config import DecodeConfig, load_config
-from mt.ct2.export import MARKER, require_ctranslate2, write_model
+from mt.checkpoint import Run, load_run, open_run
+from mt.config import DecodeConfig
+from mt.ct2.export import exported_step, require_ctranslate2, write_model
 from mt.decode import Hypothesis, length_penalty, max_lengths
-from mt.tokenizers import load_tokenizers
 from mt.vocab import PAD, Vocab
 
 # mt's length_norm -> CTranslate2's length_penalty exponent (None: use decode.length_penalty)
@@ -42,12 +42,14 @@ def is_export(path: Path) -> bool:
 
 
 class CTranslate2Search:
-    """The search of a Translator, done by a `ctranslate2.Translator`: ids in, hypotheses out."""
+    """A Translator's Search (mt.translator), done by a `ctranslate2.Translator`: ids in,
+    hypotheses out."""
 
     def __init__(self, model_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab, max_positions: int,
                  device: str = "cpu", threads: int = 0):
         ct2 = require_ctranslate2()
-        # Same thread count as torch's, so the two engines compare like for like.
+        # Same thread count as torch's, so the two searches compare like for like
+        # (benchmarks/bench_decode.py).
         self.translator = ct2.Translator(
             str(model_dir), device="cuda" if str(device).startswith("cuda") else "cpu",
             intra_threads=threads or torch.get_num_threads())
@@ -90,28 +92,26 @@ class CTranslate2Search:
             hyps.sort(key=lambda h: -h.score)
 
 
-def open_ctranslate2(path: Path, device: str = "cpu") -> tuple[Run, CTranslate2Search]:
-    """An export, or a run directory / checkpoint exported on the fly (float32, temporary).
+def open_ctranslate2(path: Path, device: str = "cpu", overrides: Sequence[str] = ()
+                     ) -> tuple[Run, CTranslate2Search]:
+    """An export, or a run directory / checkpoint exported on the fly (float32, temporary),
+    its config overridden (`key=value`).
 
-    The Run carries the config and vocabularies mt tokenizes with; its model is None for an
-    export (CTranslate2 holds the weights).
+    The Run carries the config, vocabularies and tokenizers mt tokenizes with; its model is
+    None (CTranslate2 holds the weights).
     """
     require_ctranslate2()
     path = Path(path)
     if is_export(path):
-        cfg = load_config(path / CONFIG)
-        src_vocab, tgt_vocab = Vocab.load(path / SRC_VOCAB), Vocab.load(path / TGT_VOCAB)
-        step = 0
-        if (path / MARKER).is_file():
-            step = int(json.loads((path / MARKER).read_text(encoding="utf-8")).get("step", 0))
-        run = Run(cfg, None, src_vocab, tgt_vocab, step, *load_tokenizers(cfg.data, path))
-        search = CTranslate2Search(path, src_vocab, tgt_vocab, cfg.model.max_positions, device)
-        return run, search
-    ckpt = find_checkpoint(path)
-    run = load_run(ckpt)
+        run = open_run(path, overrides)  # an export holds a run directory's files
+        run.step = exported_step(path)
+        return run, CTranslate2Search(path, run.src_vocab, run.tgt_vocab,
+                                      run.cfg.model.max_positions, device)
+    run = load_run(path, "cpu", overrides)
     with tempfile.TemporaryDirectory(prefix="mt-ct2-") as tmp:
-        write_model(run, ckpt.parent, Path(tmp), None, str(ckpt))
+        write_model(run, Path(tmp), None)
         # CTranslate2 reads the whole model into memory here: the directory can go after.
         search = CTranslate2Search(Path(tmp), run.src_vocab, run.tgt_vocab,
                                    run.cfg.model.max_positions, device)
+    run.model = None
     return run, search
