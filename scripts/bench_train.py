@@ -140,9 +140,7 @@ def mt_trainer(base: Trainer, amp: str, compiled: bool, run_dir: Path) -> Traine
     cfg = replace(base.cfg, train=replace(base.cfg.train, amp=amp, compile=compiled,
                                           eval_bleu=False, metric="loss"))
     t = Trainer(cfg, run_dir, "cpu")
-    for name in ("src_tok", "tgt_tok", "src_vocab", "tgt_vocab", "train_data", "val_data",
-                 "val_src", "val_ref"):
-        setattr(t, name, getattr(base, name))
+    t.data = base.data
     run_dir.mkdir(parents=True)
     t.build()
     t.model.train()
