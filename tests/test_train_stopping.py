@@ -69,7 +69,7 @@ def test_steps_done_only_at_a_step_limit(tmp_path):
 def test_patience_counts_validations_since_the_best(tmp_path, metric, values):
     s, p = stopping(tmp_path, metric=metric, patience=2), Progress()
     key = "val_bleu" if metric == "bleu" else "val_loss"
-    better = [s.validated(p, {key: v}) for v in values]
+    better = [s.improved(p, {key: v}) for v in values]
     assert better == [True, True, False, False]  # a tie is no improvement
     assert (p.best, p.bad_evals) == (values[1], 2)
     assert s.patience_spent(p) and s.reason is StopReason.PATIENCE

@@ -19,6 +19,8 @@ from mt.vocab import Vocab
 
 @dataclass
 class Corpus:
+    """What training reads: the same on every rank (tok_files aside)."""
+
     src_vocab: Vocab
     tgt_vocab: Vocab
     src_tok: Tokenizer
@@ -49,7 +51,7 @@ def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group) -> Corpu
     src_tok, tgt_tok = cache.tokenizers()
     if group.main and not resume:
         cache.copy_tokenizer_files(run_dir)
-    # e.g. a SentencePiece model: read once
+    # What checkpoints carry of the tokenizers (e.g. a SentencePiece model): read once.
     tok_files = {n: (run_dir / n).read_bytes() for n in tokenizer_files(d)} if group.main else {}
     train = cache.data()
     dropped = train.filter_length(d.max_len)

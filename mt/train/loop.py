@@ -1,8 +1,9 @@
 """The training loop: epochs of updates, with validation, checkpoints and early stopping.
 
 Runs on CPU or one GPU, or on several processes under `torchrun` (DistributedDataParallel).
-The pieces it calls: corpus (data), step (one update), validate, stopping, state (what a
-resumable checkpoint holds), distributed (the ranks), metrics_log (metrics.jsonl).
+The pieces it calls: run_dir (checks and lock), corpus (the data), step (one update),
+stopping (when and why to stop), validate, state (what last.pt holds for --resume),
+training_log (metrics.jsonl), distributed (the ranks).
 """
 
 from __future__ import annotations
@@ -13,23 +14,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from mt import log
-from mt.checkpoint import (
-    BEST,
-    CONFIG,
-    LAST,
-    SRC_VOCAB,
-    TGT_VOCAB,
-    run_state,
-    save_checkpoint,
-    step_checkpoint_name,
-    step_checkpoints,
-)
+from mt.checkpoint import BEST, LAST, run_state, save_checkpoint, step_checkpoint_name
 from mt.config import Config
 from mt.data import Batch
 from mt.device import autocast_dtype
@@ -37,7 +29,7 @@ from mt.errors import RunError
 from mt.model import Seq2Seq, make_model
 from mt.train.corpus import Corpus, load_corpus
 from mt.train.distributed import Group, epoch_updates
-from mt.train.run_dir import claim_run_dir
+from mt.train.run_dir import claim_run_dir, prune_step_checkpoints, write_run_files
 from mt.train.state import Clock, Progress, resumable_state, resume_from
 from mt.train.step import StepResult, UpdateStep
 from mt.train.stopping import Stopping, StopReason
@@ -62,9 +54,10 @@ class Trainer:
         self.metrics = TrainingLog(self.run_dir, cfg.train.tensorboard, self.clock, self.group)
         self.checkpointed_at = -1  # step of the latest validation + save
         self.last_result: dict = {}  # of that validation
-        self.lock = None  # the run directory's, held while training (rank 0)
-        self.data: Corpus | None = None  # by load_data
-        self.model: Seq2Seq | None = None  # by build, with:
+        self.lock: TextIO | None = None  # the run directory's, held while training (rank 0)
+        self.data: Corpus | None = None  # set by load_data
+        # Set by build:
+        self.model: Seq2Seq | None = None
         self.net = None  # what the step runs: the model, or its DDP or compiled wrapper
         self.optimizer: torch.optim.Optimizer | None = None
         self.update: UpdateStep | None = None
@@ -85,6 +78,7 @@ class Trainer:
         self.lock = claim_run_dir(self.run_dir, self.resume)
 
     def load_data(self) -> None:
+        """Vocabularies, tokenizers, training and validation pairs (see mt.train.corpus)."""
         self.data = load_corpus(self.cfg, self.run_dir, self.resume, self.group)
 
     def build(self) -> None:
@@ -104,9 +98,7 @@ class Trainer:
             log.info(f"resumed {self.run_dir} at step {p.step} (epoch {p.epoch}, batch "
                      f"{p.position}; saved by {p.world} process(es), now {self.world})")
         elif self.group.main:
-            self.cfg.save(self.run_dir / CONFIG)
-            self.src_vocab.save(self.run_dir / SRC_VOCAB)
-            self.tgt_vocab.save(self.run_dir / TGT_VOCAB)
+            write_run_files(self.run_dir, self.cfg, self.src_vocab, self.tgt_vocab)
         n_params = sum(p.numel() for p in self.model.parameters())
         log.info(f"model: {n_params / 1e6:.2f}M parameters on {device}"
                  + (f", autocast {self.amp}" if self.amp else "")
@@ -114,7 +106,7 @@ class Trainer:
         ddp = DistributedDataParallel(self.model) if self.world > 1 else None
         self.update = UpdateStep(t, self.model, self.optimizer, scaler, self.amp, self.group,
                                  self.stopping, ddp)
-        self.net = ddp or self.model
+        self.net = self.model if ddp is None else ddp
         if t.compile:
             # Dynamic shapes: batch and sequence lengths change from batch to batch, and one
             # graph with symbolic sizes beats a recompile for each new shape.
@@ -134,6 +126,7 @@ class Trainer:
 
     # --- the loop ---------------------------------------------------------------------------
     def fit(self) -> dict:
+        """Train to the end; returns the last step, the best metric and the last validation."""
         if self.group.main:  # under torchrun, rank 0 alone owns the run directory
             self.prepare_run_dir()
         self.load_data()
@@ -198,7 +191,7 @@ class Trainer:
             bar.update()
             if p.step % 10 == 0:  # host-side counts: no device sync
                 rate = tokens / max(time.perf_counter() - clock, 1e-9)
-                bar.set_postfix_str(f"{self.metrics.shown} | lr {self._lr():.1e} | "
+                bar.set_postfix_str(f"{self.metrics.bar_loss} | lr {self._lr():.1e} | "
                                     f"tok/s {rate / 1000:.1f}k")
             if p.step % t.log_every == 0:
                 self.metrics.interval(p, self._lr(), self.update.grad_norm)
@@ -229,7 +222,7 @@ class Trainer:
         if not result.skipped:
             if p.step == self.cfg.train.warmup:
                 p.warmup_s = self.clock.trained(p)
-            self.metrics.stats += result.stats
+            self.metrics.add(result.stats)
         return result.loss
 
     def _skipped(self, result: StepResult) -> None:
@@ -258,16 +251,13 @@ class Trainer:
         clock = time.perf_counter()
         result = self.validate()
         self.checkpointed_at, self.last_result = p.step, result
-        better = self.stopping.validated(p, result)
+        better = self.stopping.improved(p, result)
         if better:
             self._save(BEST, full=False)
         self._save(LAST, full=True)
-        if t.keep_checkpoints and self.group.main:
-            # ckpt.STEP.pt for `mt average`: the newest train.keep_checkpoints, older ones
-            # removed only once the new one is complete.
+        if t.keep_checkpoints and self.group.main:  # ckpt.STEP.pt, for `mt average`
             self._save(step_checkpoint_name(p.step), full=False)
-            for _, path in step_checkpoints(self.run_dir)[:-t.keep_checkpoints]:
-                path.unlink(missing_ok=True)
+            prune_step_checkpoints(self.run_dir, t.keep_checkpoints)
         self.metrics.pause(time.perf_counter() - clock)
         self.metrics.write({"event": "valid", "step": p.step, "epoch": p.epoch, **result,
                             "best": p.best})

@@ -1,4 +1,5 @@
-"""The run directory's checks, made before any data is loaded, and its lock."""
+"""The run directory: its checks, made before any data is loaded, its lock, and the text files
+of a new run (config and vocabularies), and which step checkpoints it keeps."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 from typing import TextIO
 
 from mt import log
-from mt.checkpoint import BEST, LAST
+from mt.checkpoint import BEST, CONFIG, LAST, SRC_VOCAB, TGT_VOCAB, step_checkpoints
+from mt.config import Config
 from mt.errors import RunError
+from mt.vocab import Vocab
 
 MIN_FREE = 50 * 2**20  # bytes free on disk below which a run does not start
 
@@ -54,3 +57,17 @@ def claim_run_dir(run_dir: Path, resume: bool) -> TextIO:
             tmp.unlink(missing_ok=True)
             log.info(f"removed {tmp}, left by an interrupted save")
     return lock
+
+
+def write_run_files(run_dir: Path, cfg: Config, src_vocab: Vocab, tgt_vocab: Vocab) -> None:
+    """What --resume, `mt eval` and `mt translate` read besides a checkpoint."""
+    cfg.save(run_dir / CONFIG)
+    src_vocab.save(run_dir / SRC_VOCAB)
+    tgt_vocab.save(run_dir / TGT_VOCAB)
+
+
+def prune_step_checkpoints(run_dir: Path, keep: int) -> None:
+    """Keep the newest `keep` ckpt.STEP.pt (for `mt average`); called once the newest is
+    complete, so that a save cut short never leaves fewer."""
+    for _, path in step_checkpoints(run_dir)[:-keep]:
+        path.unlink(missing_ok=True)

@@ -59,7 +59,8 @@ def set_rng_state(state: dict) -> None:
 
 def resumable_state(optimizer: torch.optim.Optimizer, progress: Progress,
                     scaler: torch.amp.GradScaler, world: int, clock: Clock) -> dict:
-    """The entries last.pt adds to the weights' for --resume."""
+    """The entries last.pt adds to the weights' for --resume (progress.world becomes
+    `world`: the number of ranks that saved it)."""
     progress.world = world
     return {"optimizer": optimizer.state_dict(),
             "progress": {**asdict(progress), "train_s": clock.trained(progress)},

@@ -37,6 +37,7 @@ class StepResult:
 
 
 def to_device(batch: Batch, device: torch.device) -> Batch:
+    """The batch on `device` (copied without waiting, on CUDA)."""
     if device.type == "cuda" and not batch.src.is_pinned():
         # Page-locked, so that the copy runs asynchronously, overlapping with compute
         # (training batches come pinned from the loader; validation batches do not).

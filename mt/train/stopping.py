@@ -87,9 +87,9 @@ class Stopping:
     def epochs_done(self) -> None:
         self.reason = StopReason.MAX_EPOCHS
 
-    def validated(self, progress: Progress, result: dict) -> bool:
-        """Count a validation's result (validate()'s) towards patience; True if it is the best
-        so far, by train.metric."""
+    def improved(self, progress: Progress, result: dict) -> bool:
+        """Whether a validation's result is the best so far (by train.metric); counts it in
+        progress.best and bad_evals, which patience_spent reads."""
         value = result["val_bleu"] if self.cfg.metric == "bleu" else result["val_loss"]
         best = progress.best
         better = best is None or (value > best if self.cfg.metric == "bleu" else value < best)

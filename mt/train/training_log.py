@@ -25,7 +25,7 @@ class TrainingLog:
         #                                       directory's checks
         self.stats = torch.zeros(3, device=group.device)  # label-smoothed loss, NLL, tokens
         self.interval_start = time.perf_counter()
-        self.shown = "loss -"  # the latest interval's losses, for the progress bar
+        self.bar_loss = "loss -"  # the latest interval's losses, for the progress bar
 
     def write(self, record: dict, **tail) -> None:
         """The record, this process's elapsed seconds, then `tail`."""
@@ -38,6 +38,10 @@ class TrainingLog:
     def close(self) -> None:
         if self.sink is not None:
             self.sink.close()
+
+    def add(self, stats: torch.Tensor) -> None:
+        """An update's statistics (StepResult.stats), on the device: no sync."""
+        self.stats += stats
 
     def restart(self) -> None:
         """A new interval starts now."""
@@ -57,7 +61,7 @@ class TrainingLog:
         self.interval_start = now
         loss, nll = ((round(x / tokens, 4) if tokens and math.isfinite(x) else None)
                      for x in (loss, nll))
-        self.shown = f"loss {loss} | nll {nll}"
+        self.bar_loss = f"loss {loss} | nll {nll}"
         norm = float(grad_norm)  # the latest step's, before clipping
         self.write({"event": "train", "step": progress.step, "epoch": progress.epoch,
                     "loss": loss, "nll": nll, "lr": lr, "tok_per_s": round(rate)},
