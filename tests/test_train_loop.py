@@ -40,7 +40,8 @@ from mt.config import load_config
 from mt.data import Batch, pad
 from mt.device import autocast_dtype, cpu_has_native_bf16
 from mt.errors import RunError
-from mt.train.loop import MAX_BAD_STEPS, Trainer
+from mt.train.loop import Trainer
+from mt.train.step import MAX_BAD_STEPS
 from mt.vocab import PAD
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
@@ -485,8 +486,8 @@ def test_signal_saves_last_checkpoint_and_resume_continues(tmp_path, sig):
 
 def test_a_second_signal_stops_at_once(tmp_path):
     trainer = Trainer(load_config(CONFIG, TINY), tmp_path / "run", "cpu")
-    trainer._on_signal(signal.SIGINT, None)
+    trainer.stopping.on_signal(signal.SIGINT, None)
     # The first only asks the loop to save and stop (once every rank knows).
-    assert trainer.signalled and trainer.stop_reason is None
+    assert trainer.stopping.signalled and trainer.stopping.reason is None
     with pytest.raises(RunError, match="interrupted twice: stopped without saving"):
-        trainer._on_signal(signal.SIGINT, None)
+        trainer.stopping.on_signal(signal.SIGINT, None)

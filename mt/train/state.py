@@ -1,8 +1,17 @@
-"""What a resumable checkpoint carries besides the weights: progress and random state."""
+"""What a resumable checkpoint carries besides the weights (mt.checkpoint.run_state): the
+optimizer, the progress, the random state and the fp16 gradient scaler; and the run's clock."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import random
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+
+from mt.checkpoint import load_checkpoint, load_weights
+from mt.errors import CheckpointError
 
 
 @dataclass
@@ -17,3 +26,63 @@ class Progress:
     bad_evals: int = 0  # validations since the best one
     train_s: float = 0.0  # wall-clock seconds trained before this process (train.max_minutes)
     warmup_s: float = 0.0  # wall-clock seconds when warmup ended (a time-budgeted decay's start)
+
+
+class Clock:
+    """Wall-clock seconds since this process started, and of the whole run."""
+
+    def __init__(self):
+        self.started = time.time()
+
+    def elapsed(self) -> float:
+        """This process's seconds (a resumed run counts afresh)."""
+        return time.time() - self.started
+
+    def trained(self, progress: Progress) -> float:
+        """The run's seconds so far, earlier processes (before --resume) included."""
+        return progress.train_s + time.time() - self.started
+
+
+def rng_state() -> dict:
+    state = {"torch": torch.get_rng_state(), "python": list(random.getstate()[1])}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    torch.set_rng_state(state["torch"])
+    random.setstate((3, tuple(state["python"]), None))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def resumable_state(optimizer: torch.optim.Optimizer, progress: Progress,
+                    scaler: torch.amp.GradScaler, world: int, clock: Clock) -> dict:
+    """The entries last.pt adds to the weights' for --resume (progress.world becomes
+    `world`: the number of ranks that saved it)."""
+    progress.world = world
+    return {"optimizer": optimizer.state_dict(),
+            "progress": {**asdict(progress), "train_s": clock.trained(progress)},
+            "rng": rng_state(), "scaler": scaler.state_dict()}
+
+
+def resume_from(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
+                scaler: torch.amp.GradScaler) -> Progress:
+    """Load last.pt at `path`: the weights into the model, what resumable_state saved into the
+    optimizer, the scaler and the random generators; returns the progress."""
+    state = load_checkpoint(path)
+    load_weights(model, state, path)
+    try:
+        optimizer.load_state_dict(state["optimizer"])
+        saved = dict(state["progress"])
+        if "batch_in_epoch" in saved:  # written before positions were global (1 rank)
+            saved["position"] = saved.pop("batch_in_epoch")
+        progress = Progress(**saved)
+        set_rng_state(state["rng"])
+        if scaler.is_enabled() and state.get("scaler"):
+            scaler.load_state_dict(state["scaler"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"{path}: cannot resume from it: training state missing or "
+                              f"invalid ({e!r})") from None
+    return progress

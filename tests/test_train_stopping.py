@@ -1,0 +1,88 @@
+"""mt.train.stopping: the reasons a run ends (as metrics.jsonl's "end" record writes them) and
+the decisions of Stopping: signal and time budget, step limit, patience."""
+
+import json
+import signal
+import time
+
+import pytest
+
+from conftest import ROOT, TINY
+from mt.commands.train import train
+from mt.config import TrainConfig
+from mt.errors import RunError
+from mt.train.distributed import Group
+from mt.train.state import Clock, Progress
+from mt.train.stopping import Stopping, StopReason
+
+
+def stopping(tmp_path, **train_settings) -> Stopping:
+    return Stopping(TrainConfig(**train_settings), Clock(), Group("cpu"), tmp_path / "last.pt")
+
+
+def test_reasons_are_the_strings_metrics_jsonl_writes():
+    assert [r.value for r in StopReason] == ["max_epochs", "max_steps", "max_minutes",
+                                             "patience", "signal"]
+    assert StopReason("max_steps") is StopReason.MAX_STEPS
+
+
+def test_the_end_record_of_a_run_holds_the_reasons_value(tmp_path):
+    run = tmp_path / "run"
+    sets = [*TINY, f"data.dir={ROOT / 'data' / 'toy'}", "model.d_model=32", "model.d_ff=64",
+            "train.max_steps=2", "train.eval_bleu=false", "train.metric=loss"]
+    train(ROOT / "configs" / "toy.yaml", sets, run, "cpu", False)
+    end = [json.loads(line) for line in (run / "metrics.jsonl").open()][-1]
+    assert end["event"] == "end" and end["reason"] == StopReason.MAX_STEPS.value == "max_steps"
+
+
+def test_agreed_flags_decide_signal_before_time(tmp_path):
+    s = stopping(tmp_path)
+    s.agree(0.0, 0.0)
+    assert s.reason is None and not s.interrupted()
+    s.agree(0.0, 1.0)
+    assert s.reason is StopReason.MAX_MINUTES and s.interrupted()
+    s.agree(1.0, 1.0)
+    assert s.reason is StopReason.SIGNAL and s.interrupted()
+
+
+def test_host_flags_count_the_time_budget_from_the_end_of_warmup(tmp_path):
+    assert stopping(tmp_path).host_flags(Progress()) == (0.0, 0.0, 0.0)  # no budget
+    s = stopping(tmp_path, max_minutes=1.0, warmup=10)
+    s.clock.started = time.time() - 40  # 40 s in this process, after 5 s in an earlier one
+    signalled, out_of_time, done = s.host_flags(Progress(step=5, train_s=5.0))
+    assert (signalled, out_of_time, done) == (0.0, 0.0, 0.0)  # warmup: no time share yet
+    signalled, out_of_time, done = s.host_flags(Progress(step=10, train_s=5.0, warmup_s=15.0))
+    assert out_of_time == 0.0 and done == pytest.approx((45 - 15) / (60 - 15), abs=1e-3)
+    _, out_of_time, done = s.host_flags(Progress(step=10, train_s=30.0, warmup_s=15.0))
+    assert out_of_time == 1.0 and done > 1
+
+
+def test_steps_done_only_at_a_step_limit(tmp_path):
+    assert not stopping(tmp_path).steps_done(10**6)  # max_steps 0: no limit
+    s = stopping(tmp_path, max_steps=5)
+    assert not s.steps_done(4) and s.reason is None
+    assert s.steps_done(5) and s.reason is StopReason.MAX_STEPS
+
+
+@pytest.mark.parametrize("metric, values", [("bleu", [10.0, 12.0, 11.0, 12.0]),
+                                            ("loss", [3.0, 2.0, 2.5, 2.0])])
+def test_patience_counts_validations_since_the_best(tmp_path, metric, values):
+    s, p = stopping(tmp_path, metric=metric, patience=2), Progress()
+    key = "val_bleu" if metric == "bleu" else "val_loss"
+    better = [s.improved(p, {key: v}) for v in values]
+    assert better == [True, True, False, False]  # a tie is no improvement
+    assert (p.best, p.bad_evals) == (values[1], 2)
+    assert s.patience_spent(p) and s.reason is StopReason.PATIENCE
+    never = stopping(tmp_path, metric=metric, patience=0)
+    assert not never.patience_spent(Progress(bad_evals=100)) and never.reason is None
+
+
+def test_signals_are_caught_only_while_training(tmp_path):
+    s, before = stopping(tmp_path), signal.getsignal(signal.SIGTERM)
+    with s.catching_signals():
+        assert signal.getsignal(signal.SIGTERM) == s.on_signal
+        s.on_signal(signal.SIGTERM, None)
+        assert s.signalled and s.reason is None  # decided once all ranks agree (the step)
+        with pytest.raises(RunError, match="interrupted twice"):
+            s.on_signal(signal.SIGTERM, None)
+    assert signal.getsignal(signal.SIGTERM) is before
