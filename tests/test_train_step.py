@@ -15,7 +15,7 @@ from mt.train.schedule import lr_at
 from mt.train.state import Clock, Progress
 from mt.train.step import MAX_BAD_STEPS, UpdateStep
 from mt.train.stopping import Stopping, StopReason
-from mt.vocab import BOS, EOS, PAD
+from mt.vocab import BOS, EOS
 
 V = 20
 
@@ -32,7 +32,7 @@ def update(tmp_path) -> UpdateStep:
     torch.manual_seed(0)
     cfg = TrainConfig(lr=1e-3, warmup=4, clip_norm=0.0)
     model = make_model(ModelConfig(d_model=32, n_heads=4, n_enc_layers=1, n_dec_layers=1,
-                                   d_ff=64, dropout=0.0, max_positions=32), V, V, PAD)
+                                   d_ff=64, dropout=0.0, max_positions=32), V, V)
     optimizer = torch.optim.Adam(model.parameters(), lr=cfg.lr)
     scaler = torch.amp.GradScaler("cuda", enabled=False)
     group = Group("cpu")
