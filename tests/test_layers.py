@@ -139,3 +139,11 @@ def test_training_imports_scoring_not_evaluate():
             "print('mt.commands.evaluate' in sys.modules, 'mt.metrics' in sys.modules)")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert p.stdout.split() == ["False", "True"], p.stderr
+
+
+def test_the_readme_map_is_this_map():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    table = readme.split("<!-- layer map")[1].split("<!-- end of layer map -->")[0]
+    rows = [line.split("|")[1:3] for line in table.splitlines() if line.startswith("| ")]
+    shown = {int(n): [m.strip(" `") for m in names.split(",")] for n, names in rows[1:]}
+    assert [shown[n] for n in sorted(shown)] == LAYERS
