@@ -78,11 +78,12 @@ def parse(ap: argparse.ArgumentParser, smoke: dict, argv: list[str] | None = Non
     return args
 
 
-def add_data_args(ap: argparse.ArgumentParser) -> None:
-    """The options trainers() reads: --config, --data, --threads."""
+def add_data_args(ap: argparse.ArgumentParser, threads: bool = True) -> None:
+    """The options trainers() reads: --config, --data and (unless not `threads`) --threads."""
     ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en.yaml"))
     ap.add_argument("--data", default=str(MULTI30K))
-    ap.add_argument("--threads", type=int, default=1)
+    if threads:
+        ap.add_argument("--threads", type=int, default=1)
 
 
 SMOKE_DATA = {"config": str(TOY_CONFIG), "data": str(TOY)}  # add_data_args' smoke defaults

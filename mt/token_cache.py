@@ -92,9 +92,33 @@ class TokenCache:
     tgt_vocab: Vocab
     data_cfg: DataConfig
 
+    @classmethod
+    def open(cls, path: Path, data_cfg: DataConfig) -> TokenCache:
+        """The entry at `path` as it was written: meta data and vocabularies read, nothing
+        mapped or checked yet (check() does that). OSError, ValueError or KeyError when
+        meta.json or a vocabulary is missing or unreadable."""
+        meta = json.loads((path / META).read_text(encoding="utf-8"))
+        return cls(path, meta, *(Vocab.load(path / f"vocab.{s}.txt") for s in SIDES), data_cfg)
+
     @property
     def vocabs(self) -> tuple[Vocab, Vocab]:
         return self.src_vocab, self.tgt_vocab
+
+    def check(self) -> None:
+        """ValueError unless each side's arrays match meta.json and can be trained on.
+
+        Ids a damaged file holds would index past the embedding, and offsets out of order would
+        cut pairs of negative length: both are found here, on every load. A maximum rather than
+        a checksum: it is what the embedding needs, and a single pass at memory speed over pages
+        the first epoch reads anyway (see benchmarks/bench_cache_load.py)."""
+        for side, vocab in zip(SIDES, self.vocabs):
+            array = self._array(side)
+            ids, offsets = array.ids, array.offsets
+            if len(ids) and int(ids.max()) >= len(vocab):
+                raise ValueError(f"{side}.ids holds ids beyond its vocabulary of {len(vocab)}")
+            if (offsets[0] != 0 or offsets[-1] != len(ids)
+                    or not (offsets[1:] >= offsets[:-1]).all()):
+                raise ValueError(f"{side}.offsets do not run in order from 0 to its token count")
 
     def data(self) -> ParallelData:
         """All pairs, memory-mapped: pages are read when a batch needs them."""
@@ -166,28 +190,14 @@ def _load(entry: Path, d: DataConfig, rebuilding: bool = False) -> TokenCache | 
     directory is only the builder's error (open_cache's first look is silent).
     """
     try:
-        meta = json.loads((entry / META).read_text(encoding="utf-8"))
-        cache = TokenCache(entry, meta, *(Vocab.load(entry / f"vocab.{s}.txt") for s in SIDES), d)
-        for side, vocab in zip(SIDES, cache.vocabs):
-            _check(cache._array(side), len(vocab), side)
+        cache = TokenCache.open(entry, d)
+        cache.check()
     except (OSError, ValueError, KeyError, TypeError, MTError) as e:
         if rebuilding and entry.exists():
             what = "incomplete" if isinstance(e, FileNotFoundError) else f"damaged ({e})"
             log.warn(f"{entry}: token cache entry is {what}; rebuilding it")
         return None
     return cache
-
-
-def _check(array: TokenArray, vocab_size: int, side: str) -> None:
-    """Ids a damaged file holds would index past the embedding, and offsets out of order would
-    cut pairs of negative length: both are found here, on every load. A maximum rather than a
-    checksum: it is what the embedding needs, and a single pass at memory speed over pages the
-    first epoch reads anyway (see benchmarks/bench_cache_load.py)."""
-    ids, offsets = array.ids, array.offsets
-    if len(ids) and int(ids.max()) >= vocab_size:
-        raise ValueError(f"{side}.ids holds ids beyond its vocabulary of {vocab_size}")
-    if offsets[0] != 0 or offsets[-1] != len(ids) or not (offsets[1:] >= offsets[:-1]).all():
-        raise ValueError(f"{side}.offsets do not run in order from 0 to its token count")
 
 
 # --- Building one ----------------------------------------------------------------------------
