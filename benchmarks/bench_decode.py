@@ -229,16 +229,14 @@ def main() -> None:
     quants = [q for q in args.ct2.split(",") if q]
     model_dirs, tmp = {}, None
     if quants:
-        from mt.checkpoint import find_checkpoint
         from mt.ct2.export import check_quantization, write_model
 
         tmp = tempfile.TemporaryDirectory(prefix="bench-ct2-")
-        ckpt = find_checkpoint(args.run)
         for q in quants:
             check_quantization(None if q == "float32" else q)
             model_dirs[q] = Path(tmp.name) / q
             model_dirs[q].mkdir()
-            write_model(run, ckpt.parent, model_dirs[q], None if q == "float32" else q, str(ckpt))
+            write_model(run, model_dirs[q], None if q == "float32" else q)
 
     print(f"checkpoint {args.run} (step {run.step}) on {device}; {len(src)} sentences from "
           f"{args.src}")

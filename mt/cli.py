@@ -100,7 +100,9 @@ def _config_overrides(skip: tuple[str, ...] = ()):
     added = [inspect.Parameter("set_", kind, annotation=list[str], default=typer.Option(
         [], "--set", help="Override a value of the run's config: --set decode.beam=4 (any "
         "key, as for mt train; the options below are shortcuts for decode.KEY)."))]
-    added += [inspect.Parameter(key, kind, annotation=types[key] | None,
+    # A Literal key's values are checked by mt.config, as any --set item's (exit 3), not by Typer
+    plain = {key: str if typing.get_origin(t) is typing.Literal else t for key, t in types.items()}
+    added += [inspect.Parameter(key, kind, annotation=plain[key] | None,
                                 default=typer.Option(None, _flag(key), help=text))
               for key, text in DECODING.items() if key not in skip]
 
