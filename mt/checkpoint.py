@@ -243,7 +243,7 @@ def _read_directory(directory: Path) -> tuple[Config, Vocab, Vocab]:
     cfg = load_config(directory / CONFIG)
     if "tokenizer:" not in (directory / CONFIG).read_text(encoding="utf-8"):
         # Saved configs hold every key: this run is older than data.tokenizer, its
-        # vocabulary has no joiner marks (README, Tokenization).
+        # vocabulary has no joiner marks (docs/tokenization.md).
         warn(f"{directory}: trained before reversible tokenization; its translations lose "
              "punctuation; evaluate it with the mt version that trained it, or train again")
     return cfg, Vocab.load(directory / SRC_VOCAB), Vocab.load(directory / TGT_VOCAB)

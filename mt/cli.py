@@ -63,14 +63,14 @@ def prepare(
     workers: int = typer.Option(0, "--workers", min=0,
                                 help="Tokenizer processes (default: one per available core)."),
 ) -> None:
-    """Tokenize the training split into the token cache now (README, Data and the token cache);
+    """Tokenize the training split into the token cache now (docs/data.md);
     `mt train` on the same data then starts at once. Prints the cache entry's directory."""
     from mt.commands.prepare import prepare as build
 
     print(build(config, set_, workers).path)
 
 
-# Decoding options: `--KEY VALUE` is `--set decode.KEY=VALUE` (README, Decoding), typed as
+# Decoding options: `--KEY VALUE` is `--set decode.KEY=VALUE` (docs/decoding.md), typed as
 # DecodeConfig types KEY; `-` in the flag for `_` in the key. Adding one is one entry here.
 DECODING = {
     "beam": "Beam size; 1 is greedy.",
@@ -81,7 +81,7 @@ DECODING = {
     "max_len_a": "Output at most a * source length + b tokens.",
     "max_len_b": "See --max-len-a.",
     "batch_tokens": "Source tokens per batch (x beam).",
-    "dtype": "float32, or bf16: faster where the CPU or GPU has native bf16 (README, Decoding).",
+    "dtype": "float32, or bf16: faster where the CPU or GPU has native bf16 (docs/decoding.md).",
 }
 
 
@@ -150,7 +150,7 @@ def _one_of(allowed: str):
 
 ENGINE = typer.Option("mt", "--engine", callback=_one_of("mt.translator:SEARCHES"),
                       help="mt, or ctranslate2: RUN may then be an `mt export` directory (a run "
-                      "is exported on the fly); README, CTranslate2.")
+                      "is exported on the fly); see docs/ctranslate2.md.")
 
 
 @app.command("eval")
@@ -209,7 +209,7 @@ def translate(
     """Translate line by line: exactly one output line per input line, in order.
 
     With --nbest N (or --set decode.nbest=N, or decode.nbest > 1 in the run's config): up to
-    N lines per input line, see README, Decoding.
+    N lines per input line, see docs/decoding.md.
     """
     from mt.commands.translate import translate_file
 
@@ -265,13 +265,13 @@ def tokenize(
 ) -> None:
     """Split lines into space-separated tokens, or join them back into text (--detok).
 
-    One output line per input line, empty lines kept. See README, Tokenization.
+    One output line per input line, empty lines kept. See docs/tokenization.md.
     """
-    from mt.commands.tokenize import pick_tokenizer, tokenize_file
+    from mt.commands.tokenize import tokenize as run_tokenize
 
     if (run is None) == (lang is None):
         raise typer.BadParameter("give either a run directory or --lang", param_hint="RUN")
-    tokenize_file(pick_tokenizer(run, side, lang, lowercase), input, output, detok)
+    run_tokenize(run, side, lang, lowercase, input, output, detok)
 
 
 @app.command()
@@ -279,8 +279,8 @@ def average(
     run: Path = typer.Argument(..., help="Run directory trained with train.keep_checkpoints."),
     last: int = typer.Option(..., "--last", min=1, help="Average the newest N ckpt.STEP.pt."),
     output: Path = typer.Option(None, "-o", "--output", help="Checkpoint to write (default "
-                                "RUN/average.pt); eval and translate read config and vocab "
-                                "from its directory."),
+                                "RUN/average.pt); it carries the run's config and vocabularies, "
+                                "as best.pt does."),
 ) -> None:
     """Average the weights of a run's last N step checkpoints into one checkpoint file."""
     from mt.commands.average import average_run
@@ -365,8 +365,22 @@ def _fail(message: str, code: int) -> None:
     sys.exit(code)
 
 
+def _literal_help(command):
+    """The click command with its help texts shown as written: Typer renders them as Rich
+    markup, which would drop `[ctranslate2]` from `pip install "mt[ctranslate2]"`."""
+    from rich.markup import escape
+
+    for item in (command, *command.params):
+        for attr in ("help", "short_help", "epilog"):
+            if getattr(item, attr, None):
+                setattr(item, attr, escape(getattr(item, attr)))
+    for sub in getattr(command, "commands", {}).values():
+        _literal_help(sub)
+    return command
+
+
 def main() -> None:
-    """Run the app. User errors become one `error: ...` line and an exit code (README, Errors);
+    """Run the app. User errors become one `error: ...` line and an exit code (docs/errors.md);
     --debug or MT_DEBUG=1 prints the traceback before that line, with the same exit code.
     Anything else is a bug in mt and keeps its traceback."""
     for s in (signal.SIGINT, signal.SIGTERM):
@@ -374,7 +388,7 @@ def main() -> None:
             signal.signal(s, _interrupt)
     try:
         # Not standalone: Click would print usage errors in a box and swallow Ctrl-C.
-        code = app(standalone_mode=False, prog_name="mt")
+        code = _literal_help(typer.main.get_command(app))(standalone_mode=False, prog_name="mt")
     except UsageErrors as e:
         if type(e).__name__ == "NoArgsIsHelpError":  # plain `mt`: the help, as Typer shows it
             e.show()

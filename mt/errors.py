@@ -1,4 +1,4 @@
-"""User-facing errors: each becomes one line on stderr and a distinct exit code (see README)."""
+"""User-facing errors: each becomes one line on stderr and a distinct exit code (docs/errors.md)."""
 
 import errno
 

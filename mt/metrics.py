@@ -2,7 +2,7 @@
 
 Every score is on detokenized output against the raw references. `score` gives what training
 follows: cased BLEU and chrF. `mt eval` adds scores comparable with results published under
-other conventions (README, Results): lowercased BLEU, and BLEU over lowercased spaCy tokens
+other conventions (docs/results.md): lowercased BLEU, and BLEU over lowercased spaCy tokens
 (the metric of the pytorch-seq2seq tutorials), BLEU over lowercased Moses tokens (with the
 `moses` extra); and TER when asked.
 """

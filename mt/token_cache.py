@@ -2,7 +2,7 @@
 
 The first run on a corpus streams its training split in chunks through worker processes,
 counts the vocabulary and writes the ids as flat arrays; later runs and resumes map those
-arrays and start at once. README, "Data and the token cache", is the user's side of this.
+arrays and start at once. docs/data.md is the user's side of this.
 
 One entry, $MT_CACHE_DIR/tokens/<train>.<src>-<tgt>.<settings hash>.<files hash>/:
   meta.json                  what it was built from, counts, dtypes (written last)

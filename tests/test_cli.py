@@ -121,3 +121,40 @@ def test_internal_errors_keep_their_traceback(cli, monkeypatch):
     assert r.code == 1
     assert "Traceback" in r.err and "ValueError: a bug" in r.err
     assert "internal error" in r.err and not r.err.startswith("error:")
+
+
+def help_texts(command, path=()):
+    """(command path, help text) for a click command, its parameters and its subcommands."""
+    for item in (command, *command.params):
+        if getattr(item, "help", None):
+            yield path, item.help
+    for name, sub in getattr(command, "commands", {}).items():
+        yield from help_texts(sub, (*path, name))
+
+
+def test_every_help_text_is_shown_as_written(cli, monkeypatch):
+    """Typer renders help as Rich markup, which would drop `[ctranslate2]` from
+    `pip install "mt[ctranslate2]"`: every line of every help text appears in --help."""
+    import typer
+
+    from mt.cli import app
+
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per option: nothing wraps
+    texts = list(help_texts(typer.main.get_command(app)))
+    assert any("[" in text for _, text in texts)  # what the test is about is there
+    shown = {}
+    for path, text in texts:
+        if path not in shown:
+            r = cli(*path, "--help")
+            assert r.code == 0, r
+            shown[path] = " ".join(re.sub(r"\x1b\[[0-9;]*m", "", r.out).split())
+        for line in text.splitlines():
+            assert " ".join(line.split()) in shown[path], (path, line)
+
+
+def test_pointers_to_the_docs_name_files_that_exist():
+    """Help texts, docstrings and comments point to docs/*.md (the README's sections moved)."""
+    root = Path(__file__).resolve().parents[1]
+    named = {m for p in (root / "mt").rglob("*.py")
+             for m in re.findall(r"docs/[\w-]+\.md", p.read_text(encoding="utf-8"))}
+    assert named and all((root / m).is_file() for m in named), named

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import ROOT, TOY, assert_user_error, run_mt
+from conftest import ROOT, TOY, assert_user_error, leftovers, run_mt, snapshot
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
@@ -177,3 +177,54 @@ def test_export_leaves_the_model_as_it_was(tiny_run, tmp_path):
     write_model(run, tmp_path, "int8")
     after = run.model.state_dict()
     assert all(torch.equal(after[k], v) for k, v in before.items())
+
+
+def _truncate(size):
+    return lambda d: (d / "model.bin").write_bytes((d / "model.bin").read_bytes()[:size(d)])
+
+
+DAMAGE = {  # what is done to a copy of an export -> what the error line names
+    "model.bin cut to 0 bytes": (_truncate(lambda d: 0), "model.bin is incomplete"),
+    "model.bin cut to 1000 bytes": (_truncate(lambda d: 1000), "invalid payload size"),
+    "model.bin cut short by a byte": (_truncate(lambda d: (d / "model.bin").stat().st_size - 1),
+                                      "model.bin is incomplete"),
+    **{f"{name} missing": (lambda d, name=name: (d / name).unlink(), f"{name} missing")
+       for name in ("model.bin", "config.json", "config.yaml", "vocab.src.txt", "vocab.tgt.txt")},
+    "source_vocabulary.json missing": (lambda d: (d / "source_vocabulary.json").unlink(),
+                                       "source vocabulary"),
+    "target_vocabulary.json damaged": (lambda d: (d / "target_vocabulary.json").write_text("x"),
+                                       "parse error"),
+    "config.yaml damaged": (lambda d: (d / "config.yaml").write_text("model: [\n"), "line 2"),
+    "vocab.src.txt damaged": (lambda d: (d / "vocab.src.txt").write_text("a\nb\n"),
+                              "not a valid vocabulary"),
+    "mt_export.json damaged": (lambda d: (d / "mt_export.json").write_text("{"),
+                               "mt_export.json"),
+}
+
+
+@pytest.mark.parametrize("case", DAMAGE)
+def test_a_damaged_export_is_a_checkpoint_error_that_says_export_again(cli, tiny_run, exported,
+                                                                       tmp_path, case):
+    damage, needle = DAMAGE[case]
+    model = Path(shutil.copytree(exported, tmp_path / "model"))
+    damage(model)
+    before = snapshot(model)
+    src = tmp_path / "in.txt"
+    src.write_text("Today you have eight cats.\n")
+    out = tmp_path / "out.txt"
+    again = ("damaged CTranslate2 export", "export it again: mt export ",
+             f"--to ctranslate2 {model} --force")
+    if case != "mt_export.json damaged":  # the marker names the checkpoint exported
+        again = (*again, f"mt export {tiny_run / 'best.pt'} ")
+    r = cli("translate", "--engine", "ctranslate2", model, "-i", src, "-o", out)
+    assert_user_error(r, 5, str(model), needle, *again)
+    assert r.out == "" and not out.exists() and leftovers(tmp_path) == []
+    assert snapshot(model) == before
+    if case == "config.yaml damaged":  # eval opens it the same way
+        assert_user_error(cli("eval", "--engine", "ctranslate2", model, "--json"), 5, *again)
+
+
+def test_an_override_that_breaks_a_sound_export_is_a_config_error(cli, exported):
+    r = cli("translate", "--engine", "ctranslate2", exported, "--set", "model.bogus=1",
+            stdin=b"eight cats\n")
+    assert_user_error(r, 3, "--set model.bogus=1", "unknown key")

@@ -118,6 +118,21 @@ def test_missing_or_damaged_tokenizer_model_is_a_checkpoint_error(spm_run, tmp_p
                       "does not match")
 
 
+def test_an_export_with_a_damaged_tokenizer_model_says_export_it_again(spm_run, tmp_path):
+    pytest.importorskip("ctranslate2")
+    model = tmp_path / "model"
+    assert run_mt("export", str(spm_run), "--to", "ctranslate2", str(model)).code == 0
+    proto = (model / JOINT).read_bytes()
+    (model / JOINT).write_bytes(proto[: len(proto) // 3])
+    again = ("damaged CTranslate2 export", JOINT, "export it again", f"{model} --force")
+    r = run_mt("translate", "--engine", "ctranslate2", str(model), input="one\n")
+    assert_user_error(r, 5, *again, "corrupted")
+    (model / JOINT).unlink()
+    r = run_mt("translate", "--engine", "ctranslate2", str(model), input="one\n")
+    assert_user_error(r, 5, *again, "missing")
+    assert r.out == "" and sorted(p.name for p in tmp_path.iterdir()) == ["model"]
+
+
 def test_sentencepiece_training_errors(tmp_path):
     cfg = str(ROOT / "configs" / "toy.yaml")
     r = run_mt("train", cfg, "--out", str(tmp_path / "big"), "--device", "cpu",

@@ -28,7 +28,7 @@ def check_output_path(out: str) -> None:
         return
     out_path = Path(out)
     if out_path.is_dir():
-        raise DataError(f"{out}: is a directory; give a file name for the translations")
+        raise DataError(f"{out}: is a directory; give a file name to write to")
     if not out_path.parent.is_dir():
         raise DataError(f"{out}: output directory {out_path.parent} does not exist; create it "
                         "or choose another path")

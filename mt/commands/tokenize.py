@@ -9,13 +9,21 @@ from pathlib import Path
 from tqdm import tqdm
 
 from mt.checkpoint import open_run
-from mt.commands.output import write_output
+from mt.commands.output import check_input_path, check_output_path, write_output
 from mt.textio import iter_lines
 from mt.tokenizers import Tokenizer
 from mt.tokenizers.spacy_words import SpacyTokenizer
 
 CHUNK_LINES = 2000  # lines tokenized together: bounds memory on any input
 SIDES = ("src", "tgt")  # `mt tokenize --side`
+
+
+def tokenize(run: Path | None, side: str, lang: str | None, lowercase: bool, src: str, out: str,
+             detok: bool = False) -> int:
+    """`mt tokenize`: the paths checked before the tokenizer is loaded, then tokenize_file."""
+    check_input_path(src)
+    check_output_path(out)
+    return tokenize_file(pick_tokenizer(run, side, lang, lowercase), src, out, detok)
 
 
 def pick_tokenizer(run: Path | None, side: str = "src", lang: str | None = None,

@@ -160,9 +160,14 @@ def write_model(run: Run, dest: Path, quantization: str | None) -> None:
     (dest / MARKER).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
 
 
-def exported_step(export: Path) -> int:
-    """The training step of the checkpoint an export was written from (0 if unknown)."""
-    marker = Path(export) / MARKER
-    if not marker.is_file():
-        return 0
-    return int(json.loads(marker.read_text(encoding="utf-8")).get("step", 0))
+def export_info(export: Path) -> dict | None:
+    """What an export was written from (its MARKER: checkpoint, step, ...); {} for an export
+    without one, None for a damaged one."""
+    try:
+        info = json.loads((Path(export) / MARKER).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except ValueError:  # not UTF-8, not JSON
+        return None
+    ok = isinstance(info, dict) and isinstance(info.get("step", 0), int)
+    return info if ok else None

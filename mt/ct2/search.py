@@ -5,7 +5,7 @@ a batch of source ids goes to CTranslate2: CTranslate2Search is a Search (mt.tra
 own ModelSearch is. Given an export (`mt export`), its model is loaded; given a run directory or
 checkpoint, it is exported in float32 to a temporary directory first.
 
-Options, mt's -> CTranslate2's (README, Engines):
+Options, mt's -> CTranslate2's (docs/ctranslate2.md):
   beam, nbest                    beam_size, num_hypotheses: exact
   max_len_a, max_len_b           max_decoding_length, per sentence: sentences are sent in groups
                                  of equal limit, so each gets mt's a * src_len + b (capped by
@@ -27,18 +27,22 @@ from pathlib import Path
 
 import torch
 
-from mt.checkpoint import Run, load_run, open_run
+from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, Run, load_run, open_run
 from mt.config import DecodeConfig
-from mt.ct2.export import exported_step, require_ctranslate2, write_model
+from mt.ct2.export import MARKER, export_info, require_ctranslate2, write_model
 from mt.decode import Hypothesis, length_penalty, max_lengths
+from mt.errors import CheckpointError, MTError
 from mt.vocab import PAD, Vocab
 
 # mt's length_norm -> CTranslate2's length_penalty exponent (None: use decode.length_penalty)
 CT2_LENGTH_PENALTY = {"none": 0.0, "average": 1.0, "gnmt": None}
+# What an export needs besides its tokenizer files: CTranslate2's model, then mt's run files.
+EXPORT_FILES = ("model.bin", "config.json", CONFIG, SRC_VOCAB, TGT_VOCAB)
 
 
 def is_export(path: Path) -> bool:
-    return Path(path).is_dir() and (Path(path) / "model.bin").is_file()
+    return Path(path).is_dir() and any((Path(path) / name).is_file()
+                                       for name in ("model.bin", MARKER))
 
 
 class CTranslate2Search:
@@ -103,10 +107,7 @@ def open_ctranslate2(path: Path, device: str = "cpu", overrides: Sequence[str] =
     require_ctranslate2()
     path = Path(path)
     if is_export(path):
-        run = open_run(path, overrides)  # an export holds a run directory's files
-        run.step = exported_step(path)
-        return run, CTranslate2Search(path, run.src_vocab, run.tgt_vocab,
-                                      run.cfg.model.max_positions, device)
+        return open_export(path, device, overrides)
     run = load_run(path, "cpu", overrides)
     with tempfile.TemporaryDirectory(prefix="mt-ct2-") as tmp:
         write_model(run, Path(tmp), None)
@@ -115,3 +116,39 @@ def open_ctranslate2(path: Path, device: str = "cpu", overrides: Sequence[str] =
                                    run.cfg.model.max_positions, device)
     run.model = None
     return run, search
+
+
+def open_export(path: Path, device: str = "cpu", overrides: Sequence[str] = ()
+                ) -> tuple[Run, CTranslate2Search]:
+    """An `mt export` directory, as open_ctranslate2 opens it. Anything wrong with its files
+    is a damaged model (CheckpointError), with the advice to export it again."""
+    info = export_info(path)
+    if info is None:
+        raise damaged_export(path, {}, f"{MARKER} is not what mt export writes")
+    missing = [name for name in EXPORT_FILES if not (path / name).is_file()]
+    if missing:
+        raise damaged_export(path, info, f"{', '.join(missing)} missing")
+    try:
+        run = open_run(path, overrides)  # an export holds a run directory's files
+    except MTError:
+        try:  # whose fault: the export's files, or the overrides (the user's, a ConfigError)?
+            open_run(path)
+        except MTError as own:
+            raise damaged_export(path, info, str(own).split("; ")[0]) from None
+        raise
+    run.step = info.get("step", 0)
+    try:
+        search = CTranslate2Search(path, run.src_vocab, run.tgt_vocab,
+                                   run.cfg.model.max_positions, device)
+    except RuntimeError as e:  # CTranslate2's for a truncated model.bin, a bad vocabulary...
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise damaged_export(path, info, f"CTranslate2 cannot load it: {first}") from None
+    return run, search
+
+
+def damaged_export(path: Path, info: dict, what: str) -> CheckpointError:
+    """The error for an export whose files are missing or damaged: export it again (from the
+    checkpoint it was written from, when its MARKER says)."""
+    source = info.get("checkpoint") or "RUN"
+    return CheckpointError(f"{path}: damaged CTranslate2 export ({what}); export it again: "
+                           f"mt export {source} --to ctranslate2 {path} --force")
