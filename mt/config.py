@@ -156,11 +156,11 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (),
                               f"{type(raw).__name__}; see configs/ for examples")
     for item in overrides:
         _apply_override(raw, item)
-    return _checked(raw, _blamer(where, overrides), checks)
+    return _checked(raw, blamer(where, overrides), checks)
 
 
 def config_from_dict(raw: dict, where: str = "config") -> Config:
-    return _checked(raw, _blamer(where, ()))
+    return _checked(raw, blamer(where, ()))
 
 
 def override(cfg: Config, overrides: Sequence[str], where: str) -> Config:
@@ -169,7 +169,7 @@ def override(cfg: Config, overrides: Sequence[str], where: str) -> Config:
     raw = cfg.to_dict()
     for item in overrides:
         _apply_override(raw, item)
-    return _checked(raw, _blamer(where, overrides))
+    return _checked(raw, blamer(where, overrides))
 
 
 def _apply_override(raw: dict, item: str) -> None:
@@ -189,7 +189,7 @@ def _apply_override(raw: dict, item: str) -> None:
     node[last] = parsed
 
 
-def _blamer(where: str, overrides: Sequence[str]) -> Callable[[str | tuple[str, ...]], str]:
+def blamer(where: str, overrides: Sequence[str]) -> Callable[[str | tuple[str, ...]], str]:
     """Who gave the values of some keys: the last `--set` item that set one of them (or a
     section holding it, or a key inside it), else where."""
     sets = [(item.partition("=")[0], item) for item in reversed(overrides)]

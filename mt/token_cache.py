@@ -139,11 +139,6 @@ class TokenCache:
     def tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         return make_tokenizers(self.data_cfg, self.path / "tok")
 
-    def copy_tokenizer_files(self, dest: Path) -> None:
-        """Put the tokenizers' files (if any) into a run directory, which must be self-contained."""
-        for f in (self.path / "tok").iterdir():
-            shutil.copy2(f, Path(dest) / f.name)
-
 
 def open_cache(d: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None, workers: int = 0
                ) -> TokenCache:

@@ -112,6 +112,7 @@ def test_empty_and_missing_training_files(cli, tmp_path):
     assert_user_error(r, 4, "train.en", "no training pairs left")
     r = cli("train", CONFIG, "--out", tmp_path / "r2", *small_config(tmp_path / "nowhere"))
     assert_user_error(r, 4, "nowhere/toy.train.en", "not found")
+    assert not any((tmp_path / r).exists() for r in ("r1", "r2", "r3"))  # taken back
 
 
 def test_training_data_invalid_utf8_is_replaced_and_long_lines_dropped(tmp_path, capsys):

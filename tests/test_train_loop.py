@@ -41,6 +41,7 @@ from mt.data import Batch, pad
 from mt.device import autocast_dtype, cpu_has_native_bf16
 from mt.errors import RunError
 from mt.train.loop import Trainer
+from mt.train.state import resume_changes
 from mt.train.step import MAX_BAD_STEPS
 from mt.vocab import PAD
 
@@ -385,6 +386,80 @@ def test_unwritable_run_directory_is_reported_before_training(cli, tmp_path, mon
     monkeypatch.setattr(os, "access", lambda path, mode: Path(path) != read_only
                         and access(path, mode))
     assert_user_error(cli("train", CONFIG, "--out", read_only, *nowhere), 6, "not writable")
+
+
+def saved_run(run: Path) -> Path:
+    """A run directory as far as a resume reads it before the data: config and vocabularies
+    (last.pt is not opened before then)."""
+    run.mkdir()
+    load_config(CONFIG, TINY).save(run / "config.yaml")
+    for name in ("vocab.src.txt", "vocab.tgt.txt"):
+        (run / name).write_text("<pad>\n<unk>\n<bos>\n<eos>\n")
+    (run / "last.pt").write_bytes(b"not read before the data")
+    return run
+
+
+def test_resume_refuses_a_changed_model_or_data_setting_however_given(cli, tmp_path):
+    run = saved_run(tmp_path / "run")
+    before = snapshot(run)
+    r = cli("train", "--out", run, "--resume", "--set", "data.dir=elsewhere", "--device", "cpu")
+    assert_user_error(r, 3, "--set data.dir=elsewhere: data.dir differs from the run being "
+                      "resumed ('elsewhere', was 'data/toy'", "start a new run with another --out")
+    changed = tmp_path / "changed.yaml"
+    load_config(run / "config.yaml", ["model.d_model=32"]).save(changed)
+    r = cli("train", changed, "--out", run, "--resume", "--device", "cpu")
+    assert_user_error(r, 3, f"{changed}: model.d_model differs", "another --out")
+    r = cli("train", "--out", run, "--resume", "--set", "train.lr=1e-3", "--device", "cpu")
+    assert_user_error(r, 3, "--set train.lr=1e-3: train.lr differs")
+    assert snapshot(run) == before and not (tmp_path / "elsewhere").exists()
+
+
+def test_what_a_resume_may_change():
+    """When to stop, how often to validate, log and save, speed and decoding; not what the
+    resumed updates compute (nor, under a decay to zero, where the decay ends)."""
+    old = load_config(CONFIG)
+    allowed = ["train.max_steps=9", "train.max_epochs=2", "train.eval_every=7",
+               "train.patience=3", "train.threads=1", "train.tensorboard=true", "decode.beam=4"]
+    assert resume_changes(old, load_config(CONFIG, allowed)) == []
+    refused = ["train.max_tokens=99", "train.seed=2", "data.max_len=30", "train.amp=none"]
+    assert resume_changes(old, load_config(CONFIG, refused)) == [
+        "data.max_len", "train.seed", "train.max_tokens", "train.amp"]
+    cosine = ["train.schedule=cosine", "train.max_steps=500"]
+    assert resume_changes(load_config(CONFIG, cosine),
+                          load_config(CONFIG, [*cosine, "train.max_steps=900"])) == [
+        "train.max_steps"]
+
+
+def test_a_refused_start_takes_back_what_it_made_and_nothing_else(cli, tmp_path):
+    """SentencePiece's size check comes with the token cache, after the run directory is
+    made and locked: a new directory (parents included) goes; one that was there stays as it
+    was; --resume into nowhere leaves nothing either."""
+    too_big = ["--set", "data.tokenizer=sentencepiece", "--set", "data.vocab_size=100000"]
+    new = tmp_path / "runs" / "new"
+    r = cli("train", CONFIG, "--out", new, "--device", "cpu", *too_big)
+    assert_user_error(r, 3, "data.vocab_size 100000 is too large")
+    assert list(tmp_path.iterdir()) == []
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "config.yaml").write_text("data: {}\n")  # the user's own: not the run's to remove
+    before = snapshot(mine)
+    r = cli("train", mine / "config.yaml", "--out", mine, "--device", "cpu", *too_big)
+    assert_user_error(r, 3, "data.vocab_size 100000 is too large")
+    assert snapshot(mine) == before and [p.name for p in mine.iterdir()] == ["config.yaml"]
+    r = cli("train", CONFIG, "--out", new, "--resume", "--device", "cpu")
+    assert_user_error(r, 6, "nothing to resume")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]
+
+
+def test_a_resume_that_fails_while_setting_up_leaves_the_run_as_it_was(cli, tmp_path,
+                                                                        monkeypatch):
+    run = saved_run(tmp_path / "run")  # no .lock: the one this run makes goes again
+    before = snapshot(run)
+    (tmp_path / "file").write_text("x")
+    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path / "file"))
+    r = cli("train", "--out", run, "--resume", "--device", "cpu")
+    assert_user_error(r, 7, "MT_CACHE_DIR")
+    assert snapshot(run) == before
 
 
 def nonfinite(net):

@@ -7,11 +7,12 @@ import sys
 from pathlib import Path
 
 from mt.checkpoint import CONFIG
-from mt.config import load_config
+from mt.config import blamer, load_config
 from mt.errors import ConfigError
 from mt.tokenizers import config_problems
 from mt.train.loop import Trainer
 from mt.train.metrics_log import require_tensorboard
+from mt.train.state import resume_changes
 
 
 def train(config: Path | None, overrides: list[str], out: Path | None, device: str,
@@ -24,11 +25,16 @@ def train(config: Path | None, overrides: list[str], out: Path | None, device: s
     cfg = load_config(config if config is not None else saved, overrides, [config_problems])
     if cfg.train.tensorboard:
         require_tensorboard()  # now, not after minutes of loading data
-    if resume and config is not None and saved.exists():
+    if resume and saved.exists():  # the same check for a config file and for --set
         old = load_config(saved)
-        if old.model != cfg.model or old.data != cfg.data:
-            raise ConfigError(f"{config}: model/data settings differ from the run being "
-                              f"resumed ({saved})")
+        if changed := resume_changes(old, cfg):
+            key = changed[0]
+            section, name = key.split(".")
+            now, was = (getattr(getattr(c, section), name) for c in (cfg, old))
+            raise ConfigError(f"{blamer(str(config or saved), overrides)(key)}: {key} differs "
+                              f"from the run being resumed ({now!r}, was {was!r} in {saved}); "
+                              "a resume cannot change it: drop the change, or start a new run "
+                              "with another --out to train with it")
     with contextlib.suppress(AttributeError):
         sys.stdout.reconfigure(line_buffering=True)
     return Trainer(cfg, run_dir, device, resume).fit()

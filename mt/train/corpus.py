@@ -49,10 +49,10 @@ def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group) -> Corpu
             group.barrier()
     src_vocab, tgt_vocab = vocabs or cache.vocabs
     src_tok, tgt_tok = cache.tokenizers()
-    if group.main and not resume:
-        cache.copy_tokenizer_files(run_dir)
-    # What checkpoints carry of the tokenizers (e.g. a SentencePiece model): read once.
-    tok_files = {n: (run_dir / n).read_bytes() for n in tokenizer_files(d)} if group.main else {}
+    # What checkpoints carry of the tokenizers (e.g. a SentencePiece model), read once: the
+    # run's own on --resume; a new run's are written to its directory with its config.
+    tok_dir = run_dir if resume else cache.path / "tok"
+    tok_files = {n: (tok_dir / n).read_bytes() for n in tokenizer_files(d)} if group.main else {}
     train = cache.data()
     dropped = train.filter_length(d.max_len)
     if not len(train):

@@ -14,7 +14,6 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TextIO
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
@@ -29,7 +28,7 @@ from mt.errors import RunError
 from mt.model import Seq2Seq, make_model
 from mt.train.corpus import Corpus, load_corpus
 from mt.train.distributed import Group, epoch_updates
-from mt.train.run_dir import claim_run_dir, prune_step_checkpoints, write_run_files
+from mt.train.run_dir import Claim, claim_run_dir, prune_step_checkpoints, write_run_files
 from mt.train.state import Clock, Progress, resumable_state, resume_from
 from mt.train.step import StepResult, UpdateStep
 from mt.train.stopping import Stopping, StopReason
@@ -53,7 +52,7 @@ class Trainer:
         self.metrics = TrainingLog(self.run_dir, cfg.train.tensorboard, self.clock, self.group)
         self.checkpointed_at = -1  # step of the latest validation + save
         self.last_result: dict = {}  # of that validation
-        self.lock: TextIO | None = None  # the run directory's, held while training (rank 0)
+        self.claim: Claim | None = None  # the run directory, locked while training (rank 0)
         self.data: Corpus | None = None  # set by load_data
         # Set by build:
         self.model: Seq2Seq | None = None
@@ -74,7 +73,7 @@ class Trainer:
     # --- set-up -----------------------------------------------------------------------------
     def prepare_run_dir(self) -> None:
         """Checks that need no data: fail here, before minutes of loading and tokenizing."""
-        self.lock = claim_run_dir(self.run_dir, self.resume)
+        self.claim = claim_run_dir(self.run_dir, self.resume)
 
     def load_data(self) -> None:
         """Vocabularies, tokenizers, training and validation pairs (see mt.train.corpus)."""
@@ -96,8 +95,6 @@ class Trainer:
                                             scaler)
             log.info(f"resumed {self.run_dir} at step {p.step} (epoch {p.epoch}, batch "
                      f"{p.position}; saved by {p.world} process(es), now {self.world})")
-        elif self.group.main:
-            write_run_files(self.run_dir, self.cfg, self.src_vocab, self.tgt_vocab)
         n_params = sum(p.numel() for p in self.model.parameters())
         log.info(f"model: {n_params / 1e6:.2f}M parameters on {device}"
                  + (f", autocast {self.amp}" if self.amp else "")
@@ -110,6 +107,24 @@ class Trainer:
             # Dynamic shapes: batch and sequence lengths change from batch to batch, and one
             # graph with symbolic sizes beats a recompile for each new shape.
             self.net = torch.compile(self.net, dynamic=True)
+        if not self.resume and self.claim is not None:  # rank 0's (last: nothing fails after)
+            d = self.data
+            write_run_files(self.claim, self.cfg, d.src_vocab, d.tgt_vocab, d.tok_files)
+
+    def _set_up(self) -> None:
+        """Under torchrun, rank 0 alone owns the run directory. A run that fails while setting
+        up (its config, data, tokenizers, token cache, model) takes back what it created there:
+        without a checkpoint it holds nothing worth keeping."""
+        try:
+            if self.group.main:
+                self.prepare_run_dir()
+            self.load_data()
+            self.build()
+        except BaseException:
+            if self.claim is not None:
+                self.claim.undo()
+                self.claim = None
+            raise
 
     def _save(self, name: str, full: bool) -> None:
         """Rank 0 writes; full: with what --resume needs (last.pt)."""
@@ -126,10 +141,7 @@ class Trainer:
     # --- the loop ---------------------------------------------------------------------------
     def fit(self) -> dict:
         """Train to the end; returns the last step, the best metric and the last validation."""
-        if self.group.main:  # under torchrun, rank 0 alone owns the run directory
-            self.prepare_run_dir()
-        self.load_data()
-        self.build()
+        self._set_up()
         t, p = self.cfg.train, self.progress
         per_epoch = -(-len(self.train_data.plan(t.max_tokens, seed=t.seed))
                       // (self.world * t.accum_steps))

@@ -1,5 +1,6 @@
 """What a resumable checkpoint carries besides the weights (mt.checkpoint.run_state): the
-optimizer, the progress, the random state and the fp16 gradient scaler; and the run's clock."""
+optimizer, the progress, the random state and the fp16 gradient scaler; the run's clock; and
+which settings a resume may change."""
 
 from __future__ import annotations
 
@@ -11,7 +12,28 @@ from pathlib import Path
 import torch
 
 from mt.checkpoint import load_checkpoint, load_weights
+from mt.config import Config
 from mt.errors import CheckpointError
+
+# What a resume may change: when to stop, how often to validate, log and keep checkpoints,
+# speed and reporting settings, and decoding (validation's BLEU). Anything else (the model, the
+# data, the seed, batches, learning rate and schedule, loss, amp...) would make the resumed
+# updates differ from those of an uninterrupted run with the new settings.
+RESUME_MAY_CHANGE = ("train.max_epochs", "train.max_steps", "train.max_minutes",
+                     "train.patience", "train.eval_every", "train.eval_epochs", "train.eval_bleu",
+                     "train.log_every", "train.keep_checkpoints", "train.threads",
+                     "train.compile", "train.tensorboard", "decode")
+DECAY_END = ("train.max_steps", "train.max_minutes")  # where a cosine or linear decay ends
+
+
+def resume_changes(old: Config, new: Config) -> list[str]:
+    """The keys (section.key, in the config's order) that `new` changes from the resumed run's
+    `old` config and that a resume may not change."""
+    may = [k for k in RESUME_MAY_CHANGE
+           if old.train.schedule == "inverse_sqrt" or k not in DECAY_END]
+    a, b = old.to_dict(), new.to_dict()
+    return [f"{s}.{k}" for s in b for k in b[s]
+            if a[s][k] != b[s][k] and s not in may and f"{s}.{k}" not in may]
 
 
 @dataclass
