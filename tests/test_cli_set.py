@@ -72,6 +72,7 @@ def test_eval_and_attention_take_set_too(tiny_run, tmp_path):
      "'int3': expected one of int8, int8_float32, bfloat16, float16"),
     (["tokenize", "run", "--side", "both"], "--side", "'both': expected src or tgt"),
 ])
+@pytest.mark.slow  # a process each, as a user runs it
 def test_values_outside_an_options_set_are_usage_errors(tmp_path, args, option, needle):
     r = run_mt(*args, cwd=tmp_path)
     assert_user_error(r, 2, f"'{option}'", needle, "--help")

@@ -10,6 +10,8 @@ import pytest
 
 from conftest import ROOT, TINY, assert_user_error, run_mt
 
+pytestmark = pytest.mark.slow  # each test trains a tiny model through the CLI
+
 TOY_CONFIG = str(ROOT / "configs" / "toy.yaml")
 
 
