@@ -118,6 +118,19 @@ def test_missing_or_damaged_tokenizer_model_is_a_checkpoint_error(spm_run, tmp_p
                       "does not match")
 
 
+def test_a_run_without_its_model_file_tokenizes_from_its_checkpoint(spm_run, tmp_path):
+    # best.pt carries the SentencePiece model: tokenize, like translate, needs nothing else
+    run = tmp_path / "run"
+    shutil.copytree(spm_run, run)
+    (run / JOINT).unlink()
+    text = "Ein Mann fährt Fahrrad.\n"
+    for side in ("src", "tgt"):
+        alone = run_mt("tokenize", str(run), "--side", side, input=text)
+        assert alone.code == 0, alone
+        assert alone.out == run_mt("tokenize", str(spm_run), "--side", side, input=text).out
+        assert alone.out.strip() and alone.out != text
+
+
 def test_an_export_with_a_damaged_tokenizer_model_says_export_it_again(spm_run, tmp_path):
     pytest.importorskip("ctranslate2")
     model = tmp_path / "model"
