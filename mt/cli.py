@@ -82,6 +82,13 @@ DECODING = {
     "max_len_b": "See --max-len-a.",
     "batch_tokens": "Source tokens per batch (x beam).",
     "dtype": "float32, or bf16: faster where the CPU or GPU has native bf16 (docs/decoding.md).",
+    "no_repeat_ngram": "No output repeats an n-gram of this size (0 = off).",
+    "sampling": "none, or draw each token (back-translation): topk or topp (docs/decoding.md).",
+    "temperature": "Sampling: divide the logits by this (lower is closer to greedy).",
+    "topk": "Sampling topk: draw from the K most likely tokens.",
+    "topp": "Sampling topp: draw from the fewest tokens whose probability reaches P.",
+    "samples": "Sampling: N outputs per input line, in the n-best format when N > 1.",
+    "seed": "Sampling: the seed; one seed gives one set of outputs (on CPU).",
 }
 
 
@@ -154,7 +161,7 @@ ENGINE = typer.Option("mt", "--engine", callback=_one_of("mt.translator:SEARCHES
 
 
 @app.command("eval")
-@_config_overrides(skip=("nbest",))
+@_config_overrides(skip=("nbest", "samples"))
 def evaluate(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
     split: str = typer.Option("test", "--split", callback=_one_of("mt.commands.evaluate:SPLITS"),

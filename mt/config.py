@@ -20,6 +20,7 @@ TokenizerName = Literal["spacy", "sentencepiece"]
 Schedule = Literal["inverse_sqrt", "cosine", "linear"]  # learning-rate decay after warmup
 LengthNorm = Literal["gnmt", "average", "none"]  # how beam search compares lengths
 DecodeDtype = Literal["float32", "bf16"]
+Sampling = Literal["none", "topk", "topp"]  # none: the search (greedy or beam) picks
 SCHEDULES = typing.get_args(Schedule)
 LENGTH_NORMS = typing.get_args(LengthNorm)
 DECODE_DTYPES = typing.get_args(DecodeDtype)
@@ -101,6 +102,13 @@ class DecodeConfig:
     max_len_b: int = 10
     batch_tokens: int = 4096  # source tokens per decoding batch, times beam (bounds memory)
     dtype: DecodeDtype = "float32"  # weights and activations while decoding: float32 or bf16
+    no_repeat_ngram: int = 0  # no output repeats an n-gram of this size (0 = off)
+    sampling: Sampling = "none"  # draw each token: from the topk best, or the topp nucleus
+    temperature: float = 1.0  # sampling: logits / temperature (lower is closer to greedy)
+    topk: int = 10
+    topp: float = 0.9
+    samples: int = 1  # sampling: outputs per line (n-best format when > 1)
+    seed: int = 0  # sampling: one seed, one set of outputs (docs/decoding.md)
 
 
 @dataclass
@@ -346,5 +354,16 @@ def _range_problems(cfg: Config) -> list[Problem]:
         (("decode.max_len_a", "decode.max_len_b"), dec.max_len_a > 0 or dec.max_len_b > 0,
          "decode.max_len_a and decode.max_len_b are both 0; make one positive"),
         ("decode.batch_tokens", dec.batch_tokens > 0, "decode.batch_tokens must be positive"),
+        ("decode.no_repeat_ngram", dec.no_repeat_ngram >= 0,
+         "decode.no_repeat_ngram must be 0 (off) or positive"),
+        ("decode.temperature", dec.temperature > 0, "decode.temperature must be positive"),
+        ("decode.topk", dec.topk > 0, "decode.topk must be positive"),
+        ("decode.topp", 0 < dec.topp <= 1, "decode.topp must be in (0, 1]"),
+        ("decode.samples", dec.samples >= 1, "decode.samples must be at least 1"),
+        (("decode.samples", "decode.sampling"), dec.samples == 1 or dec.sampling != "none",
+         "decode.samples > 1 needs decode.sampling topk or topp (for several beam outputs, "
+         "decode.nbest)"),
+        (("decode.sampling", "decode.beam"), dec.sampling == "none" or dec.beam == 1,
+         "decode.sampling draws one token at a time: it needs decode.beam 1"),
     ]
     return [(keys, message) for keys, ok, message in checks if not ok]

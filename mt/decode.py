@@ -1,4 +1,6 @@
-"""Search over the model's encode/decode interface: batched greedy and beam search, KV-cached.
+"""Search over the model's encode/decode interface: batched greedy, sampling and beam search,
+KV-cached. Greedy and sampling share one loop (`incremental`), differing in how they pick each
+next token (argmax, `draw`).
 
 Shapes: B batch (b: sentences still running), S source length, T target length, V vocab, K beam.
 (k: live beams per sentence, 1 at the first step, then K.)
@@ -11,10 +13,13 @@ and the closing <eos>) divided by a length penalty lp(n + 1), the length countin
 Every lp is >= 1 and non-decreasing in m for alpha >= 0. Both searches emit <eos> no earlier
 than `min_len` tokens and must emit it after `max_len_a * src_len + max_len_b` tokens. Like
 greedy always did, neither forbids other tokens (a trained model does not emit <pad>/<bos>).
+With decode.no_repeat_ngram n > 0, all three never complete an n-gram the output already holds.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -78,27 +83,62 @@ def _forbid(scores: torch.Tensor, t: int, min_len: int) -> torch.Tensor:
     return scores
 
 
+def block_repeats(scores: torch.Tensor, hyp: torch.Tensor, n: int) -> torch.Tensor:
+    """In place on next-token scores (r, V) after the tokens so far hyp (r, t): -inf for every
+    token that would complete an n-gram the row already holds (n = decode.no_repeat_ngram;
+    0 is off). The n-grams are those whose first n - 1 tokens are the row's last n - 1."""
+    t = hyp.size(1)
+    if n <= 0 or t < n:
+        return scores
+    grams = hyp.unfold(1, n, 1)  # (r, t - n + 1, n) every n-gram so far
+    seen = (grams[:, :, :-1] == hyp[:, None, t - n + 1:]).all(-1)  # (r, W) same first n - 1
+    row, at = seen.nonzero().unbind(-1)
+    scores[row, grams[row, at, -1]] = float("-inf")
+    return scores
+
+
+# How the shared incremental loop picks each row's next token: (scores (r, V) after the
+# constraints, rows (r,) the original row of each, step t) -> tokens (r,).
+Choose = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+
+
 @torch.no_grad()
 def greedy(model: Seq2Seq, src: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10,
-           min_len: int = 0) -> list[list[int]]:
+           min_len: int = 0, no_repeat_ngram: int = 0) -> list[list[int]]:
     """src (B, S) -> for each sentence the argmax token ids, without <bos>/<eos>.
 
+    Greedy keeps its own loop (`incremental`, shared with sampling) rather than running beam
+    search with K=1: it needs no log-softmax, no finished lists and no bound, and training
+    validates with it.
+    """
+    return incremental(model, src, max_len_a, max_len_b, min_len, no_repeat_ngram,
+                       lambda scores, rows, t: argmax(scores))
+
+
+def incremental(model: Seq2Seq, src: torch.Tensor, max_len_a: float, max_len_b: int,
+                min_len: int, no_repeat_ngram: int, choose: Choose, copies: int = 1
+                ) -> list[list[int]]:
+    """src (B, S) -> B * copies outputs (sentence-major: copies rows per sentence), one token
+    per step picked by `choose` (greedy's argmax, a Sampler's draw).
+
     The encoder runs once; each step feeds only the newest token and extends the cache.
-    Finished sentences leave the batch, so later steps cost only what is still running.
-    Greedy keeps its own loop rather than running beam search with K=1: it needs no
-    log-softmax, no finished lists and no bound, and training validates with it.
+    Finished rows leave the batch, so later steps cost only what is still running.
     """
     src_mask = model.src_mask(src)
     cache = model.start_cache(model.encode(src, src_mask), src_mask)
     limits = max_lengths(src_mask, max_len_a, max_len_b, model.cfg.max_positions)
-    B = src.size(0)
-    rows = torch.arange(B, device=src.device)  # original sentence of each live row
+    B = src.size(0) * copies
+    rows = torch.arange(B, device=src.device)  # original row of each live row
+    if copies > 1:  # each copy its own row, sharing the sentence's encoder output
+        limits = limits.repeat_interleave(copies)
+        cache = cache.reorder(rows // copies, group=1)
     out: list[list[int]] = [[] for _ in range(B)]
     hyp = torch.empty(B, 0, dtype=torch.long, device=src.device)  # (b, t) tokens so far
     prev = torch.full((B, 1), BOS, dtype=torch.long, device=src.device)
     for t in range(int(limits.max()) + 1):
         states, cache = model.decode(prev, cache)
-        tok = argmax(_forbid(model.generator(states[:, -1]), t, min_len))  # (b,)
+        scores = _forbid(model.generator(states[:, -1]), t, min_len)
+        tok = choose(block_repeats(scores, hyp, no_repeat_ngram), rows, t)  # (b,)
         tok = torch.where(limits[rows] <= t, torch.full_like(tok, EOS), tok)
         hyp = torch.cat([hyp, tok[:, None]], dim=1)
         done = tok == EOS
@@ -111,6 +151,62 @@ def greedy(model: Seq2Seq, src: torch.Tensor, max_len_a: float = 1.5, max_len_b:
             rows, hyp, tok, cache = rows[keep], hyp[keep], tok[keep], cache.reorder(keep)
         prev = tok[:, None]
     return out
+
+
+def sample_seed(seed: int, ids: list[int], copy: int) -> int:
+    """The seed of one sample's generator, from decode.seed, the sentence's source ids (no
+    padding) and the sample's number: so a line's samples do not depend on the lines that
+    share its batch (the Translator sorts lines into batches by length)."""
+    key = f"{seed} {copy} {' '.join(map(str, ids))}".encode()
+    return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1
+
+
+def kept(probs: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
+    """probs (r, V) sorted best first -> (r, V) bool, what sampling may draw: the decode.topk
+    first (topk), or the smallest prefix whose mass reaches decode.topp (topp)."""
+    if cfg.sampling == "topk":
+        return (torch.arange(probs.size(-1), device=probs.device) < cfg.topk).expand_as(probs)
+    return probs.cumsum(-1) - probs < cfg.topp  # the mass before it has not reached p
+
+
+def draw(logits: torch.Tensor, cfg: DecodeConfig, u: torch.Tensor) -> torch.Tensor:
+    """logits (r, V), uniforms u (r,) in [0, 1) -> (r,) one token per row from
+    softmax(logits / temperature), cut to `kept` and renormalised, by inverting its CDF at u:
+    the same logits and uniforms give the same token, whatever the rest of the batch."""
+    probs = (logits.float() / cfg.temperature).softmax(-1)
+    if cfg.sampling == "topk":  # only the k best need sorting
+        probs, ids = probs.topk(min(cfg.topk, probs.size(-1)), dim=-1)
+    else:
+        probs, ids = probs.sort(-1, descending=True)
+    cdf = (probs * kept(probs, cfg)).cumsum(-1)  # (r, V'), cut tokens add nothing
+    at = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)
+    return ids.gather(1, at.clamp(max=ids.size(1) - 1)).squeeze(1)
+
+
+@torch.no_grad()
+def sample(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[list[int]]:
+    """src (B, S) -> B * decode.samples sampled outputs (decode.samples per sentence, in
+    turn), greedy's loop with `draw` for argmax.
+
+    Each output draws one uniform per step from its own CPU torch.Generator, seeded by
+    `sample_seed`; so an output depends on decode.seed, its source line, its number and the
+    model's logits only (on CPU, those do not depend on the batch either).
+    """
+    n = cfg.samples
+    limits = max_lengths(src != PAD, cfg.max_len_a, cfg.max_len_b, model.cfg.max_positions)
+    uniforms = torch.zeros(src.size(0) * n, int(limits.max()) + 1)  # (B * n, steps)
+    for s, (ids, limit) in enumerate(zip(src.tolist(), limits.tolist(), strict=True)):
+        ids = [i for i in ids if i != PAD]
+        for j in range(n):
+            g = torch.Generator().manual_seed(sample_seed(cfg.seed, ids, j))
+            uniforms[s * n + j, : limit + 1] = torch.rand(limit + 1, generator=g)
+    uniforms = uniforms.to(src.device)
+
+    def choose(scores: torch.Tensor, rows: torch.Tensor, t: int) -> torch.Tensor:
+        return draw(scores, cfg, uniforms[rows, t])
+
+    return incremental(model, src, cfg.max_len_a, cfg.max_len_b, cfg.min_len,
+                       cfg.no_repeat_ngram, choose, n)
 
 
 @torch.no_grad()
@@ -212,7 +308,7 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[li
         lprobs = model.generator(states[:, -1]).float().log_softmax(-1)  # (b*k, V)
         b, k = scores.shape
         eos = lprobs[:, EOS].clone()
-        lprobs = _forbid(lprobs, t, cfg.min_len)
+        lprobs = block_repeats(_forbid(lprobs, t, cfg.min_len), hyp, cfg.no_repeat_ngram)
         if t >= first_limit:  # some rows must end now: <eos> (even before min_len) or nothing
             at_limit = (limits[rows] <= t).repeat_interleave(k)[:, None]  # (b*k, 1)
             lprobs = lprobs.masked_fill(at_limit, float("-inf"))

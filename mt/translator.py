@@ -17,7 +17,7 @@ import torch
 from mt.checkpoint import Run, load_run
 from mt.config import DecodeConfig
 from mt.data import group_bounds, pad
-from mt.decode import Hypothesis, beam_search, greedy, sequence_scores
+from mt.decode import Hypothesis, beam_search, greedy, sample, sequence_scores
 from mt.device import has_native_bf16
 from mt.log import warn
 from mt.model import Seq2Seq
@@ -48,7 +48,8 @@ class Search(Protocol):
 
 
 class ModelSearch:
-    """mt's own search (mt.decode) on a model: greedy when decode.beam is 1, else beam search."""
+    """mt's own search (mt.decode) on a model: beam search when decode.beam > 1, else sampling
+    when decode.sampling is set (decode.samples per sentence, in the order drawn), else greedy."""
 
     def __init__(self, model: Seq2Seq):
         self.model = model
@@ -58,11 +59,17 @@ class ModelSearch:
         self.model.eval()
         if cfg.beam > 1:
             return beam_search(self.model, src, cfg)
-        hyps = greedy(self.model, src, cfg.max_len_a, cfg.max_len_b, cfg.min_len)
-        # Greedy does not score; rescore (one teacher-forced pass) only when scores are shown.
-        scores = (sequence_scores(self.model, src, hyps, cfg) if scored
+        n = cfg.samples if cfg.sampling != "none" else 1
+        if cfg.sampling != "none":
+            hyps = sample(self.model, src, cfg)
+        else:
+            hyps = greedy(self.model, src, cfg.max_len_a, cfg.max_len_b, cfg.min_len,
+                          cfg.no_repeat_ngram)
+        # Neither scores; rescore (one teacher-forced pass) only when scores are shown.
+        scores = (sequence_scores(self.model, src.repeat_interleave(n, 0), hyps, cfg) if scored
                   else [float("nan")] * len(hyps))
-        return [[Hypothesis(h, s)] for h, s in zip(hyps, scores, strict=True)]
+        found = [Hypothesis(h, s) for h, s in zip(hyps, scores, strict=True)]
+        return [found[i: i + n] for i in range(0, len(found), n)]
 
 
 def _decoding_model(model: Seq2Seq, dtype: str, device: torch.device) -> Seq2Seq:
@@ -133,7 +140,8 @@ class Translator:
             ids.append(self.run.src_vocab.encode(toks))
         out = [[Translation("", 0.0)] for _ in lines]
         order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
-        K = self.decode_cfg.beam  # beam search decodes K rows per sentence: budget K x tokens
+        # beam search decodes K rows per sentence, sampling one per sample: budget K x tokens
+        K = max(self.decode_cfg.beam, self.decode_cfg.samples)
         sizes = np.array([K * len(ids[i]) for i in order], dtype=np.int64)
         bounds = group_bounds(sizes, np.zeros_like(sizes), self.decode_cfg.batch_tokens)
         for group in (order[a:b] for a, b in zip(bounds[:-1], bounds[1:])):

@@ -21,12 +21,12 @@ def translate_file(run_path: Path, src: str, out: str, device: str = "cpu",
 
     overrides: `key=value` items over the run's saved config (`--set` and the decoding
     options). search: mt or ctranslate2 (mt.translator.SEARCHES). The n-best format
-    (`format_nbest`) is written when `nbest` is set or decode.nbest > 1.
+    (`format_nbest`) is written when `nbest` is set or decode.nbest or decode.samples is > 1.
     """
     check_input_path(src)
     check_output_path(out)
     translator = open_translator(run_path, search, device, overrides)
-    nbest = nbest or translator.decode_cfg.nbest > 1
+    nbest = nbest or translator.decode_cfg.nbest > 1 or translator.decode_cfg.samples > 1
     lines = iter_lines(src)
     bar = tqdm(desc="translate", unit=" lines", disable=None, file=sys.stderr)
     count = 0

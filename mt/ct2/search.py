@@ -15,6 +15,13 @@ Options, mt's -> CTranslate2's (docs/ctranslate2.md):
                                  hypotheses as mt does; gnmt ((5 + m) / 6)^alpha has no
                                  CTranslate2 equivalent and becomes m^alpha. The stopping rules
                                  also differ, so beam outputs may differ; greedy is exact.
+  no_repeat_ngram                no_repeat_ngram_size: same rule
+  sampling, topk, topp,          sampling_topk (topk: decode.topk; topp: 0, all tokens),
+  temperature, samples, seed     sampling_topp, sampling_temperature, num_hypotheses; the seed
+                                 goes to ctranslate2.set_random_seed before each batch.
+                                 CTranslate2 has its own generator and draws for the whole
+                                 batch, so its samples differ from mt's, and a line's samples
+                                 depend on the lines in its batch (docs/ctranslate2.md).
 Scores shown (--nbest) are mt's: each hypothesis is rescored with CTranslate2's score_batch
 (per-token log-probabilities, <eos> included) and divided by mt's length penalty.
 """
@@ -51,7 +58,7 @@ class CTranslate2Search:
 
     def __init__(self, model_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab, max_positions: int,
                  device: str = "cpu", threads: int = 0):
-        ct2 = require_ctranslate2()
+        self.ct2 = ct2 = require_ctranslate2()
         # Same thread count as torch's, so the two searches compare like for like
         # (benchmarks/bench_decode.py).
         self.translator = ct2.Translator(
@@ -67,14 +74,19 @@ class CTranslate2Search:
         itos = self.src_vocab.itos
         tokens = [[itos[i] for i in row if i != PAD] for row in src.tolist()]
         alpha = CT2_LENGTH_PENALTY[cfg.length_norm]
+        sampling = _sampling_options(cfg)
+        if sampling:
+            self.ct2.set_random_seed(cfg.seed)
         out: list[list[Hypothesis]] = [[] for _ in tokens]
         for limit in sorted(set(limits)):  # one call per length limit: each sentence gets its own
             group = [i for i, n in enumerate(limits) if n == limit]
             results = self.translator.translate_batch(
                 [tokens[i] for i in group], beam_size=cfg.beam,
-                num_hypotheses=min(cfg.nbest, cfg.beam), max_input_length=0,
-                max_decoding_length=limit, min_decoding_length=min(cfg.min_len, limit),
-                length_penalty=cfg.length_penalty if alpha is None else alpha)
+                num_hypotheses=cfg.samples if sampling else min(cfg.nbest, cfg.beam),
+                max_input_length=0, max_decoding_length=limit,
+                min_decoding_length=min(cfg.min_len, limit),
+                length_penalty=cfg.length_penalty if alpha is None else alpha,
+                no_repeat_ngram_size=cfg.no_repeat_ngram, **sampling)
             for i, r in zip(group, results, strict=True):
                 out[i] = [Hypothesis(self.tgt_vocab.encode(h), float("nan"))
                           for h in r.hypotheses]
@@ -84,7 +96,8 @@ class CTranslate2Search:
 
     def _rescore(self, tokens: list[list[str]], out: list[list[Hypothesis]],
                  cfg: DecodeConfig) -> None:
-        """Give each hypothesis mt's score, and sort each list best first by it."""
+        """Give each hypothesis mt's score, and sort each list best first by it (samples stay
+        in the order drawn, as mt's own)."""
         pairs = [(i, h) for i, hyps in enumerate(out) for h in hyps]
         targets = [[self.tgt_vocab.itos[t] for t in h.tokens] for _, h in pairs]
         results = self.translator.score_batch([tokens[i] for i, _ in pairs], targets,
@@ -92,8 +105,19 @@ class CTranslate2Search:
         for (_, h), r in zip(pairs, results, strict=True):
             h.score = sum(r.log_probs) / length_penalty(len(h.tokens) + 1, cfg.length_norm,
                                                         cfg.length_penalty)
+        if cfg.sampling != "none":
+            return
         for hyps in out:
             hyps.sort(key=lambda h: -h.score)
+
+
+def _sampling_options(cfg: DecodeConfig) -> dict:
+    """decode.sampling and its settings as translate_batch's options ({} without sampling)."""
+    if cfg.sampling == "none":
+        return {}
+    return {"sampling_topk": cfg.topk if cfg.sampling == "topk" else 0,
+            "sampling_topp": cfg.topp if cfg.sampling == "topp" else 1.0,
+            "sampling_temperature": cfg.temperature}
 
 
 def open_ctranslate2(path: Path, device: str = "cpu", overrides: Sequence[str] = ()
