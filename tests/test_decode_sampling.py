@@ -1,0 +1,135 @@
+"""mt/decode.py: sampling (top-k, top-p, temperature, seeds) and repetition blocking, on small
+random models; the options' checks; `mt translate --samples` on a trained run."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from test_decode import random_src, small_model
+
+from conftest import TOY, assert_user_error
+from mt import decode
+from mt.config import ConfigError, DecodeConfig, load_config
+from mt.decode import beam_search, greedy, kept, sample
+
+LONG = DecodeConfig(max_len_a=0.0, max_len_b=30)  # long outputs: many draws per line
+
+
+def sampled(cfg: DecodeConfig = LONG, **changes) -> DecodeConfig:
+    return dataclasses.replace(cfg, **{"sampling": "topk", **changes})
+
+
+def has_repeat(tokens: list[int], n: int) -> bool:
+    grams = [tuple(tokens[i: i + n]) for i in range(len(tokens) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+@pytest.mark.parametrize("how", ["topk", "topp"])
+def test_sampling_near_zero_temperature_is_greedy(how):
+    model, src = small_model(12, 0), random_src(5, 6, 12, 0)
+    want = greedy(model, src, 0.0, 30)
+    assert sample(model, src, sampled(sampling=how, temperature=1e-4)) == want
+    assert sample(model, src, sampled(sampling=how, temperature=2.0)) != want  # so it can fail
+
+
+def test_seed_fixes_the_samples_and_batching_does_not_change_them():
+    model, src = small_model(12, 1), random_src(4, 6, 12, 1)
+    cfg = sampled(sampling="topp", topp=0.95, samples=3, temperature=1.5)
+    first = sample(model, src, cfg)
+    assert len(first) == 4 * 3
+    assert sample(model, src, cfg) == first
+    assert sample(model, src, dataclasses.replace(cfg, seed=1)) != first
+    assert len({tuple(h) for h in first[:3]}) > 1  # a line's samples are drawn apart
+    for i in range(4):  # each line alone (its own padding): the same samples
+        alone = src[i: i + 1, : int((src[i] != 0).sum())]
+        assert sample(model, alone, cfg) == first[3 * i: 3 * i + 3]
+
+
+def test_topk_never_draws_outside_the_k_best():
+    model, k = small_model(16, 2), 3
+    steps: list[torch.Tensor] = []
+    hook = model.generator.register_forward_hook(lambda mod, args, out: steps.append(out[0]))
+    outside_argmax = 0
+    try:
+        for s in range(6):
+            steps.clear()
+            src = random_src(1, 5, 16, s)
+            out = sample(model, src, sampled(topk=k, temperature=3.0, seed=s))[0]
+            for t, token in enumerate(out):
+                best = steps[t].topk(k).indices.tolist()
+                assert token in best, (s, t, token, best)
+                outside_argmax += token != best[0]
+    finally:
+        hook.remove()
+    assert outside_argmax > 0  # it does sample, not only take the argmax
+
+
+def test_topp_keeps_the_smallest_set_that_reaches_p():
+    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
+    for p, size in ((0.3, 1), (0.5, 1), (0.75, 2), (0.9, 3), (0.96, 4), (1.0, 4)):
+        got = kept(probs, DecodeConfig(sampling="topp", topp=p))
+        assert got.tolist() == [[i < size for i in range(4)]], p
+    got = kept(probs, DecodeConfig(sampling="topk", topk=2))
+    assert got.tolist() == [[True, True, False, False]]
+
+
+def test_draw_inverts_the_cut_distribution():
+    logits = torch.tensor([0.5, 0.3, 0.15, 0.05]).log().expand(4, -1)
+    u = torch.tensor([0.0, 0.6, 0.7, 0.99])  # in the renormalised 0.5/0.8 and 0.3/0.8
+    cfg = DecodeConfig(sampling="topp", topp=0.75)
+    assert decode.draw(logits, cfg, u).tolist() == [0, 0, 1, 1]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_no_repeat_ngram_in_greedy_beam_and_sampling(n):
+    model, src = small_model(40, 3), random_src(4, 6, 40, 3)  # untrained: it repeats
+    runs = {
+        "greedy": lambda c: greedy(model, src, 0.0, 30, no_repeat_ngram=c.no_repeat_ngram),
+        "beam": lambda c: [h[0].tokens for h in beam_search(model, src, c)],
+        "sample": lambda c: sample(model, src, c),
+    }
+    for name, run in runs.items():
+        cfg = dataclasses.replace(sampled() if name == "sample" else LONG, no_repeat_ngram=n,
+                                  beam=4 if name == "beam" else 1, length_norm="none")
+        assert any(has_repeat(h, n) for h in run(dataclasses.replace(cfg, no_repeat_ngram=0)))
+        outs = run(cfg)
+        assert not any(has_repeat(h, n) for h in outs), (name, outs)
+        assert any(len(h) > 2 * n for h in outs)  # long enough to have repeated
+
+
+@pytest.mark.parametrize("item, blamed", [
+    ("decode.topk=0", "decode.topk must be positive"),
+    ("decode.topp=0", "decode.topp must be in (0, 1]"),
+    ("decode.topp=1.01", "decode.topp must be in (0, 1]"),
+    ("decode.temperature=0", "decode.temperature must be positive"),
+    ("decode.samples=0", "decode.samples must be at least 1"),
+    ("decode.samples=2", "decode.samples > 1 needs decode.sampling"),
+    ("decode.no_repeat_ngram=-1", "decode.no_repeat_ngram must be 0 (off) or positive"),
+    ("decode.beam=4", "needs decode.beam 1"),
+])
+def test_bad_sampling_settings_are_config_errors(item, blamed):
+    sampling = [] if item.startswith("decode.samples=2") else ["decode.sampling=topk"]
+    with pytest.raises(ConfigError) as e:
+        load_config(None, [*sampling, item])
+    assert str(e.value).startswith(f"--set {item}: "), e.value
+    assert blamed in str(e.value)
+
+
+@pytest.mark.parametrize("engine", ["mt", "ctranslate2"])
+def test_translate_samples_in_the_nbest_format(tiny_run, cli, tmp_path, engine):
+    if engine == "ctranslate2":
+        pytest.importorskip("ctranslate2")
+    lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:4]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    args = ["translate", tiny_run, "-i", src, "--engine", engine, "--set", "decode.sampling=topk",
+            "--set", "decode.samples=3"]
+    r = cli(*args)
+    assert r.code == 0, r.err
+    rows = [line.split("\t") for line in r.out.splitlines()]
+    assert [int(i) for i, _, _ in rows] == [i for i in range(4) for _ in range(3)]
+    assert all(float(score) <= 0 for _, score, _ in rows)
+    assert cli(*args).out == r.out  # the default seed, the same samples
+    assert_user_error(cli(*args, "--topk", "0"), 3, "--topk 0: decode.topk must be positive")
