@@ -211,12 +211,18 @@ def translate(
     attention_heads: str = typer.Option("mean", "--attention-heads",
                                         help="mean: heads averaged; all: one panel per head."),
     engine: str = ENGINE,
+    output_format: str = typer.Option("text", "--format",
+                                      callback=_one_of("mt.commands.translate:FORMATS"),
+                                      help="text, or jsonl: one JSON object per input line, "
+                                      '{"src", "text", "score"} (and "nbest": [...] with '
+                                      "--nbest)."),
     overrides: list[str] = (),
 ) -> None:
     """Translate line by line: exactly one output line per input line, in order.
 
     With --nbest N (or --set decode.nbest=N, or decode.nbest > 1 in the run's config): up to
-    N lines per input line, see docs/decoding.md.
+    N lines per input line, see docs/decoding.md. Typed at a terminal, each line is translated
+    as it is entered (Ctrl-D ends).
     """
     from mt.commands.translate import translate_file
 
@@ -224,13 +230,15 @@ def translate(
     if attention is not None:
         from mt.commands.heatmap import translate_with_attention
 
-        if nbest:
-            raise typer.BadParameter("not with --nbest", param_hint="'--attention'")
+        if nbest or output_format != "text":
+            raise typer.BadParameter("not with --nbest" if nbest else
+                                     f"not with --format {output_format}",
+                                     param_hint="'--attention'")
         translate_with_attention(run, input, output, attention, attention_layer,
                                  attention_heads, device=_device(device), overrides=overrides)
         return
     translate_file(run, input, output, device=_device(device), overrides=overrides,
-                   nbest=nbest, search=engine)
+                   nbest=nbest, search=engine, output_format=output_format)
 
 
 @app.command("export")

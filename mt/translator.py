@@ -5,6 +5,7 @@ the Search protocol (CTranslate2's, mt.ct2.search)."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -15,10 +16,11 @@ import numpy as np
 import torch
 
 from mt.checkpoint import Run, load_run
-from mt.config import DecodeConfig
+from mt.config import Config, DecodeConfig, config_from_dict
 from mt.data import group_bounds, pad
 from mt.decode import Hypothesis, beam_search, greedy, sample, sequence_scores
 from mt.device import has_native_bf16
+from mt.errors import ConfigError
 from mt.log import warn
 from mt.model import Seq2Seq
 
@@ -83,25 +85,24 @@ def _decoding_model(model: Seq2Seq, dtype: str, device: torch.device) -> Seq2Seq
     return copy.deepcopy(model).to(torch.bfloat16)
 
 
-SEARCHES = ("mt", "ctranslate2")  # what open_translator can search with (`mt translate --engine`)
+SEARCHES = ("mt", "ctranslate2")  # what Translator.load can search with (`mt translate --engine`)
 
 
-def open_translator(path: Path, search: str = "mt", device: torch.device | str = "cpu",
-                    overrides: Sequence[str] = ()) -> Translator:
-    """A Translator for a run directory or checkpoint, its config overridden (`key=value`).
-
-    search: mt (its own decoders), or ctranslate2, for which path may also be an `mt export`
-    directory (else the run is exported on the fly).
-    """
-    if search == "mt":
-        return Translator(load_run(path, device, overrides), device=device)
-    from mt.ct2.search import open_ctranslate2  # an extra: imported only when asked for
-
-    run, ct2 = open_ctranslate2(path, device, overrides)
-    return Translator(run, device=device, search=ct2)
+def _with_options(cfg: Config, decode: DecodeConfig, options: dict) -> DecodeConfig:
+    """decode with some of its fields replaced (`beam=5`), checked as the config is: a wrong
+    key, type or range is a ConfigError naming it."""
+    raw = cfg.to_dict()
+    raw["decode"] = {**dataclasses.asdict(decode), **options}
+    return config_from_dict(raw, "Translator options").decode
 
 
 class Translator:
+    """Translates lists of lines (translate, translate_nbest) or streams of them, in input order.
+
+    Translator.load(path, ...) opens a run, a checkpoint or an export; the decoding options
+    (DecodeConfig's fields, e.g. beam=5) may be given there and again per call.
+    """
+
     def __init__(self, run: Run, decode: DecodeConfig | None = None,
                  device: torch.device | str = "cpu", search: Search | None = None):
         """decode: the run's config's decode section if None. search: ModelSearch on the run's
@@ -114,24 +115,61 @@ class Translator:
         self.src_tok, self.tgt_tok = run.src_tok, run.tgt_tok
         self.max_src = run.cfg.model.max_positions
         self.truncated = 0  # source lines cut to the model's positions
+        # Lines the streams read, sort and translate together (None: CHUNK_LINES); 1 answers
+        # each line as soon as it is read, for someone typing at a terminal.
+        self.chunk_lines: int | None = None
+
+    @classmethod
+    def load(cls, path: str | Path, device: torch.device | str = "cpu", search: str = "mt",
+             overrides: Sequence[str] = (), **decode) -> Translator:
+        """A Translator for a run directory (its best.pt), a checkpoint file or, with search
+        "ctranslate2", an `mt export` directory (a run is then exported on the fly).
+
+        search: one of SEARCHES. overrides: `key=value` items over the run's config, as
+        `--set`. decode: decoding options over its decode section, e.g. beam=5, nbest=3.
+        """
+        if search == "mt":
+            run = load_run(Path(path), device, overrides)
+            return cls(run, _with_options(run.cfg, run.cfg.decode, decode), device)
+        if search != "ctranslate2":
+            raise ConfigError(f"search {search!r}: expected {' or '.join(SEARCHES)}")
+        from mt.ct2.search import open_ctranslate2  # an extra: imported only when asked for
+
+        run, ct2 = open_ctranslate2(Path(path), device, overrides)
+        return cls(run, _with_options(run.cfg, run.cfg.decode, decode), device, ct2)
 
     @property
     def model(self) -> Seq2Seq | None:
         """The model mt's own search decodes with (in decode.dtype); None for another search."""
         return self.search.model if isinstance(self.search, ModelSearch) else None
 
-    def translate(self, lines: list[str]) -> list[str]:
-        """One output per input, in order; empty (or all-whitespace) input gives empty output."""
-        return [best[0].text for best in self._translate(lines, scored=False)]
+    def translate(self, lines: list[str], **decode) -> list[str]:
+        """One output per input, in order; empty (or all-whitespace) input gives empty output.
 
-    def translate_nbest(self, lines: list[str]) -> list[list[Translation]]:
-        """Up to decode.nbest distinct translations per input, best first, in input order.
+        decode: decoding options for this call only, e.g. beam=5."""
+        return [best[0].text for best in self._translate(lines, False, self._cfg(decode))]
+
+    def translate_nbest(self, lines: list[str], **decode) -> list[list[Translation]]:
+        """Up to decode.nbest distinct scored translations per input, best first, in input
+        order; decode: options for this call only, e.g. beam=5, nbest=3.
 
         An empty (or all-whitespace) input has one translation: the empty one, scored 0.0.
         """
-        return self._translate(lines, scored=True)
+        return self._translate(lines, True, self._cfg(decode))
 
-    def _translate(self, lines: list[str], scored: bool) -> list[list[Translation]]:
+    def _cfg(self, options: dict) -> DecodeConfig:
+        """The decoding config of one call: decode_cfg with its options."""
+        if not options:
+            return self.decode_cfg
+        cfg = _with_options(self.run.cfg, self.decode_cfg, options)
+        if cfg.dtype != self.decode_cfg.dtype and isinstance(self.search, ModelSearch):
+            raise ConfigError(f"decode.dtype {cfg.dtype}: the weights' dtype is chosen when the "
+                              f"Translator is made; give it to Translator.load(..., "
+                              f"dtype={cfg.dtype!r})")
+        return cfg
+
+    def _translate(self, lines: list[str], scored: bool, cfg: DecodeConfig
+                   ) -> list[list[Translation]]:
         ids = []
         for toks in self.src_tok.tokenize_many(lines):
             if len(toks) > self.max_src:
@@ -141,12 +179,12 @@ class Translator:
         out = [[Translation("", 0.0)] for _ in lines]
         order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
         # beam search decodes K rows per sentence, sampling one per sample: budget K x tokens
-        K = max(self.decode_cfg.beam, self.decode_cfg.samples)
+        K = max(cfg.beam, cfg.samples)
         sizes = np.array([K * len(ids[i]) for i in order], dtype=np.int64)
-        bounds = group_bounds(sizes, np.zeros_like(sizes), self.decode_cfg.batch_tokens)
+        bounds = group_bounds(sizes, np.zeros_like(sizes), cfg.batch_tokens)
         for group in (order[a:b] for a, b in zip(bounds[:-1], bounds[1:])):
             src = pad([ids[i] for i in group]).to(self.device)
-            found = self.search.search(src, self.decode_cfg, scored)
+            found = self.search.search(src, cfg, scored)
             for i, hyps in zip(group, found, strict=True):
                 out[i] = [Translation(self.detokenize(h.tokens), h.score) for h in hyps]
         return out
@@ -157,16 +195,16 @@ class Translator:
         # Only plain spaces inside a line, so no reader splits it into two.
         return " ".join(text.split())
 
-    def translate_stream(self, lines: Iterable[str]) -> Iterator[str]:
+    def translate_stream(self, lines: Iterable[str], **decode) -> Iterator[str]:
         """Translate an iterable of lines chunk by chunk, yielding outputs in input order."""
-        return (best[0].text for best in self.translate_nbest_stream(lines, scored=False))
+        return (best[0].text for best in self.translate_nbest_stream(lines, False, **decode))
 
-    def translate_nbest_stream(self, lines: Iterable[str], scored: bool = True
+    def translate_nbest_stream(self, lines: Iterable[str], scored: bool = True, **decode
                                ) -> Iterator[list[Translation]]:
         """translate_nbest over an iterable of lines, chunk by chunk, in input order."""
-        it = iter(lines)
-        while chunk := list(itertools.islice(it, CHUNK_LINES)):
-            yield from self._translate(chunk, scored)
+        cfg, it = self._cfg(decode), iter(lines)
+        while chunk := list(itertools.islice(it, self.chunk_lines or CHUNK_LINES)):
+            yield from self._translate(chunk, scored, cfg)
         if self.truncated:
             warn(f"{self.truncated} source line(s) longer than model.max_positions "
                  f"({self.max_src} tokens) were truncated")

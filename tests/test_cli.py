@@ -22,6 +22,8 @@ from mt.cli import main
     (["translate"], "Missing argument"),
     (["translate", "run", "--device"], "--device"),
     (["eval", "run", "--split", "dev"], "--split"),
+    (["translate", "run", "--format", "xml"], "'xml': expected text or jsonl"),
+    (["translate", "run", "--format", "jsonl", "--attention", "dir"], "not with --format jsonl"),
 ])
 def test_usage_errors_are_one_line_with_exit_2(cli, args, needle):
     r = cli(*args)

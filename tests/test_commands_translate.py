@@ -1,19 +1,24 @@
 """mt/commands/translate.py: `mt translate` on bad paths and bytes, under load, and when it is
-interrupted: one output line per input line, and no partial output file."""
+interrupted: one output line per input line, and no partial output file; its JSON lines, and
+a terminal's lines answered as they are typed."""
 
 import errno
+import fcntl
+import json
 import os
+import select
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 
 import pytest
 
 import mt.translator
-from conftest import ROOT, assert_user_error, leftovers, run_mt
-from mt.commands.translate import translate_file
+from conftest import ROOT, THREADS, assert_user_error, leftovers, run_mt
+from mt.commands.translate import PROMPT, translate_file
 from mt.translator import CHUNK_LINES, Translator
 
 
@@ -170,3 +175,97 @@ def test_signal_mid_translation_leaves_no_partial_output(tmp_path, tiny_run, sig
     assert word in err.decode() and "Traceback" not in err.decode()
     assert out.read_text() == "previous translations\n"
     assert leftovers(tmp_path) == []
+
+
+JSONL_LINES = ["Today you have eight cats.", "", "Yesterday we had sixty old houses.", "   ",
+               "Gestern \u2028 Häuser \"quoted\"\tand a tab", "We have two dogs."]
+
+
+def test_jsonl_is_the_text_and_nbest_formats_as_json_lines(cli, tiny_run):
+    text = ("\n".join(JSONL_LINES) + "\n").encode("utf-8")
+    nbest = cli("translate", tiny_run, "--beam", "3", "--nbest", "2", stdin=text)
+    plain = cli("translate", tiny_run, "--beam", "3", stdin=text)
+    as_json = cli("translate", tiny_run, "--beam", "3", "--nbest", "2", "--format", "jsonl",
+                  stdin=text)
+    best_json = cli("translate", tiny_run, "--beam", "3", "--format", "jsonl", stdin=text)
+    for r in (nbest, plain, as_json, best_json):
+        assert r.code == 0, r.err
+    records = [json.loads(line) for line in as_json.out.split("\n")[:-1]]
+    best = [json.loads(line) for line in best_json.out.split("\n")[:-1]]
+    assert len(records) == len(best) == len(JSONL_LINES)  # one line each, none split
+    rows = [line.split("\t") for line in nbest.out.splitlines()]
+    for i, (line, record, one) in enumerate(zip(JSONL_LINES, records, best, strict=True)):
+        assert record["src"] == one["src"] == line
+        mine = [(row[2], float(row[1])) for row in rows if int(row[0]) == i]
+        assert [t["text"] for t in record["nbest"]] == [text for text, _ in mine]
+        assert [t["score"] for t in record["nbest"]] == pytest.approx(
+            [score for _, score in mine], abs=1e-4)
+        assert (record["text"], record["score"]) == (mine[0][0], record["nbest"][0]["score"])
+        assert "nbest" not in one and one["text"] == record["text"]
+        assert one["score"] == pytest.approx(record["score"], abs=1e-4)
+        if not line.strip():
+            assert record == {"src": line, "text": "", "score": 0.0,
+                              "nbest": [{"text": "", "score": 0.0}]}
+    assert [r["text"] for r in best] == plain.out.split("\n")[:-1]
+
+
+def at_terminal(run, *args: str) -> tuple[subprocess.Popen, int]:
+    """`mt translate RUN ARGS` with a terminal (a pty) as its stdin and controlling terminal,
+    as when someone types into it: (the process, the terminal's side to type into)."""
+    typed, tty = os.openpty()
+
+    def own_terminal():  # after start_new_session's setsid: Ctrl-C typed is its SIGINT
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    p = subprocess.Popen([sys.executable, "-m", "mt", "translate", str(run), *args], cwd=ROOT,
+                         stdin=tty, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env={**os.environ, **THREADS, "MT_DEBUG": ""}, start_new_session=True,
+                         preexec_fn=own_terminal)
+    os.close(tty)
+    return p, typed
+
+
+def read_until(stream, end: bytes, timeout: float = 300) -> bytes:
+    """Bytes from a pipe up to and including `end`, failing if they take longer than timeout."""
+    data, deadline = b"", time.monotonic() + timeout
+    while not data.endswith(end):
+        ready, _, _ = select.select([stream], [], [], max(0.0, deadline - time.monotonic()))
+        assert ready, f"waited {timeout}s for {end!r}; got {data!r}"
+        byte = os.read(stream.fileno(), 1)
+        assert byte, f"closed before {end!r}; got {data!r}"
+        data += byte
+    return data
+
+
+def test_lines_typed_at_a_terminal_are_answered_one_by_one(tiny_run):
+    lines = ["Yesterday we saw forty two red dogs.", "", "I need seven hundred eleven books."]
+    want = Translator.load(tiny_run).translate(lines)
+    p, typed = at_terminal(tiny_run)
+    try:
+        for line, translation in zip(lines, want, strict=True):
+            assert read_until(p.stderr, PROMPT.encode()).endswith(PROMPT.encode())
+            os.write(typed, line.encode() + b"\n")
+            # Its translation comes while the terminal is still open and nothing more is typed.
+            assert read_until(p.stdout, b"\n").decode() == translation + "\n"
+            assert p.poll() is None
+        read_until(p.stderr, PROMPT.encode())
+        os.write(typed, b"\x04")  # Ctrl-D: the end
+        out, err = p.communicate(timeout=60)
+    finally:
+        os.close(typed)
+    assert p.returncode == 0 and out == b"", err
+    assert "Traceback" not in err.decode()
+
+    p, typed = at_terminal(tiny_run, "--format", "jsonl")
+    try:
+        read_until(p.stderr, PROMPT.encode())
+        os.write(typed, lines[0].encode() + b"\n")
+        assert json.loads(read_until(p.stdout, b"\n"))["text"] == want[0]
+        read_until(p.stderr, PROMPT.encode())
+        os.write(typed, b"\x03")  # Ctrl-C: exit 130, as anywhere else
+        _, err = p.communicate(timeout=60)
+    finally:
+        os.close(typed)
+    assert p.returncode == 130 and "interrupted" in err.decode(), err
+    assert "Traceback" not in err.decode()

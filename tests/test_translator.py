@@ -1,15 +1,23 @@
 """mt/translator.py: batch translation keeps order and empty lines, n-best lists and their
-format, decoding options and dtypes, and streaming without reading ahead."""
+format, decoding options and dtypes, and streaming without reading ahead; the Python API
+(Translator.load, per-call options, `from mt import Translator` and the README's example)."""
+
+import contextlib
+import io
+import re
+import subprocess
+import sys
 
 import pytest
 import torch
 
-from conftest import TOY, assert_user_error, run_mt
+from conftest import ROOT, TOY, assert_user_error, run_mt
 from mt.checkpoint import load_run
 from mt.config import DecodeConfig
 from mt.data import pad
 from mt.decode import beam_search
-from mt.translator import CHUNK_LINES, Translator
+from mt.errors import ConfigError
+from mt.translator import CHUNK_LINES, Translation, Translator
 
 
 @pytest.fixture(scope="session")
@@ -123,3 +131,54 @@ def test_cli_decoding_options_override_the_run_config(tiny_run, tmp_path):
     assert len(words) == 4 and all(1 <= w <= 2 for w in words)
     bad = run_mt("translate", str(tiny_run), "--beam", "2", "--nbest", "3", input="a\n")
     assert_user_error(bad, 3, "decode.nbest")
+
+
+def test_import_mt_is_cheap_and_the_translator_comes_on_first_use():
+    code = ("import sys, mt; print('torch' in sys.modules); from mt import Translator, "
+            "Translation; import mt.translator as t; print('torch' in sys.modules, "
+            "Translator is t.Translator, Translation is t.Translation)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert p.stdout.split() == ["False", "True", "True", "True"], p.stderr
+    with pytest.raises(AttributeError, match="no attribute 'Translater'"):
+        import mt
+
+        mt.Translater  # noqa: B018
+
+
+def test_load_takes_decoding_options_once_and_per_call(tiny_run):
+    beam3 = Translator.load(tiny_run, beam=3, nbest=2)
+    assert (beam3.decode_cfg.beam, beam3.decode_cfg.nbest) == (3, 2)
+    want = Translator(load_run(tiny_run), DecodeConfig(beam=3, nbest=2)).translate_nbest(LINES)
+    got = beam3.translate_nbest(LINES)
+    assert all(isinstance(t, Translation) for ts in got for t in ts)
+    assert [[t.text for t in ts] for ts in got] == [[t.text for t in ts] for ts in want]
+    plain = Translator.load(str(tiny_run))  # a str path too
+    assert plain.decode_cfg == load_run(tiny_run).cfg.decode
+    per_call = plain.translate_nbest(LINES, beam=3, nbest=2)
+    assert [[t.text for t in ts] for ts in per_call] == [[t.text for t in ts] for ts in got]
+    assert plain.decode_cfg.beam == 1 and plain.translate(LINES, beam=3) == [
+        ts[0].text for ts in got]
+    assert list(plain.translate_stream(iter(LINES), beam=3)) == [ts[0].text for ts in got]
+    for options, needle in (({"beam": 0}, "decode.beam must be at least 1"),
+                            ({"nbest": 2}, "decode.nbest (2) must be between 1 and decode.beam"),
+                            ({"bem": 2}, "did you mean 'beam'"),
+                            ({"beam": "wide"}, "'decode.beam' must be int"),
+                            ({"dtype": "bf16"}, "give it to Translator.load")):
+        with pytest.raises(ConfigError, match=re.escape(needle)):
+            plain.translate(LINES, **options)
+    with pytest.raises(ConfigError, match="decode.length_norm must be"):
+        Translator.load(tiny_run, length_norm="bogus")
+    with pytest.raises(ConfigError, match="expected mt or ctranslate2"):
+        Translator.load(tiny_run, search="marian")
+
+
+def test_the_readme_python_example_runs(tiny_run):
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```python\n")[1].split("```")[0]
+    assert '"runs/toy"' in block
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(block.replace('"runs/toy"', repr(str(tiny_run))), {})
+    printed = out.getvalue().splitlines()
+    assert printed[0].startswith("['") and printed[0].endswith("', '']")
+    assert 1 <= len(printed[1:]) <= 2 and all(float(line.split()[0]) < 0 for line in printed[1:])

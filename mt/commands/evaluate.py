@@ -12,7 +12,7 @@ from mt.commands.output import check_output_path, write_output
 from mt.data import read_parallel, split_path
 from mt.errors import DataError
 from mt.metrics import full_score
-from mt.translator import open_translator
+from mt.translator import Translator
 
 SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming that split
 
@@ -33,7 +33,7 @@ def evaluate(run_path: Path, split: str = "test", src: str | None = None,
                         "--ref FILE")
     if output:
         check_output_path(output)  # before minutes of translating, not after
-    translator = open_translator(run_path, search, device, overrides)
+    translator = Translator.load(run_path, device, search, overrides)
     run = translator.run
     if src is None:
         d = run.cfg.data

@@ -1,49 +1,98 @@
 """`mt translate`: a file (or stdin) through a Translator, one output line per input line (or
-the n-best format)."""
+the n-best format, or one JSON object per input line). Typed at a terminal, each line is
+translated as soon as it is entered."""
 
 from __future__ import annotations
 
+import collections
+import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tqdm import tqdm
 
 from mt.commands.output import check_input_path, check_output_path, write_output
 from mt.textio import iter_lines
-from mt.translator import format_nbest, open_translator
+from mt.translator import Translation, Translator, format_nbest
+
+FORMATS = ("text", "jsonl")  # `mt translate --format`
+PROMPT = "> "  # on stderr, before each line typed at a terminal
 
 
 def translate_file(run_path: Path, src: str, out: str, device: str = "cpu",
-                   overrides: Sequence[str] = (), nbest: bool = False, search: str = "mt"
-                   ) -> int:
+                   overrides: Sequence[str] = (), nbest: bool = False, search: str = "mt",
+                   output_format: str = "text") -> int:
     """`mt translate`: '-' means stdin/stdout. A file output appears only when complete.
 
     overrides: `key=value` items over the run's saved config (`--set` and the decoding
-    options). search: mt or ctranslate2 (mt.translator.SEARCHES). The n-best format
-    (`format_nbest`) is written when `nbest` is set or decode.nbest or decode.samples is > 1.
+    options). search: mt or ctranslate2 (mt.translator.SEARCHES). output_format: text, where
+    the n-best format (`format_nbest`) is written when `nbest` is set or decode.nbest or
+    decode.samples is > 1; or jsonl (`format_jsonl`).
     """
     check_input_path(src)
     check_output_path(out)
-    translator = open_translator(run_path, search, device, overrides)
+    translator = Translator.load(run_path, device, search, overrides)
     nbest = nbest or translator.decode_cfg.nbest > 1 or translator.decode_cfg.samples > 1
     lines = iter_lines(src)
-    bar = tqdm(desc="translate", unit=" lines", disable=None, file=sys.stderr)
+    interactive = src == "-" and sys.stdin.isatty()
+    if interactive:  # someone typing: answer each line, not each chunk of them
+        translator.chunk_lines = 1
+        lines = prompted(lines)
+    bar = tqdm(desc="translate", unit=" lines", disable=interactive or None, file=sys.stderr)
     count = 0
 
     def write_all(handle) -> None:
         nonlocal count
-        if nbest:
-            for i, translations in enumerate(translator.translate_nbest_stream(lines)):
-                handle.write(format_nbest(i, translations))
-                count += 1
-                bar.update()
-            return
-        for hyp in translator.translate_stream(lines):
-            handle.write(hyp + "\n")
+        for text in formatted(translator, lines, output_format, nbest):
+            handle.write(text)  # stdout is flushed line by line (write_output)
             count += 1
             bar.update()
 
     write_output(out, write_all)
     bar.close()
     return count
+
+
+def formatted(translator: Translator, lines: Iterator[str], output_format: str, nbest: bool
+              ) -> Iterator[str]:
+    """What is written for each input line, in order: its translation, its n-best lines, or
+    its JSON object, each ending in a newline."""
+    if output_format == "jsonl":
+        sources: collections.deque[str] = collections.deque()  # read, not yet written
+
+        def read() -> Iterator[str]:
+            for line in lines:
+                sources.append(line)
+                yield line
+
+        for found in translator.translate_nbest_stream(read()):
+            yield format_jsonl(sources.popleft(), found, nbest)
+    elif nbest:
+        for i, found in enumerate(translator.translate_nbest_stream(lines)):
+            yield format_nbest(i, found)
+    else:
+        for text in translator.translate_stream(lines):
+            yield text + "\n"
+
+
+def format_jsonl(src: str, translations: list[Translation], nbest: bool) -> str:
+    """One JSON line: {"src", "text", "score"} of the best translation, and with nbest every
+    translation, best first, as "nbest": [{"text", "score"}, ...]."""
+    best = translations[0]
+    record = {"src": src, "text": best.text, "score": best.score}
+    if nbest:
+        record["nbest"] = [{"text": t.text, "score": t.score} for t in translations]
+    # ASCII (non-ASCII as \u escapes): no reader can split a line on U+2028 or U+0085.
+    return json.dumps(record) + "\n"
+
+
+def prompted(lines: Iterator[str]) -> Iterator[str]:
+    """The lines typed at a terminal, each asked for with PROMPT on stderr."""
+    while True:
+        print(PROMPT, end="", file=sys.stderr, flush=True)
+        line = next(lines, None)
+        if line is None:  # Ctrl-D: end the prompt's line, so the shell's starts on its own
+            print(file=sys.stderr)
+            return
+        yield line
