@@ -216,6 +216,10 @@ def translate(
                                       help="text, or jsonl: one JSON object per input line, "
                                       '{"src", "text", "score"} (and "nbest": [...] with '
                                       "--nbest)."),
+    workers: int = typer.Option(1, "--workers", min=1,
+                                help="Processes translating chunks of the input, each with "
+                                "the available cores shared out as torch threads; output in "
+                                "order. Not with --engine ctranslate2."),
     overrides: list[str] = (),
 ) -> None:
     """Translate line by line: exactly one output line per input line, in order.
@@ -237,8 +241,10 @@ def translate(
         translate_with_attention(run, input, output, attention, attention_layer,
                                  attention_heads, device=_device(device), overrides=overrides)
         return
+    if workers > 1 and engine != "mt":  # CTranslate2 has its own threads (ctranslate2.md)
+        raise typer.BadParameter(f"not with --engine {engine}", param_hint="'--workers'")
     translate_file(run, input, output, device=_device(device), overrides=overrides,
-                   nbest=nbest, search=engine, output_format=output_format)
+                   nbest=nbest, search=engine, output_format=output_format, workers=workers)
 
 
 @app.command("export")

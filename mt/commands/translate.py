@@ -22,13 +22,14 @@ PROMPT = "> "  # on stderr, before each line typed at a terminal
 
 def translate_file(run_path: Path, src: str, out: str, device: str = "cpu",
                    overrides: Sequence[str] = (), nbest: bool = False, search: str = "mt",
-                   output_format: str = "text") -> int:
+                   output_format: str = "text", workers: int = 1) -> int:
     """`mt translate`: '-' means stdin/stdout. A file output appears only when complete.
 
     overrides: `key=value` items over the run's saved config (`--set` and the decoding
     options). search: mt or ctranslate2 (mt.translator.SEARCHES). output_format: text, where
     the n-best format (`format_nbest`) is written when `nbest` is set or decode.nbest or
-    decode.samples is > 1; or jsonl (`format_jsonl`).
+    decode.samples is > 1; or jsonl (`format_jsonl`). workers: processes translating chunks
+    of the input (mt.commands.parallel); 1 translates here, as does a terminal's input.
     """
     check_input_path(src)
     check_output_path(out)
@@ -39,25 +40,32 @@ def translate_file(run_path: Path, src: str, out: str, device: str = "cpu",
     if interactive:  # someone typing: answer each line, not each chunk of them
         translator.chunk_lines = 1
         lines = prompted(lines)
+    if workers > 1 and not interactive:
+        from mt.commands.parallel import parallel_formatted
+
+        chunks = parallel_formatted(run_path, str(translator.device), search, overrides, lines,
+                                    output_format, nbest, workers)
+    else:
+        chunks = ([text] for text in formatted(translator, lines, output_format, nbest))
     bar = tqdm(desc="translate", unit=" lines", disable=interactive or None, file=sys.stderr)
     count = 0
 
     def write_all(handle) -> None:
         nonlocal count
-        for text in formatted(translator, lines, output_format, nbest):
-            handle.write(text)  # stdout is flushed line by line (write_output)
-            count += 1
-            bar.update()
+        for texts in chunks:
+            handle.writelines(texts)  # stdout is flushed line by line (write_output)
+            count += len(texts)
+            bar.update(len(texts))
 
     write_output(out, write_all)
     bar.close()
     return count
 
 
-def formatted(translator: Translator, lines: Iterator[str], output_format: str, nbest: bool
-              ) -> Iterator[str]:
+def formatted(translator: Translator, lines: Iterator[str], output_format: str, nbest: bool,
+              start: int = 0) -> Iterator[str]:
     """What is written for each input line, in order: its translation, its n-best lines, or
-    its JSON object, each ending in a newline."""
+    its JSON object, each ending in a newline. start: the n-best index of the first line."""
     if output_format == "jsonl":
         sources: collections.deque[str] = collections.deque()  # read, not yet written
 
@@ -69,7 +77,7 @@ def formatted(translator: Translator, lines: Iterator[str], output_format: str, 
         for found in translator.translate_nbest_stream(read()):
             yield format_jsonl(sources.popleft(), found, nbest)
     elif nbest:
-        for i, found in enumerate(translator.translate_nbest_stream(lines)):
+        for i, found in enumerate(translator.translate_nbest_stream(lines), start):
             yield format_nbest(i, found)
     else:
         for text in translator.translate_stream(lines):

@@ -1,0 +1,83 @@
+"""`mt translate --workers N`: chunks of the input translated in N processes, each with its own
+Translator, written in input order with a few chunks in flight, so memory stays bounded."""
+
+from __future__ import annotations
+
+import collections
+import itertools
+import multiprocessing
+import os
+import signal
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from pathlib import Path
+
+import torch
+
+import mt.translator
+from mt.errors import MTError
+from mt.log import warn
+from mt.translator import Translator
+
+_translator: Translator | None = None  # a worker's own, loaded once
+
+
+def threads_per_worker(workers: int) -> int:
+    """The available cores shared out: torch threads for each of `workers` processes."""
+    return max(1, len(os.sched_getaffinity(0)) // workers)
+
+
+def parallel_formatted(run_path: Path, device: str, search: str, overrides: Sequence[str],
+                       lines: Iterator[str], output_format: str, nbest: bool, workers: int
+                       ) -> Iterator[list[str]]:
+    """What translate.formatted writes, one list per chunk of CHUNK_LINES input lines (one
+    string per line), in input order, from `workers` processes."""
+    # spawn, not fork: a forked child inherits torch's thread pools in whatever state they are.
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_start_worker,
+                               initargs=(run_path, device, search, tuple(overrides),
+                                         threads_per_worker(workers)))
+    pending: collections.deque = collections.deque()
+    truncated, size = 0, mt.translator.CHUNK_LINES  # the chunks one process would translate
+    try:
+        for start in itertools.count(0, size):
+            chunk = list(itertools.islice(lines, size))
+            if chunk:
+                pending.append(pool.submit(_translate_chunk, chunk, start, output_format, nbest))
+            while pending and (len(pending) > 2 * workers or not chunk):
+                texts, cut = pending.popleft().result()
+                truncated += cut
+                yield texts
+            if not chunk:
+                break
+    except BrokenProcessPool:
+        raise MTError("a translation worker process died (killed, or out of memory?); try "
+                      "fewer --workers") from None
+    finally:  # interrupted or failed: stop the workers now, not after their chunks
+        pool.shutdown(wait=False, cancel_futures=True)
+        for child in multiprocessing.active_children():
+            child.terminate()
+    if truncated:
+        warn(f"{truncated} source line(s) longer than model.max_positions were truncated")
+
+
+def _start_worker(run_path: Path, device: str, search: str, overrides: tuple[str, ...],
+                  threads: int) -> None:
+    global _translator
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
+    torch.set_num_threads(threads)
+    _translator = Translator.load(run_path, device, search, overrides)
+
+
+def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bool
+                     ) -> tuple[list[str], int]:
+    """formatted() of one chunk (n-best indices from `start`) and its truncated line count."""
+    from mt.commands.translate import formatted  # it imports this module
+
+    _translator.truncated = 0
+    # Exactly one output per line, leaving the stream unfinished: it would warn about its
+    # truncated lines for every chunk; the main process warns once for the whole input.
+    texts = list(itertools.islice(formatted(_translator, iter(chunk), output_format, nbest,
+                                            start), len(chunk)))
+    return texts, _translator.truncated

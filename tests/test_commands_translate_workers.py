@@ -1,0 +1,67 @@
+"""mt translate --workers N (mt/commands/parallel.py): the same bytes as one process, in every
+format, to a file and to stdout; usage errors; and no partial output file when interrupted."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import mt.translator
+from conftest import ROOT, THREADS, assert_user_error, leftovers
+
+WORDS = "one two three four five six seven eight nine ten".split()
+FORMATS = {"text": [], "nbest": ["--beam", "3", "--nbest", "2"],
+           "jsonl": ["--beam", "2", "--nbest", "2", "--format", "jsonl"]}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_workers_write_the_same_bytes_as_one_process(cli, tmp_path, tiny_run, monkeypatch, fmt):
+    lines = ["" if i % 7 == 0 else " ".join(WORDS[(i + k) % 10] for k in range(i % 9 + 1))
+             for i in range(300)]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n")
+    monkeypatch.setattr(mt.translator, "CHUNK_LINES", 40)  # 8 chunks, more than are in flight
+    outs = {}
+    for workers in ("1", "2"):
+        out = tmp_path / f"out{workers}.txt"
+        to_file = cli("translate", tiny_run, "-i", src, "-o", out, "--workers", workers,
+                      *FORMATS[fmt])
+        to_stdout = cli("translate", tiny_run, "-i", src, "--workers", workers, *FORMATS[fmt])
+        assert to_file.code == to_stdout.code == 0, (to_file.err, to_stdout.err)
+        outs[workers] = out.read_bytes()
+        assert to_stdout.out.encode("utf-8") == outs[workers]
+    assert outs["2"] == outs["1"]
+    if fmt == "nbest":  # indices run over the whole input, not restarting at each chunk
+        assert outs["1"].decode().splitlines()[-1].split("\t")[0] == "299"
+    else:
+        assert outs["1"].count(b"\n") == 300
+
+
+def test_workers_usage_errors(cli, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("one\n")
+    assert_user_error(cli("translate", tmp_path, "-i", src, "--workers", "0"), 2, "--workers")
+    assert_user_error(cli("translate", tmp_path, "-i", src, "--workers", "2", "--engine",
+                          "ctranslate2"), 2, "--workers", "not with --engine ctranslate2")
+
+
+def test_sigterm_with_workers_leaves_no_partial_output(tmp_path, tiny_run):
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text(" ".join(WORDS) + "\n" + "one two three\n" * 200_000)
+    p = subprocess.Popen([sys.executable, "-m", "mt", "translate", str(tiny_run), "-i", str(src),
+                          "-o", str(out), "--workers", "2"], cwd=ROOT, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, env={**os.environ, **THREADS, "MT_DEBUG": ""})
+    deadline = time.monotonic() + 300
+    while not leftovers(tmp_path) and time.monotonic() < deadline:  # writing has begun
+        assert p.poll() is None, p.communicate()
+        time.sleep(0.1)
+    time.sleep(5)  # the workers are started, and translating
+    assert p.poll() is None, p.communicate()
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=60)
+    assert p.returncode == 143, err
+    assert "terminated" in err.decode() and "Traceback" not in err.decode(), err
+    assert not out.exists() and leftovers(tmp_path) == []
