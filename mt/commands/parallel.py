@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 import mt.translator
+from mt.commands.formats import formatted
 from mt.errors import MTError
 from mt.log import warn
 from mt.translator import Translator
@@ -31,7 +32,7 @@ def threads_per_worker(workers: int) -> int:
 def parallel_formatted(run_path: Path, device: str, search: str, overrides: Sequence[str],
                        lines: Iterator[str], output_format: str, nbest: bool, workers: int
                        ) -> Iterator[list[str]]:
-    """What translate.formatted writes, one list per chunk of CHUNK_LINES input lines (one
+    """What formats.formatted writes, one list per chunk of CHUNK_LINES input lines (one
     string per line), in input order, from `workers` processes."""
     # spawn, not fork: a forked child inherits torch's thread pools in whatever state they are.
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
@@ -73,8 +74,6 @@ def _start_worker(run_path: Path, device: str, search: str, overrides: tuple[str
 def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bool
                      ) -> tuple[list[str], int]:
     """formatted() of one chunk (n-best indices from `start`) and its truncated line count."""
-    from mt.commands.translate import formatted  # it imports this module
-
     _translator.truncated = 0
     # Exactly one output per line, leaving the stream unfinished: it would warn about its
     # truncated lines for every chunk; the main process warns once for the whole input.

@@ -4,17 +4,16 @@ translated as soon as it is entered."""
 
 from __future__ import annotations
 
-import collections
-import json
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from tqdm import tqdm
 
+from mt.commands.formats import formatted
 from mt.commands.output import check_input_path, check_output_path, write_output
 from mt.textio import iter_lines
-from mt.translator import Translation, Translator, format_nbest
+from mt.translator import Translator
 
 FORMATS = ("text", "jsonl")  # `mt translate --format`
 PROMPT = "> "  # on stderr, before each line typed at a terminal
@@ -28,8 +27,8 @@ def translate_file(run_path: Path, src: str, out: str, device: str = "cpu",
     overrides: `key=value` items over the run's saved config (`--set` and the decoding
     options). search: mt or ctranslate2 (mt.translator.SEARCHES). output_format: text, where
     the n-best format (`format_nbest`) is written when `nbest` is set or decode.nbest or
-    decode.samples is > 1; or jsonl (`format_jsonl`). workers: processes translating chunks
-    of the input (mt.commands.parallel); 1 translates here, as does a terminal's input.
+    decode.samples is > 1; or jsonl (mt.commands.formats). workers: processes translating
+    chunks of the input (mt.commands.parallel); 1 translates here, as does a terminal's input.
     """
     check_input_path(src)
     check_output_path(out)
@@ -60,39 +59,6 @@ def translate_file(run_path: Path, src: str, out: str, device: str = "cpu",
     write_output(out, write_all)
     bar.close()
     return count
-
-
-def formatted(translator: Translator, lines: Iterator[str], output_format: str, nbest: bool,
-              start: int = 0) -> Iterator[str]:
-    """What is written for each input line, in order: its translation, its n-best lines, or
-    its JSON object, each ending in a newline. start: the n-best index of the first line."""
-    if output_format == "jsonl":
-        sources: collections.deque[str] = collections.deque()  # read, not yet written
-
-        def read() -> Iterator[str]:
-            for line in lines:
-                sources.append(line)
-                yield line
-
-        for found in translator.translate_nbest_stream(read()):
-            yield format_jsonl(sources.popleft(), found, nbest)
-    elif nbest:
-        for i, found in enumerate(translator.translate_nbest_stream(lines), start):
-            yield format_nbest(i, found)
-    else:
-        for text in translator.translate_stream(lines):
-            yield text + "\n"
-
-
-def format_jsonl(src: str, translations: list[Translation], nbest: bool) -> str:
-    """One JSON line: {"src", "text", "score"} of the best translation, and with nbest every
-    translation, best first, as "nbest": [{"text", "score"}, ...]."""
-    best = translations[0]
-    record = {"src": src, "text": best.text, "score": best.score}
-    if nbest:
-        record["nbest"] = [{"text": t.text, "score": t.score} for t in translations]
-    # ASCII (non-ASCII as \u escapes): no reader can split a line on U+2028 or U+0085.
-    return json.dumps(record) + "\n"
 
 
 def prompted(lines: Iterator[str]) -> Iterator[str]:

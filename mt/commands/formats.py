@@ -1,0 +1,43 @@
+"""What `mt translate` writes for each input line, in each --format: text, the n-best format,
+or one JSON object (shared by one process and --workers)."""
+
+from __future__ import annotations
+
+import collections
+import json
+from collections.abc import Iterator
+
+from mt.translator import Translation, Translator, format_nbest
+
+
+def formatted(translator: Translator, lines: Iterator[str], output_format: str, nbest: bool,
+              start: int = 0) -> Iterator[str]:
+    """What is written for each input line, in order: its translation, its n-best lines, or
+    its JSON object, each ending in a newline. start: the n-best index of the first line."""
+    if output_format == "jsonl":
+        sources: collections.deque[str] = collections.deque()  # read, not yet written
+
+        def read() -> Iterator[str]:
+            for line in lines:
+                sources.append(line)
+                yield line
+
+        for found in translator.translate_nbest_stream(read()):
+            yield format_jsonl(sources.popleft(), found, nbest)
+    elif nbest:
+        for i, found in enumerate(translator.translate_nbest_stream(lines), start):
+            yield format_nbest(i, found)
+    else:
+        for text in translator.translate_stream(lines):
+            yield text + "\n"
+
+
+def format_jsonl(src: str, translations: list[Translation], nbest: bool) -> str:
+    """One JSON line: {"src", "text", "score"} of the best translation, and with nbest every
+    translation, best first, as "nbest": [{"text", "score"}, ...]."""
+    best = translations[0]
+    record = {"src": src, "text": best.text, "score": best.score}
+    if nbest:
+        record["nbest"] = [{"text": t.text, "score": t.score} for t in translations]
+    # ASCII (non-ASCII as \u escapes): no reader can split a line on U+2028 or U+0085.
+    return json.dumps(record) + "\n"
