@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from conftest import ROOT
 
 PACKAGE = ROOT / "mt"
@@ -137,6 +139,7 @@ def test_the_parser_sees_imports_inside_functions_relative_ones_and_parents(tmp_
         "mt.train.loop": 6}
 
 
+@pytest.mark.slow  # a fresh interpreter, which imports torch
 def test_training_imports_scoring_not_evaluate():
     code = ("import sys, mt.train.loop; "
             "print('mt.commands.evaluate' in sys.modules, 'mt.metrics' in sys.modules)")

@@ -26,6 +26,7 @@ def test_reasons_are_the_strings_metrics_jsonl_writes():
     assert StopReason("max_steps") is StopReason.MAX_STEPS
 
 
+@pytest.mark.slow  # a real (tiny) training run
 def test_the_end_record_of_a_run_holds_the_reasons_value(tmp_path):
     run = tmp_path / "run"
     sets = [*TINY, f"data.dir={ROOT / 'data' / 'toy'}", "model.d_model=32", "model.d_ff=64",

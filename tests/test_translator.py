@@ -133,6 +133,7 @@ def test_cli_decoding_options_override_the_run_config(tiny_run, tmp_path):
     assert_user_error(bad, 3, "decode.nbest")
 
 
+@pytest.mark.slow  # a fresh interpreter, which imports torch
 def test_import_mt_is_cheap_and_the_translator_comes_on_first_use():
     code = ("import sys, mt; print('torch' in sys.modules); from mt import Translator, "
             "Translation; import mt.translator as t; print('torch' in sys.modules, "
