@@ -10,6 +10,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from mt.checkpoint import open_run
 from mt.commands.formats import formatted
 from mt.commands.output import check_input_path, check_output_path, write_output
 from mt.textio import iter_lines
@@ -32,19 +33,22 @@ def translate_file(run_path: Path, src: str, out: str, device: str = "cpu",
     """
     check_input_path(src)
     check_output_path(out)
-    translator = Translator.load(run_path, device, search, overrides)
-    nbest = nbest or translator.decode_cfg.nbest > 1 or translator.decode_cfg.samples > 1
     lines = iter_lines(src)
     interactive = src == "-" and sys.stdin.isatty()
-    if interactive:  # someone typing: answer each line, not each chunk of them
-        translator.chunk_lines = 1
-        lines = prompted(lines)
     if workers > 1 and not interactive:
         from mt.commands.parallel import parallel_formatted
 
-        chunks = parallel_formatted(run_path, str(translator.device), search, overrides, lines,
-                                    output_format, nbest, workers)
+        # The workers load the model; this process only checks the run and reads its config.
+        decode = open_run(Path(run_path), overrides).cfg.decode
+        nbest = nbest or decode.nbest > 1 or decode.samples > 1
+        chunks = parallel_formatted(run_path, device, search, overrides, lines, output_format,
+                                    nbest, workers)
     else:
+        translator = Translator.load(run_path, device, search, overrides)
+        nbest = nbest or translator.decode_cfg.nbest > 1 or translator.decode_cfg.samples > 1
+        if interactive:  # someone typing: answer each line, not each chunk of them
+            translator.chunk_lines = 1
+            lines = prompted(lines)
         chunks = ([text] for text in formatted(translator, lines, output_format, nbest))
     bar = tqdm(desc="translate", unit=" lines", disable=interactive or None, file=sys.stderr)
     count = 0
