@@ -29,7 +29,7 @@ import numpy as np
 
 from benchmarks.harness import SMOKE_DATA, add_data_args, alternate, markdown, parse, parser, timer
 from mt.config import load_config
-from mt.token_cache import META, SIDES, TokenCache, open_cache
+from mt.token_cache import META, SIDES, TokenCache, open_corpora
 
 
 def drop_page_cache(entry: Path) -> None:
@@ -74,17 +74,17 @@ def main() -> None:
     d = load_config(args.config, [f"data.dir={args.data}"]).data
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         os.environ["MT_CACHE_DIR"] = tmp
-        small = open_cache(d)
+        small = open_corpora(d).entries[0]
         entry = small.path.with_name("big")
         assemble(small, entry, args.pairs)
-        opened = TokenCache.open(entry, d)
+        opened = TokenCache.open(entry)
 
         def load() -> None:
-            cache = TokenCache.open(entry, d)
+            cache = TokenCache.open(entry)
             cache.check()
             cache.data()
 
-        calls = {"load without the check": lambda: TokenCache.open(entry, d).data(),
+        calls = {"load without the check": lambda: TokenCache.open(entry).data(),
                  "load with the check": load, "the check alone": opened.check}
         # From the page cache: every page read by a load just before; cold: none of them.
         wheres = {"page cache": load, "cold": lambda: drop_page_cache(entry)}

@@ -63,11 +63,12 @@ def prepare(
     workers: int = typer.Option(0, "--workers", min=0,
                                 help="Tokenizer processes (default: one per available core)."),
 ) -> None:
-    """Tokenize the training split into the token cache now (docs/data.md);
-    `mt train` on the same data then starts at once. Prints the cache entry's directory."""
+    """Tokenize the training corpora into the token cache now (docs/data.md);
+    `mt train` on the same data then starts at once. Prints each corpus's cache entry."""
     from mt.commands.prepare import prepare as build
 
-    print(build(config, set_, workers).path)
+    for entry in build(config, set_, workers).entries:
+        print(entry.path)
 
 
 # Decoding options: `--KEY VALUE` is `--set decode.KEY=VALUE` (docs/decoding.md), typed as

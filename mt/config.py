@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import re
 import types
 import typing
 from collections.abc import Callable, Iterable, Sequence
@@ -21,9 +22,25 @@ Schedule = Literal["inverse_sqrt", "cosine", "linear"]  # learning-rate decay af
 LengthNorm = Literal["gnmt", "average", "none"]  # how beam search compares lengths
 DecodeDtype = Literal["float32", "bf16"]
 Sampling = Literal["none", "topk", "topp"]  # none: the search (greedy or beam) picks
+CorpusFormat = Literal["plain", "tsv"]
 SCHEDULES = typing.get_args(Schedule)
 LENGTH_NORMS = typing.get_args(LengthNorm)
 DECODE_DTYPES = typing.get_args(DecodeDtype)
+
+
+@dataclass
+class CorpusConfig:
+    """One training corpus of data.train (docs/data.md#several-corpora)."""
+
+    name: str = ""  # in the log and `mt info`; default: its prefix or file name
+    format: CorpusFormat = "plain"  # plain: two files; tsv: one file of source TAB target
+    dir: str | None = None  # where prefix's files are; null = data.dir
+    prefix: str = ""  # plain: files {dir}/{prefix}.{src_lang} and .{tgt_lang} (or .gz)
+    src: str = ""  # plain: or two explicit paths
+    tgt: str = ""
+    path: str = ""  # tsv: the file (.gz allowed)
+    weight: float = 1.0  # times the corpus is drawn per epoch: 2 = each pair twice, 0.5 = half
+    tag: str = ""  # a token like <bt> put before each source sentence of this corpus
 
 
 @dataclass
@@ -31,7 +48,9 @@ class DataConfig:
     src_lang: str = "en"  # language code of the source side: file suffix, spaCy language
     tgt_lang: str = "de"
     dir: str = "data/toy"  # files are {dir}/{split}.{lang}, plain or .gz
-    train: str = "toy.train"  # split names (file stems) inside dir; the defaults are the toy's
+    # split names (file stems) inside dir, the defaults the toy's; train may instead list
+    # corpora (CorpusConfig: files, weight, tag)
+    train: str | list[CorpusConfig] = "toy.train"
     val: str = "toy.val"
     test: str = "toy.test"
     lowercase: bool = False  # lowercase both sides before tokenizing
@@ -43,6 +62,11 @@ class DataConfig:
     spm_model_type: Literal["unigram", "bpe"] = "unigram"  # sentencepiece
     vocab_size: int = 8000  # sentencepiece: pieces per model, specials and 256 bytes included
     spm_max_sentences: int = 1000000  # sentencepiece: train on a sample this big; 0 = all lines
+    # sentencepiece subword regularization: > 0 samples segmentations of the training pairs
+    # (smoothing alpha); spm_samples of them are cached, epoch e uses number e mod spm_samples
+    spm_alpha: float = 0.0
+    spm_nbest: int = -1  # sample from the nbest best segmentations; -1 = all
+    spm_samples: int = 8
 
 
 @dataclass
@@ -204,6 +228,7 @@ def blamer(where: str, overrides: Sequence[str]) -> Callable[[str | tuple[str, .
 
     def blame(keys: str | tuple[str, ...]) -> str:
         keys = (keys,) if isinstance(keys, str) else keys
+        keys = tuple(re.sub(r"\[\d+\]", "", k) for k in keys)  # data.train[0].tag: data.train
         for set_key, item in sets:
             if any(f"{set_key}.".startswith(f"{key}.") or f"{key}.".startswith(f"{set_key}.")
                    for key in keys):
@@ -266,6 +291,9 @@ def _coerce(value: object, kind: type, blame: Callable[[str], str], key: str):
     else:
         kinds = (kind,)
     for k in kinds:
+        if typing.get_origin(k) is list and isinstance(value, list):
+            (item,) = typing.get_args(k)
+            return [_dataclass_from(item, v, blame, f"{key}[{i}].") for i, v in enumerate(value)]
         if k is type(None) and value is None:
             return None
         if k is bool and isinstance(value, bool):
@@ -285,7 +313,8 @@ def _coerce(value: object, kind: type, blame: Callable[[str], str], key: str):
     if isinstance(value, dict):
         raise ConfigError(f"{blame(key)}: '{key}' is a value, not a section; give "
                           "section.key=value")
-    names = " or ".join(getattr(k, "__name__", str(k)) for k in kinds)
+    names = " or ".join("a list" if typing.get_origin(k) is list
+                        else getattr(k, "__name__", str(k)) for k in kinds)
     raise ConfigError(f"{blame(key)}: '{key}' must be {names}, got {value!r}")
 
 
@@ -366,4 +395,61 @@ def _range_problems(cfg: Config) -> list[Problem]:
         (("decode.sampling", "decode.beam"), dec.sampling == "none" or dec.beam == 1,
          "decode.sampling draws one token at a time: it needs decode.beam 1"),
     ]
-    return [(keys, message) for keys, ok, message in checks if not ok]
+    problems = [(keys, message) for keys, ok, message in checks if not ok]
+    return problems + _corpus_problems(d)
+
+
+TAG = re.compile(r"<[^\s<>]+>")  # a corpus tag: one token in angle brackets, no spaces
+
+
+def corpora(d: DataConfig) -> list[CorpusConfig]:
+    """data.train as a list of corpora: a split name is one plain corpus under data.dir."""
+    if isinstance(d.train, str):
+        return [CorpusConfig(name=Path(d.train).name, prefix=d.train)]
+    return [dataclasses.replace(c, name=c.name or Path(c.prefix or c.path or c.src).name)
+            for c in d.train]
+
+
+def _corpus_problems(d: DataConfig) -> list[Problem]:
+    out: list[Problem] = []
+    if isinstance(d.train, list) and not d.train:
+        out.append(("data.train", "data.train lists no corpora"))
+    tagged: dict[str, tuple] = {}
+    names: set[str] = set()
+    for i, c in enumerate(corpora(d)):
+        key = f"data.train[{i}]"
+        files = (c.dir, c.prefix, c.src, c.tgt, c.path)
+        if c.format == "plain" and bool(c.prefix) == bool(c.src or c.tgt):
+            out.append((key, f"{key}: give prefix (files {{dir}}/{{prefix}}.{{lang}}), or src "
+                             "and tgt, for a plain corpus"))
+        elif c.format == "plain" and not c.prefix and not (c.src and c.tgt):
+            out.append((key, f"{key}: a plain corpus needs both src and tgt"))
+        elif c.format == "tsv" and (not c.path or c.prefix or c.src or c.tgt):
+            out.append((key, f"{key}: a tsv corpus is one file: give path (and no prefix, "
+                             "src or tgt)"))
+        if not c.weight > 0:
+            out.append((f"{key}.weight", f"{key}.weight must be positive, got {c.weight}"))
+        if c.tag and not TAG.fullmatch(c.tag):
+            out.append((f"{key}.tag", f"{key}.tag {c.tag!r}: write a tag as one token in "
+                                      "angle brackets, like <bt> or <2de>"))
+        if c.tag and tagged.setdefault(c.tag, files) != files:
+            out.append((f"{key}.tag", f"{key}.tag {c.tag}: another corpus has this tag; one "
+                                      "tag marks one corpus"))
+        if c.name in names:
+            out.append((f"{key}.name", f"{key}: two corpora are named {c.name!r}; give each "
+                                       "its own name"))
+        names.add(c.name)
+    spm = d.tokenizer == "sentencepiece"
+    checks = [
+        (("data.spm_alpha", "data.tokenizer"), d.spm_alpha == 0 or spm,
+         "data.spm_alpha samples SentencePiece segmentations: it needs data.tokenizer: "
+         "sentencepiece"),
+        ("data.spm_alpha", d.spm_alpha >= 0, "data.spm_alpha must be 0 (off) or positive"),
+        (("data.spm_alpha", "data.spm_model_type"),
+         d.spm_model_type == "unigram" or d.spm_alpha < 1,
+         "data.spm_alpha is BPE-dropout's probability for a bpe model: it must be below 1"),
+        ("data.spm_nbest", d.spm_nbest == -1 or d.spm_nbest > 1,
+         "data.spm_nbest must be -1 (all segmentations) or more than 1"),
+        ("data.spm_samples", d.spm_samples >= 1, "data.spm_samples must be at least 1"),
+    ]
+    return out + [(keys, message) for keys, ok, message in checks if not ok]

@@ -14,6 +14,7 @@ from typing import TypeVar
 import numpy as np
 import torch
 
+from mt.config import DataConfig, corpora
 from mt.errors import DataError
 from mt.textio import iter_lines
 from mt.tokenizers import Tokenizer
@@ -48,6 +49,56 @@ def iter_parallel(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
                         "other")
     if not n:
         raise DataError(f"{src_path}: file is empty; give a file with one sentence a line")
+
+
+def iter_tsv(path: Path) -> Iterator[tuple[str, str]]:
+    """Pairs of a file of `source TAB target` lines; a line with no tab or several is a
+    DataError naming it."""
+    n = 0
+    for n, line in enumerate(iter_lines(path), 1):
+        parts = line.split("\t")
+        if len(parts) != 2:
+            found = "no tab" if len(parts) == 1 else f"{len(parts) - 1} tabs"
+            raise DataError(f"{path}:{n}: expected source TAB target, found {found}; a tsv "
+                            "corpus has one tab a line")
+        yield parts[0], parts[1]
+    if not n:
+        raise DataError(f"{path}: file is empty; give a file with one pair a line")
+
+
+@dataclass(frozen=True)
+class CorpusFiles:
+    """One training corpus of a config, its files found (mt.config.CorpusConfig)."""
+
+    name: str
+    paths: tuple[Path, ...]  # plain: (source, target); tsv: (the file,)
+    weight: float
+    tag: str
+
+    def pairs(self) -> Iterator[tuple[str, str]]:
+        return iter_parallel(*self.paths) if len(self.paths) == 2 else iter_tsv(self.paths[0])
+
+    def side(self, k: int) -> Iterator[str]:
+        """The lines of side k (0 source, 1 target)."""
+        return (pair[k] for pair in self.pairs())
+
+    def __str__(self) -> str:
+        return " and ".join(map(str, self.paths))
+
+
+def training_corpora(d: DataConfig) -> list[CorpusFiles]:
+    """data.train's corpora, in the config's order."""
+    out = []
+    for c in corpora(d):
+        if c.format == "tsv":
+            paths: tuple[Path, ...] = (Path(c.path),)
+        elif c.prefix:
+            paths = tuple(split_path(c.dir or d.dir, c.prefix, lang)
+                          for lang in (d.src_lang, d.tgt_lang))
+        else:
+            paths = (Path(c.src), Path(c.tgt))
+        out.append(CorpusFiles(c.name, paths, c.weight, c.tag))
+    return out
 
 
 def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
@@ -103,19 +154,23 @@ class TokenArray:
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets).astype(np.int32)
 
-    def padded(self, rows: np.ndarray, bos: bool = False, eos: bool = False) -> torch.Tensor:
-        """Sequences `rows` as a (B, L) PAD-padded tensor; <bos> first and <eos> last if asked."""
+    def padded(self, rows: np.ndarray, bos: bool = False, eos: bool = False,
+               first: int | None = None, remap: np.ndarray | None = None) -> torch.Tensor:
+        """Sequences `rows` as a (B, L) PAD-padded tensor; <bos> (or the id `first`) first and
+        <eos> last if asked; ids looked up in `remap` when given."""
         rows = np.asarray(rows, dtype=np.int64)
         starts = self.offsets[rows]
         lens = self.offsets[rows + 1] - starts
-        lead = int(bos)
+        first = BOS if bos else first
+        lead = int(first is not None)
         out = np.full((len(rows), max(int(lens.max(initial=0)) + lead + eos, 1)), PAD,
                       dtype=np.int64)
         within = np.arange(lens.sum()) - np.repeat(np.cumsum(lens) - lens, lens)  # position in row
-        out[np.repeat(np.arange(len(rows)), lens), within + lead] = self.ids[
-            np.repeat(starts, lens) + within]
-        if bos:
-            out[:, 0] = BOS
+        ids = self.ids[np.repeat(starts, lens) + within]
+        out[np.repeat(np.arange(len(rows)), lens), within + lead] = (
+            ids if remap is None else remap[ids])
+        if lead:
+            out[:, 0] = first
         if eos:
             out[np.arange(len(rows)), lens + lead] = EOS
         return torch.from_numpy(out)
@@ -190,7 +245,31 @@ def _shuffle_batches(plan: BatchPlan, rng: np.random.Generator) -> BatchPlan:
     return BatchPlan(plan.pairs[moved + np.arange(len(plan.pairs))], bounds)
 
 
-class ParallelData:
+class Batched:
+    """What a set of pairs that plans and collates its batches offers besides."""
+
+    def plan(self, max_tokens: int, seed: int | None = None) -> BatchPlan:
+        raise NotImplementedError
+
+    def collate(self, pairs: np.ndarray) -> Batch:
+        raise NotImplementedError
+
+    def batches(self, max_tokens: int, seed: int | None = None) -> list[Batch]:
+        """Every batch of plan(max_tokens, seed), collated now: for small sets."""
+        plan = self.plan(max_tokens, seed)
+        return [self.collate(plan[k]) for k in range(len(plan))]
+
+    def loader(self, plan: BatchPlan, positions: Iterable[int], pin_memory: bool = False
+               ) -> Iterator[Batch]:
+        """Batches plan[k] for k in positions, collated in a background thread a few ahead."""
+        def make(k: int) -> Batch:
+            batch = self.collate(plan[k])
+            return batch.pin_memory() if pin_memory else batch
+
+        return prefetch(map(make, positions))
+
+
+class ParallelData(Batched):
     """Encoded sentence pairs (source ids; target ids without <bos>/<eos>).
 
     Held in memory (validation, tests) or memory-mapped from the token cache (training, see
@@ -246,19 +325,6 @@ class ParallelData:
         tgt_out = self.tgt.padded(pairs, eos=True)
         return Batch(src, tgt_in, tgt_out, int(self.tgt_lens[pairs].sum()) + len(pairs))
 
-    def batches(self, max_tokens: int, seed: int | None = None) -> list[Batch]:
-        """Every batch of plan(max_tokens, seed), collated now: for small sets."""
-        plan = self.plan(max_tokens, seed)
-        return [self.collate(plan[k]) for k in range(len(plan))]
-
-    def loader(self, plan: BatchPlan, positions: Iterable[int], pin_memory: bool = False
-               ) -> Iterator[Batch]:
-        """Batches plan[k] for k in positions, collated in a background thread a few ahead."""
-        def make(k: int) -> Batch:
-            batch = self.collate(plan[k])
-            return batch.pin_memory() if pin_memory else batch
-
-        return prefetch(map(make, positions))
 
 
 def prefetch(items: Iterable[T], ahead: int = 4) -> Iterator[T]:

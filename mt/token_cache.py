@@ -1,20 +1,25 @@
-"""The token cache: a training corpus tokenized once, on every core, into memory-mapped arrays.
+"""The token cache: each training corpus tokenized once, on every core, into memory-mapped arrays.
 
-The first run on a corpus streams its training split in chunks through worker processes,
-counts the vocabulary and writes the ids as flat arrays; later runs and resumes map those
-arrays and start at once. docs/data.md is the user's side of this.
+The first run on a corpus streams it in chunks through worker processes, counts its tokens and
+writes the ids as flat arrays; later runs and resumes map those arrays and start at once.
+docs/data.md is the user's side of this.
 
-One entry, $MT_CACHE_DIR/tokens/<train>.<src>-<tgt>.<settings hash>.<files hash>/:
+One entry per corpus, $MT_CACHE_DIR/tokens/<name>.<src>-<tgt>.<settings hash>.<files hash>/:
   meta.json                  what it was built from, counts, dtypes (written last)
-  src.ids, tgt.ids           every pair's token ids back to back: uint16, or uint32 when the
-                             vocabulary has more than 65,536 entries
+  src.ids, tgt.ids           every pair's token ids back to back, in the entry's own
+                             vocabulary: uint16, or uint32 beyond 65,536 entries
   src.offsets, tgt.offsets   int64: pair i is ids[offsets[i]:offsets[i + 1]]
-  vocab.src.txt, vocab.tgt.txt
-  tok/                       files the tokenizers need (none for spaCy)
-The settings hash covers everything that changes the ids (tokenizer settings, lowercasing,
-vocabulary settings); the files hash covers the training files' paths, sizes and modification
-times. An entry is built in a hidden directory beside it under a lock (<entry>.lock) and
-renamed into place when complete, so an interrupted or failed build is never used.
+  vocab.src.txt, vocab.tgt.txt, counts.src.npy, counts.tgt.npy
+                             every token of the corpus, most frequent first, and its count
+With data.spm_alpha, data.spm_samples sampled segmentations: src.K.ids, src.K.offsets, ...
+The settings hash covers everything that changes the ids (tokenizer settings and files,
+lowercasing); the files hash covers the corpus's paths, sizes and modification times. A run's
+vocabulary is counted from its corpora's counts, and each entry's ids are looked up in it as
+batches are made, so one corpus's entry serves every mix and vocabulary it is used in.
+
+Trained tokenizers (SentencePiece) are entries too, $MT_CACHE_DIR/tokenizers/<hash>/, trained
+on all of a config's corpora. An entry is built in a hidden directory beside it under a lock
+(<entry>.lock) and renamed into place when complete, so an interrupted build is never used.
 """
 
 from __future__ import annotations
@@ -31,27 +36,37 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 from tqdm import tqdm
 
 from mt import log
-from mt.config import DataConfig
-from mt.data import ParallelData, TokenArray, iter_parallel, split_path
+from mt.config import TAG, DataConfig
+from mt.data import CorpusFiles, ParallelData, TokenArray, training_corpora
 from mt.errors import DataError, FileSystemError, MTError, RunError, os_error_message
+from mt.mixing import MixedData, Part
 from mt.textio import file_identity
-from mt.tokenizers import Tokenizer, build_tokenizers, load_tokenizers, tokenizer_kind
+from mt.tokenizers import (
+    Tokenizer,
+    build_tokenizers,
+    load_tokenizers,
+    tokenizer_files,
+    tokenizer_kind,
+)
 from mt.vocab import UNK, Vocab
 
-FORMAT = 1  # bump when the layout or the way ids are made changes: old entries are then unused
+FORMAT = 2  # bump when the layout or the way ids are made changes: old entries are then unused
 CHUNK_PAIRS = 5000  # pairs per worker task: big enough to amortize the hand-over
 META = "meta.json"
+MAX_ANGLE_TOKENS = 10000  # distinct <...> strings an entry records (to refuse clashing tags)
 SIDES = ("src", "tgt")
+T = TypeVar("T")
 
 
 def cache_root() -> Path:
@@ -61,131 +76,260 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mt"
 
 
-# --- Tokenizers: the one place the cache makes them -----------------------------------------
-def make_tokenizers(d: DataConfig, directory: Path, train: tuple[Path, Path] | None = None
-                    ) -> tuple[Tokenizer, Tokenizer]:
-    """The source and target tokenizers of `d`; worker processes call this for themselves.
-
-    With `train` (a new cache entry), whatever needs training (SentencePiece) is trained on
-    those files and its files written to `directory`; without, they are loaded from there.
-    """
-    return build_tokenizers(d, directory, *train) if train else load_tokenizers(d, directory)
-
-
-def _settings(d: DataConfig) -> dict:
-    """Everything that changes the ids: every data setting but the file names (the files hash
-    covers those) and max_len (applied when the arrays are loaded)."""
+def _settings(d: DataConfig, tok_files: Mapping[str, bytes]) -> dict:
+    """Everything that changes a corpus's ids: every data setting but the files (the files hash
+    covers those), max_len (applied when the arrays are loaded) and the vocabulary's size
+    (applied to the counts), and the tokenizer's files."""
     kept = {k: v for k, v in asdict(d).items()
-            if k not in ("dir", "train", "val", "test", "max_len")}
+            if k not in ("dir", "train", "val", "test", "max_len", "min_freq", "max_size")}
     # The tokenizer library's version too: its rules (or its trainer) may change the tokens.
-    return {"format": FORMAT, "data": kept, **tokenizer_kind(d.tokenizer).cache_settings()}
+    return {"format": FORMAT, "data": kept, **tokenizer_kind(d.tokenizer).cache_settings(),
+            "tokenizer_files": dict(_digests(tok_files))}
+
+
+# --- Tokenizers: the one place the cache makes them -----------------------------------------
+def make_tokenizers(d: DataConfig, directory: Path) -> tuple[Tokenizer, Tokenizer]:
+    """The source and target tokenizers of `d`, their files (if any) in `directory`; worker
+    processes call this for themselves."""
+    return load_tokenizers(d, directory)
+
+
+def tokenizer_dir(d: DataConfig, corpora: list[CorpusFiles],
+                  tok_files: Mapping[str, bytes] | None = None) -> Path | None:
+    """Where the tokenizers' files are: None for a kind without files (spaCy); else an entry
+    holding `tok_files` (a run's own, on --resume or --init-from), or the files trained on all
+    the corpora, trained first when missing."""
+    names = tokenizer_files(d)
+    if not names:
+        return None
+    if tok_files is not None:
+        entry = cache_root() / "tokenizers" / f"files.{_hash(sorted(_digests(tok_files)))}"
+
+        def write(tmp: Path) -> None:
+            for name in names:
+                (tmp / name).write_bytes(tok_files[name])
+    else:
+        files = [file_identity(p) for c in corpora for p in c.paths]
+        entry = cache_root() / "tokenizers" / f"trained.{_hash(_settings(d, {}))}.{_hash(files)}"
+
+        def write(tmp: Path) -> None:
+            build_tokenizers(d, tmp, *(_Text(corpora, k) for k in (0, 1)))
+    return _locked_build(entry, write, lambda: entry if _complete(entry, names) else None)
+
+
+def _digests(files: Mapping[str, bytes]) -> list[tuple[str, str]]:
+    return [(n, hashlib.sha256(b).hexdigest()) for n, b in files.items()]
+
+
+def _complete(entry: Path, names: list[str]) -> bool:
+    return all((entry / n).is_file() for n in names)
+
+
+class _Text:
+    """Side k of every corpus, as one text to train a tokenizer on."""
+
+    def __init__(self, corpora: list[CorpusFiles], k: int):
+        self.corpora, self.k = corpora, k
+
+    def __iter__(self) -> Iterator[str]:
+        return itertools.chain.from_iterable(c.side(self.k) for c in self.corpora)
+
+    def __str__(self) -> str:
+        return " and ".join(str(c.paths[min(self.k, len(c.paths) - 1)]) for c in self.corpora)
 
 
 # --- Finding an entry ------------------------------------------------------------------------
 @dataclass
 class TokenCache:
-    """A complete cache entry: its directory, meta data and vocabularies."""
+    """A complete entry of one corpus: its directory, meta data and vocabularies."""
 
     path: Path
     meta: dict
     src_vocab: Vocab
     tgt_vocab: Vocab
-    data_cfg: DataConfig
 
     @classmethod
-    def open(cls, path: Path, data_cfg: DataConfig) -> TokenCache:
+    def open(cls, path: Path) -> TokenCache:
         """The entry at `path` as it was written: meta data and vocabularies read, nothing
         mapped or checked yet (check() does that). OSError, ValueError or KeyError when
         meta.json or a vocabulary is missing or unreadable."""
         meta = json.loads((path / META).read_text(encoding="utf-8"))
-        return cls(path, meta, *(Vocab.load(path / f"vocab.{s}.txt") for s in SIDES), data_cfg)
+        return cls(path, meta, *(Vocab.load(path / f"vocab.{s}.txt") for s in SIDES))
 
     @property
     def vocabs(self) -> tuple[Vocab, Vocab]:
         return self.src_vocab, self.tgt_vocab
 
+    @property
+    def variants(self) -> int:
+        """Segmentations of the corpus (data.spm_samples with data.spm_alpha, else 1)."""
+        return self.meta.get("variants", 1)
+
+    def counts(self, side: str) -> collections.Counter:
+        """How often each token of the side's vocabulary occurs in the corpus."""
+        vocab = self.src_vocab if side == "src" else self.tgt_vocab
+        counts = np.load(self.path / f"counts.{side}.npy")
+        return collections.Counter(dict(zip(vocab.itos, counts.tolist())))
+
     def check(self) -> None:
         """ValueError unless each side's arrays match meta.json and can be trained on.
 
-        Ids a damaged file holds would index past the embedding, and offsets out of order would
+        Ids a damaged file holds would index past the vocabulary, and offsets out of order would
         cut pairs of negative length: both are found here, on every load. A maximum rather than
-        a checksum: it is what the embedding needs, and a single pass at memory speed over pages
+        a checksum: it is what the lookup needs, and a single pass at memory speed over pages
         the first epoch reads anyway (see benchmarks/bench_cache_load.py)."""
-        for side, vocab in zip(SIDES, self.vocabs):
-            array = self._array(side)
-            ids, offsets = array.ids, array.offsets
-            if len(ids) and int(ids.max()) >= len(vocab):
-                raise ValueError(f"{side}.ids holds ids beyond its vocabulary of {len(vocab)}")
-            if (offsets[0] != 0 or offsets[-1] != len(ids)
-                    or not (offsets[1:] >= offsets[:-1]).all()):
-                raise ValueError(f"{side}.offsets do not run in order from 0 to its token count")
+        for v in range(self.variants):
+            for side, vocab in zip(SIDES, self.vocabs):
+                array = self._array(side, v)
+                ids, offsets = array.ids, array.offsets
+                if len(ids) and int(ids.max()) >= len(vocab):
+                    raise ValueError(f"{side}.ids holds ids beyond its vocabulary of "
+                                     f"{len(vocab)}")
+                if (offsets[0] != 0 or offsets[-1] != len(ids)
+                        or not (offsets[1:] >= offsets[:-1]).all()):
+                    raise ValueError(f"{side}.offsets do not run in order from 0 to its token "
+                                     "count")
 
-    def data(self) -> ParallelData:
-        """All pairs, memory-mapped: pages are read when a batch needs them."""
-        return ParallelData(*(self._array(side) for side in SIDES))
+    def data(self, variant: int = 0) -> ParallelData:
+        """All pairs (of one segmentation), memory-mapped: pages are read when a batch needs
+        them. Ids are the entry's own vocabulary's."""
+        return ParallelData(*(self._array(side, variant) for side in SIDES))
 
-    def _array(self, side: str) -> TokenArray:
-        n_pairs, n_tokens = self.meta["pairs"], self.meta["tokens"][side]
+    def _array(self, side: str, variant: int = 0) -> TokenArray:
+        name = _name(side, variant, self.variants)
+        n_pairs, n_tokens = self.meta["pairs"], self.meta["tokens"][name]
         dtype = np.dtype(self.meta["dtype"][side])
-        if ((self.path / f"{side}.ids").stat().st_size != n_tokens * dtype.itemsize
-                or (self.path / f"{side}.offsets").stat().st_size != (n_pairs + 1) * 8):
-            raise ValueError(f"{side} arrays do not match {META}")
-        ids = (np.memmap(self.path / f"{side}.ids", dtype, mode="r", shape=(n_tokens,))
+        if ((self.path / f"{name}.ids").stat().st_size != n_tokens * dtype.itemsize
+                or (self.path / f"{name}.offsets").stat().st_size != (n_pairs + 1) * 8):
+            raise ValueError(f"{name} arrays do not match {META}")
+        ids = (np.memmap(self.path / f"{name}.ids", dtype, mode="r", shape=(n_tokens,))
                if n_tokens else np.zeros(0, dtype))  # mmap refuses an empty file
-        offsets = np.memmap(self.path / f"{side}.offsets", np.int64, mode="r",
+        offsets = np.memmap(self.path / f"{name}.offsets", np.int64, mode="r",
                             shape=(n_pairs + 1,))
         return TokenArray(ids, offsets)
 
+
+def _name(side: str, variant: int, variants: int) -> str:
+    return side if variants == 1 else f"{side}.{variant}"
+
+
+@dataclass
+class Corpora:
+    """The entries of a config's corpora, in its order, and their tokenizers."""
+
+    corpora: list[CorpusFiles]
+    entries: list[TokenCache]
+    tok_dir: Path | None  # None: the kind has no files (spaCy)
+    data_cfg: DataConfig
+
     def tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
-        return make_tokenizers(self.data_cfg, self.path / "tok")
+        return make_tokenizers(self.data_cfg, self.tok_dir or Path("."))
+
+    def tok_files(self) -> dict[str, bytes]:
+        """What checkpoints carry of the tokenizers (e.g. the SentencePiece models)."""
+        return {n: (self.tok_dir / n).read_bytes() for n in tokenizer_files(self.data_cfg)}
+
+    def vocabs(self) -> tuple[Vocab, Vocab]:
+        """A new run's vocabularies: a tokenizer's fixed ones, else counted over all corpora
+        (data.min_freq, max_size, shared_vocab); the corpora's tags added to the source's (and
+        the target's when shared) after the counted tokens."""
+        d = self.data_cfg
+        fixed = [tok.fixed_vocab for tok in self.tokenizers()]
+        if all(f is not None for f in fixed):
+            src, tgt = Vocab(fixed[0]), Vocab(fixed[1])
+        else:
+            counts = [sum((e.counts(side) for e in self.entries), collections.Counter())
+                      for side in SIDES]
+            if d.shared_vocab:
+                src = tgt = Vocab.from_counts(counts[0] + counts[1], d.min_freq, d.max_size)
+            else:
+                src, tgt = (Vocab.from_counts(c, d.min_freq, d.max_size) for c in counts)
+        tags = [c.tag for c in self.corpora if c.tag]
+        self.check_tags(tags)
+        src = with_tags(src, tags)
+        return (src, src) if d.shared_vocab else (src, tgt)
+
+    def data(self, src_vocab: Vocab, tgt_vocab: Vocab) -> MixedData:
+        """The training pairs of every corpus, their ids looked up in these vocabularies (a
+        run's), each corpus's tag first in its sources."""
+        return MixedData([Part(c.name, [e.data(v) for v in range(e.variants)], c.weight,
+                               src_vocab.stoi[c.tag] if c.tag else None,
+                               (_remap(e.src_vocab, src_vocab), _remap(e.tgt_vocab, tgt_vocab)))
+                          for c, e in zip(self.corpora, self.entries)])
+
+    def check_tags(self, tags: list[str]) -> None:
+        """A tag that the data itself holds would be two things at once: DataError."""
+        for c, e in zip(self.corpora, self.entries):
+            if clash := sorted(set(tags) & set(e.meta["angle_tokens"])):
+                raise DataError(f"{c}: the text holds {clash[0]!r}, which is also a corpus "
+                                "tag; choose a tag that the data never contains")
 
 
-def open_cache(d: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None, workers: int = 0
-               ) -> TokenCache:
-    """The token cache of d's training split, built first when missing or stale.
+def _remap(entry: Vocab, run: Vocab) -> np.ndarray | None:
+    """Entry ids -> run ids (<unk> for the entry's tokens the run lacks); None: the same."""
+    if entry.itos == run.itos[:len(entry)]:
+        return None
+    return np.array([run.stoi.get(t, UNK) for t in entry.itos], dtype=np.int64)
 
-    vocabs: a resumed run's vocabularies. The entry built with the vocabularies counted from
-    the data is used when they are the same (the usual case); otherwise an entry encoded with
-    these is. workers: tokenizer processes when building (0: one per available core).
+
+def with_tags(vocab: Vocab, tags: list[str]) -> Vocab:
+    """vocab with the tags it lacks appended."""
+    return Vocab(vocab.itos + [t for t in dict.fromkeys(tags) if t not in vocab.stoi])
+
+
+def open_corpora(d: DataConfig, tok_files: Mapping[str, bytes] | None = None,
+                 workers: int = 0) -> Corpora:
+    """The token cache of each of d's training corpora, built first when missing or stale.
+
+    tok_files: a run's own tokenizer files (--resume, --init-from), used instead of training.
+    workers: tokenizer processes when building (0: one per available core).
     """
-    src_path, tgt_path = (split_path(d.dir, d.train, lang) for lang in (d.src_lang, d.tgt_lang))
-    files = [file_identity(src_path), file_identity(tgt_path)]
-    settings = _settings(d)
-    entry = _entry_path(d, settings, files)
-    cache = _load(entry, d)
-    if cache is not None and (vocabs is None or _same(cache.vocabs, vocabs)):
+    corpora = training_corpora(d)
+    tok_dir = tokenizer_dir(d, corpora, tok_files)
+    files = {n: (tok_dir / n).read_bytes() for n in tokenizer_files(d)} if tok_dir else {}
+    settings = _settings(d, files)
+    entries = [open_entry(d, c, tok_dir, settings, workers) for c in corpora]
+    return Corpora(corpora, entries, tok_dir, d)
+
+
+def open_entry(d: DataConfig, corpus: CorpusFiles, tok_dir: Path | None, settings: dict,
+               workers: int = 0) -> TokenCache:
+    """The entry of one corpus, built when missing, stale or damaged."""
+    files = [file_identity(p) for p in corpus.paths]
+    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in corpus.name)
+    entry = (cache_root() / "tokens"
+             / f"{stem}.{d.src_lang}-{d.tgt_lang}.{_hash(settings)}.{_hash(files)}")
+    cache = _load(entry)
+    if cache is not None:
         return cache
-    if vocabs is not None:
-        settings["vocab"] = _hash([v.itos for v in vocabs])
-        entry = _entry_path(d, settings, files)
-        if (cache := _load(entry, d)) is not None:
-            return cache
-    return _build_entry(entry, d, settings, (src_path, tgt_path), files, vocabs, workers)
+
+    def write(tmp: Path) -> None:
+        _say_what_changed(entry, corpus.paths, files)
+        meta = _write(tmp, d, settings, corpus, tok_dir, files, workers)
+        if [file_identity(p) for p in corpus.paths] != files:
+            raise DataError(f"{corpus} changed while its token cache was being built; run again")
+        log.info(f"data: token cache {entry}: {meta['pairs']} pairs, "
+                 f"{meta['bytes'] / 2**20:.1f} MiB, built in {meta['build_seconds']} s "
+                 f"({meta['pairs'] / max(meta['build_seconds'], 1e-9):.0f} pairs/s)")
+
+    cache = _locked_build(entry, write, lambda: _load(entry, rebuilding=True))
+    _remove_outdated(entry)
+    return cache
 
 
 def _hash(value: object) -> str:
     return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def _entry_path(d: DataConfig, settings: dict, files: list) -> Path:
-    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in Path(d.train).name)
-    return (cache_root() / "tokens"
-            / f"{stem}.{d.src_lang}-{d.tgt_lang}.{_hash(settings)}.{_hash(files)}")
-
-
-def _same(a: tuple[Vocab, Vocab], b: tuple[Vocab, Vocab]) -> bool:
-    return all(x.itos == y.itos for x, y in zip(a, b))
-
-
-def _load(entry: Path, d: DataConfig, rebuilding: bool = False) -> TokenCache | None:
+def _load(entry: Path, rebuilding: bool = False) -> TokenCache | None:
     """The entry if it is complete and intact; None if it is missing or damaged.
 
     rebuilding: warn that a damaged entry is about to be rebuilt. Only the builder, under the
     entry's lock, passes it: one rebuild is one warning, and a cache location that is no
-    directory is only the builder's error (open_cache's first look is silent).
+    directory is only the builder's error (open_entry's first look is silent).
     """
     try:
-        cache = TokenCache.open(entry, d)
+        cache = TokenCache.open(entry)
         cache.check()
     except (OSError, ValueError, KeyError, TypeError, MTError) as e:
         if rebuilding and entry.exists():
@@ -196,10 +340,11 @@ def _load(entry: Path, d: DataConfig, rebuilding: bool = False) -> TokenCache | 
 
 
 # --- Building one ----------------------------------------------------------------------------
-def _build_entry(entry: Path, d: DataConfig, settings: dict, paths: tuple[Path, Path],
-                 files: list, vocabs: tuple[Vocab, Vocab] | None, workers: int) -> TokenCache:
-    """Tokenize the training split into `entry`, under its lock (another process may have
-    built it meanwhile), and open it."""
+def _locked_build(entry: Path, write: Callable[[Path], None], load: Callable[[], T | None]
+                  ) -> T:
+    """What load() finds at `entry`, after write(tmp) has made it when it finds nothing: under
+    the entry's lock (another process may have built it meanwhile), in a hidden directory
+    renamed into place when complete."""
     root = entry.parent
     try:
         root.mkdir(parents=True, exist_ok=True)
@@ -210,19 +355,15 @@ def _build_entry(entry: Path, d: DataConfig, settings: dict, paths: tuple[Path, 
     with lock:
         # One builder per entry; the flock dies with its process, so a killed one frees it.
         fcntl.flock(lock, fcntl.LOCK_EX)
-        cache = _load(entry, d, rebuilding=True)
-        if cache is not None:  # built by another process while this one waited
-            return cache
-        _say_what_changed(entry, paths, files)
+        found = load()
+        if found is not None:  # built by another process while this one waited
+            return found
         _remove_abandoned(root, entry)
         shutil.rmtree(entry, ignore_errors=True)  # damaged, if there at all
         tmp = root / f".{entry.name}.tmp{os.getpid()}"
         try:
             tmp.mkdir()
-            meta = _write(tmp, d, settings, paths, files, vocabs, workers)
-            if [file_identity(p) for p in paths] != files:
-                raise DataError(f"{paths[0]} or {paths[1]} changed while its token cache was "
-                                "being built; run again")
+            write(tmp)
             os.rename(tmp, entry)
         except OSError as e:
             shutil.rmtree(tmp, ignore_errors=True)
@@ -234,13 +375,9 @@ def _build_entry(entry: Path, d: DataConfig, settings: dict, paths: tuple[Path, 
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
-    _remove_outdated(entry)
-    log.info(f"data: token cache {entry}: {meta['pairs']} pairs, "
-             f"{meta['bytes'] / 2**20:.1f} MiB, built in {meta['build_seconds']} s "
-             f"({meta['pairs'] / max(meta['build_seconds'], 1e-9):.0f} pairs/s)")
-    cache = _load(entry, d)
-    assert cache is not None, entry
-    return cache
+    found = load()
+    assert found is not None, entry
+    return found
 
 
 def _siblings(entry: Path) -> list[Path]:
@@ -250,7 +387,7 @@ def _siblings(entry: Path) -> list[Path]:
             if p.is_dir() and p != entry and not p.name.startswith(".")]
 
 
-def _say_what_changed(entry: Path, paths: tuple[Path, Path], files: list) -> None:
+def _say_what_changed(entry: Path, paths: tuple[Path, ...], files: list) -> None:
     for old in _siblings(entry):
         try:
             before = json.loads((old / META).read_text(encoding="utf-8"))["files"]
@@ -260,7 +397,7 @@ def _say_what_changed(entry: Path, paths: tuple[Path, Path], files: list) -> Non
         log.info(f"data: {' and '.join(changed)} changed since its token cache was built; "
                  "rebuilding the cache")
         return
-    log.info(f"data: building the token cache of {paths[0]} and {paths[1]} in {entry} "
+    log.info(f"data: building the token cache of {' and '.join(map(str, paths))} in {entry} "
              "(once for this data; later runs map it)")
 
 
@@ -286,29 +423,40 @@ def _remove_abandoned(root: Path, entry: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _write(tmp: Path, d: DataConfig, settings: dict, paths: tuple[Path, Path], files: list,
-           vocabs: tuple[Vocab, Vocab] | None, workers: int) -> dict:
+def _write(tmp: Path, d: DataConfig, settings: dict, corpus: CorpusFiles,
+           tok_dir: Path | None, files: list, workers: int) -> dict:
     started = time.perf_counter()
-    (tmp / "tok").mkdir()
-    toks = make_tokenizers(d, tmp / "tok", train=paths)
+    toks = make_tokenizers(d, tok_dir or Path("."))
     workers = workers or len(os.sched_getaffinity(0))
-    sides = [_Side(tmp, side) for side in SIDES]
-    bar = tqdm(desc="tokenize", unit=" pairs", unit_scale=True, disable=None, file=sys.stderr,
-               dynamic_ncols=True)
-    chunks = _chunks(iter_parallel(*paths), CHUNK_PAIRS)
-    for encoded in _tokenized(chunks, d, tmp / "tok", toks, workers):
+    variants = d.spm_samples if d.spm_alpha > 0 else 1
+    sides = [_Side(tmp, _name(side, v, variants)) for v in range(variants) for side in SIDES]
+    angle: set[str] = set()
+    bar = tqdm(desc=f"tokenize {corpus.name}", unit=" pairs", unit_scale=True, disable=None,
+               file=sys.stderr, dynamic_ncols=True)
+    chunks = enumerate(_chunks(corpus.pairs(), CHUNK_PAIRS))
+    for encoded, found in _tokenized(chunks, d, tok_dir, toks, workers):
         for side, enc in zip(sides, encoded):
             side.add(*enc)
+        if len(angle) < MAX_ANGLE_TOKENS:
+            angle |= found
         bar.update(len(encoded[0][3]))
     bar.close()
-    vocabs = vocabs or _vocabs(d, toks, sides)
-    meta = {**settings, "files": files, "pairs": sides[0].n_pairs, "tokens": {}, "dtype": {},
-            "vocab_size": {}}
-    for name, side, vocab in zip(SIDES, sides, vocabs):
+    fixed = [tok.fixed_vocab for tok in toks]
+    vocabs = [Vocab(f) if f is not None
+              else Vocab.from_counts(sum((s.counts() for s in sides[i::2]), collections.Counter()))
+              for i, f in enumerate(fixed)]
+    meta = {**settings, "files": files, "corpus": str(corpus), "pairs": sides[0].n_pairs,
+            "variants": variants, "tokens": {}, "dtype": {}, "vocab_size": {},
+            "angle_tokens": sorted(angle)}
+    for i, (name, vocab) in enumerate(zip(SIDES, vocabs)):
         vocab.save(tmp / f"vocab.{name}.txt")
-        meta["dtype"][name] = side.finish(vocab)
-        meta["tokens"][name] = side.n_tokens
+        counts = sum((s.counts() for s in sides[i::2]), collections.Counter())
+        np.save(tmp / f"counts.{name}.npy", np.array([counts.get(t, 0) for t in vocab.itos],
+                                                      dtype=np.int64))
         meta["vocab_size"][name] = len(vocab)
+        for side in sides[i::2]:
+            meta["dtype"][name] = side.finish(vocab)
+            meta["tokens"][side.name] = side.n_tokens
     meta["bytes"] = sum(f.stat().st_size for f in tmp.rglob("*") if f.is_file())
     meta["build_seconds"] = round(time.perf_counter() - started, 2)
     meta["built_by"] = {"host": socket.gethostname(), "pid": os.getpid(),
@@ -317,70 +465,68 @@ def _write(tmp: Path, d: DataConfig, settings: dict, paths: tuple[Path, Path], f
     return meta
 
 
-def _vocabs(d: DataConfig, toks: tuple[Tokenizer, Tokenizer], sides: list[_Side]
-            ) -> tuple[Vocab, Vocab]:
-    """Counted from the training split only, as Vocab.build would (fixed ones kept as they are)."""
-    fixed = [getattr(tok, "fixed_vocab", None) for tok in toks]
-    if all(f is not None for f in fixed):
-        return Vocab(fixed[0]), Vocab(fixed[1])
-    counts = [side.counts() for side in sides]
-    if d.shared_vocab:
-        shared = Vocab.from_counts(counts[0] + counts[1], d.min_freq, d.max_size)
-        return shared, shared
-    src, tgt = (Vocab.from_counts(c, d.min_freq, d.max_size) for c in counts)
-    return src, tgt
-
-
 def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:
     it = iter(pairs)
     while chunk := list(itertools.islice(it, size)):
         yield chunk
 
 
-def _tokenized(chunks: Iterator[list], d: DataConfig, tok_dir: Path,
-               toks: tuple[Tokenizer, Tokenizer], workers: int) -> Iterator[list[tuple]]:
-    """_encode_chunk of every chunk, in order: in worker processes when there is more than one
-    chunk, with a few chunks in flight so memory stays bounded."""
+def _tokenized(chunks: Iterator[tuple[int, list]], d: DataConfig, tok_dir: Path | None,
+               toks: tuple[Tokenizer, Tokenizer], workers: int
+               ) -> Iterator[tuple[list[tuple], set[str]]]:
+    """_encode_chunk of every (number, chunk), in order: in worker processes when there is
+    more than one chunk, with a few chunks in flight so memory stays bounded."""
     first = list(itertools.islice(chunks, 2))
     if workers <= 1 or len(first) < 2:
-        yield from (_encode_chunk(c, toks) for c in itertools.chain(first, chunks))
+        yield from (_encode_chunk(*c, d=d, toks=toks) for c in itertools.chain(first, chunks))
         return
     # fork: workers start at once and need no re-import; they touch no torch state.
     context = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
                              initargs=(d, tok_dir)) as pool:
         pending: collections.deque = collections.deque()
-        for chunk in itertools.chain(first, chunks):
-            pending.append(pool.submit(_encode_chunk, chunk))
+        for number, chunk in itertools.chain(first, chunks):
+            pending.append(pool.submit(_encode_chunk, number, chunk))
             if len(pending) > 2 * workers:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
 
 
-_worker_toks: tuple[Tokenizer, Tokenizer] | None = None
+_worker: tuple[DataConfig, tuple[Tokenizer, Tokenizer]] | None = None
 
 
-def _start_worker(d: DataConfig, tok_dir: Path) -> None:
-    global _worker_toks
+def _start_worker(d: DataConfig, tok_dir: Path | None) -> None:
+    global _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _worker_toks = make_tokenizers(d, tok_dir)
+    _worker = d, make_tokenizers(d, tok_dir or Path("."))
 
 
-def _encode_chunk(pairs: list[tuple[str, str]], toks: tuple[Tokenizer, Tokenizer] | None = None
-                  ) -> list[tuple]:
-    """Per side: (token types in order of first appearance, their counts, ids into those
-    types, sentence lengths). Chunk-local ids keep what goes back to the main process small."""
+def _encode_chunk(number: int, pairs: list[tuple[str, str]], d: DataConfig | None = None,
+                  toks: tuple[Tokenizer, Tokenizer] | None = None
+                  ) -> tuple[list[tuple], set[str]]:
+    """Per segmentation and side: (token types in order of first appearance, their counts,
+    ids into those types, sentence lengths). Chunk-local ids keep what goes back to the main
+    process small. And the strings like tags (<...>) the text holds."""
+    if toks is None:
+        d, toks = _worker
+    sides = list(zip(*pairs))
+    if d.spm_alpha > 0:  # segmentation v of chunk n: seeded by both, whoever encodes it
+        sentences = [tok.sample_many(lines, d.spm_alpha, d.spm_nbest,
+                                     1 + number * d.spm_samples + v)
+                     for v in range(d.spm_samples) for tok, lines in zip(toks, sides)]
+    else:
+        sentences = [tok.tokenize_many(lines) for tok, lines in zip(toks, sides)]
     out = []
-    for tok, lines in zip(toks or _worker_toks, zip(*pairs)):
-        sentences = tok.tokenize_many(lines)
+    for sents in sentences:
         local: dict[str, int] = {}
-        ids = np.fromiter((local.setdefault(t, len(local)) for s in sentences for t in s),
+        ids = np.fromiter((local.setdefault(t, len(local)) for s in sents for t in s),
                           dtype=np.int64)
-        lens = np.fromiter(map(len, sentences), dtype=np.int64, count=len(sentences))
+        lens = np.fromiter(map(len, sents), dtype=np.int64, count=len(sents))
         out.append((list(local), np.bincount(ids, minlength=len(local)), ids, lens))
-    return out
+    found = {m for lines in sides for line in lines if "<" in line for m in TAG.findall(line)}
+    return out, found
 
 
 class _Side:

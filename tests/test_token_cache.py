@@ -21,7 +21,7 @@ from conftest import ROOT, TINY, TOY
 from mt.config import DataConfig
 from mt.data import ParallelData, group_bounds, read_parallel
 from mt.errors import FileSystemError, RunError
-from mt.token_cache import open_cache
+from mt.token_cache import Corpora, open_corpora
 from mt.tokenizers.spacy_words import SpacyTokenizer
 from mt.vocab import Vocab
 
@@ -68,6 +68,15 @@ def in_memory(d: DataConfig) -> tuple[ParallelData, Vocab, Vocab]:
     return data, src_vocab, tgt_vocab
 
 
+def open_cache(d: DataConfig, workers: int = 0) -> Corpora:
+    return open_corpora(d, workers=workers)
+
+
+def training(cache: Corpora):
+    """The training pairs a new run on `cache` trains on (ids in its counted vocabularies)."""
+    return cache.data(*cache.vocabs())
+
+
 def same_batches(a: ParallelData, b: ParallelData, max_tokens: int, seed: int) -> bool:
     one, two = a.batches(max_tokens, seed), b.batches(max_tokens, seed)
     return len(one) == len(two) and all(
@@ -88,18 +97,20 @@ def test_memory_mapped_batches_equal_the_in_memory_ones(tmp_path, cache_dir, mon
     for key, value in settings_.items():
         setattr(d, key, value)
     cache = open_cache(d, workers=2)
-    mapped = cache.data()
-    assert isinstance(mapped.src.ids, np.memmap) and mapped.src.ids.dtype == np.uint16
+    [entry] = cache.entries
+    assert isinstance(entry.data().src.ids, np.memmap) and entry.data().src.ids.dtype == np.uint16
     memory, src_vocab, tgt_vocab = in_memory(d)
-    assert cache.src_vocab.itos == src_vocab.itos and cache.tgt_vocab.itos == tgt_vocab.itos
-    assert mapped.filter_length(8) == memory.filter_length(8) > 0
+    vocabs = cache.vocabs()
+    assert vocabs[0].itos == src_vocab.itos and vocabs[1].itos == tgt_vocab.itos
+    mapped = cache.data(*vocabs)
+    assert sum(mapped.filter_length(8)) == memory.filter_length(8) > 0
     assert same_batches(mapped, memory, max_tokens=300, seed=7)
 
 
 def test_cache_hit_on_unchanged_data_and_rebuild_after_a_change(tmp_path, cache_dir,
                                                                monkeypatch, capsys):
     d = corpus(tmp_path)
-    first = open_cache(d)
+    [first] = open_cache(d).entries
     assert "building the token cache" in capsys.readouterr().err
     assert entries(cache_dir) == [first.path.name]
 
@@ -108,7 +119,7 @@ def test_cache_hit_on_unchanged_data_and_rebuild_after_a_change(tmp_path, cache_
 
     with monkeypatch.context() as m:
         m.setattr(mt.token_cache, "_write", no_build)
-        again = open_cache(d)
+        [again] = open_cache(d).entries
     assert again.path == first.path and capsys.readouterr().err == ""
     assert again.data().pair(5) == first.data().pair(5)
 
@@ -116,7 +127,7 @@ def test_cache_hit_on_unchanged_data_and_rebuild_after_a_change(tmp_path, cache_
     lines = en.read_text(encoding="utf-8").splitlines()
     lines[5] = "brand new words"
     en.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    changed = open_cache(d)
+    [changed] = open_cache(d).entries
     err = capsys.readouterr().err.splitlines()
     assert [line for line in err if "changed since" in line] == [
         f"data: {en} changed since its token cache was built; rebuilding the cache"]
@@ -125,32 +136,39 @@ def test_cache_hit_on_unchanged_data_and_rebuild_after_a_change(tmp_path, cache_
     assert changed.src_vocab.decode(src) == ["brand", "new", "words"]
 
 
-def test_resumed_vocabularies_are_kept(tmp_path, cache_dir):
-    """A resumed run encodes with its own vocabularies, whatever the data now counts to."""
+def test_a_run_vocabulary_is_looked_up_as_batches_are_made(tmp_path, cache_dir):
+    """A resumed run keeps its own vocabularies, whatever the data now counts to: the entry's
+    ids are looked up in them, the tokens they lack becoming <unk>."""
     d = corpus(tmp_path)
-    counted = open_cache(d)
-    assert open_cache(d, counted.vocabs).path == counted.path  # the same: the same entry
-    smaller = Vocab(counted.src_vocab.itos[:10]), counted.tgt_vocab
-    cache = open_cache(d, smaller)
-    assert cache.path != counted.path and cache.src_vocab.itos == smaller[0].itos
-    ids = cache.data().src.ids
-    assert ids.max() < 10 and (ids == 1).any()  # the rest became <unk>
+    cache = open_cache(d)
+    src_vocab, tgt_vocab = cache.vocabs()
+    smaller = Vocab(src_vocab.itos[:10])
+    data = cache.data(smaller, tgt_vocab)
+    full = cache.data(src_vocab, tgt_vocab)
+    batch, whole = data.collate(np.arange(50)), full.collate(np.arange(50))
+    assert batch.src.max() < 10 and (batch.src == 1).any()  # the rest became <unk>
+    kept = whole.src < 10
+    assert torch.equal(batch.src[kept], whole.src[kept])
+    assert torch.equal(batch.tgt_out, whole.tgt_out)
 
 
 def test_ids_are_uint32_when_a_vocabulary_outgrows_uint16(tmp_path, cache_dir):
     d = corpus(tmp_path)
-    counted = open_cache(d)
-    big = Vocab(counted.src_vocab.itos + [f"extra{i}" for i in range(70_000)])
-    cache = open_cache(d, (big, counted.tgt_vocab))
-    data = cache.data()
+    words = [" ".join(f"w{i * 80 + j}" for j in range(80)) for i in range(900)]
+    (Path(d.dir) / "toy.train.en").write_text("\n".join(words) + "\n", encoding="utf-8")
+    (Path(d.dir) / "toy.train.de").write_text("\n".join(["ja"] * 900) + "\n", encoding="utf-8")
+    cache = open_cache(d)
+    data = cache.entries[0].data()
     assert data.src.ids.dtype == np.uint32 and data.tgt.ids.dtype == np.uint16
-    assert all(data.pair(i) == counted.data().pair(i) for i in range(len(data)))
+    src_vocab, _ = cache.vocabs()
+    assert src_vocab.decode(training(cache).collate(np.array([3])).src[0].tolist()) == \
+        words[3].split()
 
 
-def _die_in_a_worker(pairs, toks=None):
+def _die_in_a_worker(number, pairs, d=None, toks=None):
     if os.getpid() != MAIN_PID and pairs[0][0] == CHUNK_TO_DIE_ON:
         os.kill(os.getpid(), signal.SIGKILL)
-    return REAL_ENCODE(pairs, toks)
+    return REAL_ENCODE(number, pairs, d, toks)
 
 
 REAL_ENCODE = mt.token_cache._encode_chunk
@@ -166,7 +184,7 @@ def test_a_killed_worker_leaves_nothing_behind(tmp_path, cache_dir, monkeypatch)
     assert entries(cache_dir) == []
     monkeypatch.undo()
     memory, _, _ = in_memory(d)
-    assert same_batches(open_cache(d, workers=2).data(), memory, 200, seed=1)
+    assert same_batches(training(open_cache(d, workers=2)), memory, 200, seed=1)
 
 
 @pytest.mark.slow
@@ -176,7 +194,7 @@ def test_a_killed_build_is_never_used(tmp_path, cache_dir):
     script = ("import time, mt.token_cache\n"
               "from mt.config import DataConfig\n"
               "mt.token_cache._encode_chunk = lambda *a: time.sleep(600)\n"
-              f"mt.token_cache.open_cache(DataConfig(dir={d.dir!r}), workers=1)\n")
+              f"mt.token_cache.open_corpora(DataConfig(dir={d.dir!r}), workers=1)\n")
     p = subprocess.Popen([sys.executable, "-c", script], cwd=ROOT, start_new_session=True,
                          env={**os.environ, "MT_CACHE_DIR": str(cache_dir)})
     try:
@@ -190,9 +208,9 @@ def test_a_killed_build_is_never_used(tmp_path, cache_dir):
     [tmp] = entries(cache_dir)
     assert tmp.startswith(".") and ".tmp" in tmp  # an unfinished build, under another name
     cache = open_cache(d)
-    assert entries(cache_dir) == [cache.path.name]
+    assert entries(cache_dir) == [cache.entries[0].path.name]
     memory, _, _ = in_memory(d)
-    assert same_batches(cache.data(), memory, 200, seed=1)
+    assert same_batches(training(cache), memory, 200, seed=1)
 
 
 def test_disk_full_while_building(tmp_path, cache_dir, monkeypatch):
@@ -231,7 +249,7 @@ def test_concurrent_builders_agree(tmp_path, cache_dir):
     builds = [err for _, err in outs if "building the token cache" in err]
     assert len(builds) == 1, outs  # the second waited for the first, then used its entry
     memory, _, _ = in_memory(d)
-    assert same_batches(open_cache(d).data(), memory, 500, seed=2)
+    assert same_batches(training(open_cache(d)), memory, 500, seed=2)
 
 
 @pytest.mark.dist

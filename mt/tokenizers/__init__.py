@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from mt.errors import ConfigError
+from mt.textio import iter_lines
 
 if TYPE_CHECKING:
     from mt.config import Config, DataConfig
@@ -40,6 +41,25 @@ class Tokenizer(Protocol):
     def detokenize(self, tokens: Sequence[str]) -> str: ...
 
 
+class Text(Protocol):
+    """What a tokenizer trains on: lines, iterable more than once; str() says where from."""
+
+    def __iter__(self) -> Iterator[str]: ...
+
+
+class FileText:
+    """The lines of one file (plain or .gz)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter_lines(self.path, warn_invalid=False)
+
+    def __str__(self) -> str:
+        return str(self.path)
+
+
 class TokenizerKind:
     """What the registry needs of a kind. The defaults suit a kind with nothing to train, no
     files and nothing to check; `load` every kind must give."""
@@ -50,8 +70,8 @@ class TokenizerKind:
         checkpoint carries them) where they hold a file, else from directory."""
         raise NotImplementedError
 
-    def train(self, d: DataConfig, dest_dir: Path, train_src: Path, train_tgt: Path) -> None:
-        """Train whatever needs training on the training split; write it into dest_dir."""
+    def train(self, d: DataConfig, dest_dir: Path, src: Text, tgt: Text) -> None:
+        """Train whatever needs training on the training text; write it into dest_dir."""
 
     def files(self, d: DataConfig) -> Sequence[str]:
         """Names of the files `train` writes and `load` reads."""
@@ -78,13 +98,13 @@ def tokenizer_kind(name: str) -> TokenizerKind:
     return importlib.import_module(KINDS[name]).KIND
 
 
-def build_tokenizers(data_cfg: DataConfig, dest_dir: Path, train_src_path: Path,
-                     train_tgt_path: Path) -> tuple[Tokenizer, Tokenizer]:
+def build_tokenizers(data_cfg: DataConfig, dest_dir: Path, src: Text | Path, tgt: Text | Path
+                     ) -> tuple[Tokenizer, Tokenizer]:
     """Tokenizers for a fresh run: trains what needs training (SentencePiece, on the training
-    split only) and writes its files into dest_dir; `load_tokenizers(data_cfg, dest_dir)`
-    loads them again."""
-    tokenizer_kind(data_cfg.tokenizer).train(data_cfg, Path(dest_dir), Path(train_src_path),
-                                             Path(train_tgt_path))
+    text only: files, or Text) and writes its files into dest_dir;
+    `load_tokenizers(data_cfg, dest_dir)` loads them again."""
+    src, tgt = (FileText(t) if isinstance(t, (str, Path)) else t for t in (src, tgt))
+    tokenizer_kind(data_cfg.tokenizer).train(data_cfg, Path(dest_dir), src, tgt)
     return load_tokenizers(data_cfg, dest_dir)
 
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 import sentencepiece as spm
 
 from mt.errors import CheckpointError, ConfigError, DataError
-from mt.textio import atomic_write, iter_lines
-from mt.tokenizers import TokenizerKind
+from mt.textio import atomic_write
+from mt.tokenizers import Text, TokenizerKind
 from mt.tokenizers.text import escape, normalize, unescape
 from mt.vocab import BOS, EOS, PAD, SPECIALS, UNK
 
@@ -69,6 +69,16 @@ class SentencePieceTokenizer:
     def tokenize_many(self, lines: Iterable[str]) -> list[list[str]]:
         return self._sp.encode([self._prep(line) for line in lines], out_type=str)
 
+    def sample_many(self, lines: Iterable[str], alpha: float, nbest: int, seed: int
+                    ) -> list[list[str]]:
+        """A sampled segmentation of each line (subword regularization: unigram sampling, or
+        BPE-dropout for a bpe model), the same for the same seed. One thread: the generator
+        is global to SentencePiece, and threads would draw from it in any order."""
+        spm.set_random_generator_seed(seed)
+        return self._sp.encode([self._prep(line) for line in lines], out_type=str,
+                               enable_sampling=True, alpha=alpha, nbest_size=nbest,
+                               num_threads=1)
+
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Pieces back into one line. Strings that are not pieces are copied as they are."""
         return normalize(unescape(self._sp.decode_pieces(list(tokens)), SPACE))
@@ -85,13 +95,13 @@ class SentencePieceKind(TokenizerKind):
             directory / tgt_name, d.lowercase, files.get(tgt_name))
         return src, tgt
 
-    def train(self, d: DataConfig, dest_dir: Path, train_src: Path, train_tgt: Path) -> None:
+    def train(self, d: DataConfig, dest_dir: Path, src: Text, tgt: Text) -> None:
         src_name, tgt_name = model_files(d)
         if src_name == tgt_name:
-            _train([train_src, train_tgt], dest_dir / src_name, d)
+            _train([src, tgt], dest_dir / src_name, d)
         else:
-            _train([train_src], dest_dir / src_name, d)
-            _train([train_tgt], dest_dir / tgt_name, d)
+            _train([src], dest_dir / src_name, d)
+            _train([tgt], dest_dir / tgt_name, d)
 
     def files(self, d: DataConfig) -> tuple[str, str]:
         return model_files(d)
@@ -107,16 +117,16 @@ class SentencePieceKind(TokenizerKind):
 KIND = SentencePieceKind()
 
 
-def _train(paths: list[Path], model_path: Path, d: DataConfig) -> None:
-    where = " and ".join(str(p) for p in paths)
+def _train(texts: list[Text], model_path: Path, d: DataConfig) -> None:
+    where = " and ".join(str(t) for t in texts)
     failed: list[BaseException] = []  # raised while reading: SentencePiece would hide it
     count = 0
 
     def sentences() -> Iterator[str]:
         nonlocal count
         try:
-            for path in paths:
-                for line in iter_lines(path, warn_invalid=False):
+            for source in texts:
+                for line in source:
                     text = normalize(line.lower() if d.lowercase else line)
                     if text:
                         count += 1

@@ -8,10 +8,11 @@ from pathlib import Path
 
 from mt import log
 from mt.checkpoint import SRC_VOCAB, TGT_VOCAB
-from mt.config import Config
-from mt.data import ParallelData, read_parallel, split_path
+from mt.config import Config, DataConfig
+from mt.data import CorpusFiles, ParallelData, read_parallel, split_path
 from mt.errors import DataError
-from mt.token_cache import open_cache
+from mt.mixing import MixedData
+from mt.token_cache import Corpora, open_corpora
 from mt.tokenizers import Tokenizer, tokenizer_files
 from mt.train.distributed import Group
 from mt.vocab import Vocab
@@ -25,46 +26,84 @@ class Corpus:
     tgt_vocab: Vocab
     src_tok: Tokenizer
     tgt_tok: Tokenizer
-    train: ParallelData
+    train: MixedData
     val: ParallelData
     val_src: list[str]  # the validation text, for BLEU
     val_ref: list[str]
     tok_files: dict[str, bytes]  # what checkpoints carry of the tokenizers (rank 0 only)
 
 
-def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group) -> Corpus:
-    """The vocabularies are the run's own on --resume, else the token cache's."""
+@dataclass
+class Inherited:
+    """What a run takes from another instead of from its data: vocabularies and tokenizer
+    files (its own on --resume; its parent's with --init-from)."""
+
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    tok_files: dict[str, bytes]
+
+    @classmethod
+    def from_run_dir(cls, run_dir: Path, d: DataConfig) -> Inherited:
+        return cls(Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB),
+                   {n: (run_dir / n).read_bytes() for n in tokenizer_files(d)})
+
+
+def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group,
+                inherit: Inherited | None = None) -> Corpus:
+    """The vocabularies and tokenizers are the run's own on --resume, `inherit`'s when given,
+    else made from the training corpora."""
     d = cfg.data
-    vocabs = None
     if resume:
-        vocabs = Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB)
+        inherit = Inherited.from_run_dir(run_dir, d)
     # Under torchrun rank 0 builds the token cache, if it must, while the other ranks wait
     # here; then every rank maps the same arrays.
     if not group.main:
         group.barrier()
     try:
-        cache = open_cache(d, vocabs)
+        cache = open_corpora(d, inherit.tok_files if inherit else None)
     finally:
         if group.main:
             group.barrier()
-    src_vocab, tgt_vocab = vocabs or cache.vocabs
+    if inherit:
+        src_vocab, tgt_vocab = inherit.src_vocab, inherit.tgt_vocab
+        _check_tags(cache, src_vocab)
+    else:
+        src_vocab, tgt_vocab = cache.vocabs()
     src_tok, tgt_tok = cache.tokenizers()
-    # What checkpoints carry of the tokenizers (e.g. a SentencePiece model), read once: the
-    # run's own on --resume; a new run's are written to its directory with its config.
-    tok_dir = run_dir if resume else cache.path / "tok"
-    tok_files = {n: (tok_dir / n).read_bytes() for n in tokenizer_files(d)} if group.main else {}
-    train = cache.data()
+    tok_files = cache.tok_files() if group.main else {}
+    train = cache.data(src_vocab, tgt_vocab)
     dropped = train.filter_length(d.max_len)
     if not len(train):
-        raise DataError(f"{split_path(d.dir, d.train, d.src_lang)}: no training pairs left "
+        raise DataError(f"{' and '.join(map(str, cache.corpora))}: no training pairs left "
                         f"after dropping empty ones and those over data.max_len={d.max_len} "
                         "tokens")
     val_src, val_ref = read_parallel(split_path(d.dir, d.val, d.src_lang),
                                      split_path(d.dir, d.val, d.tgt_lang))
     val = ParallelData.from_text(val_src, val_ref, src_tok, tgt_tok, src_vocab, tgt_vocab)
     val.filter_length(cfg.model.max_positions - 2)
-    log.info(f"data: {len(train)} training pairs ({dropped} dropped: empty or over "
-             f"{d.max_len} tokens), {len(val_src)} validation; vocab src {len(src_vocab)} "
+    log.info(f"data: {len(train)} training pairs ({sum(dropped)} dropped: empty or "
+             f"over {d.max_len} tokens), {len(val_src)} validation; vocab src {len(src_vocab)} "
              f"tgt {len(tgt_vocab)}")
+    if len(train.parts) > 1 or train.parts[0].weight != 1 or train.parts[0].tag:
+        log.info("data: mix: " + "; ".join(
+            f"{m['name']} {m['pairs']} pairs x {m['weight']:g} = {m['share']:.1%} of an epoch"
+            + (f", tag {m['tag']}" if m["tag"] else "") for m in mix(train, cache.corpora)))
     return Corpus(src_vocab, tgt_vocab, src_tok, tgt_tok, train, val, val_src, val_ref,
                   tok_files)
+
+
+def mix(train: MixedData, corpora: list[CorpusFiles]) -> list[dict]:
+    """Each corpus's pairs (after the length filter), weight, tag and share of an epoch."""
+    total = len(train)
+    return [{"name": p.name, "pairs": len(p.variants[0]), "weight": p.weight, "tag": c.tag,
+             "drawn": p.drawn(), "share": p.drawn() / total}
+            for p, c in zip(train.parts, corpora)]
+
+
+def _check_tags(cache: Corpora, src_vocab: Vocab) -> None:
+    """The config's tags must be tokens of the inherited source vocabulary."""
+    tags = [c.tag for c in cache.corpora if c.tag]
+    cache.check_tags(tags)
+    if missing := [t for t in tags if t not in src_vocab.stoi]:
+        raise DataError(f"tag {missing[0]}: not in the vocabulary this run inherits (its tags "
+                        "are fixed when the first run is trained); train a new run to add it")

@@ -172,7 +172,7 @@ class Trainer:
         t, p = self.cfg.train, self.progress
         while p.epoch < t.max_epochs:
             # Batches depend only on (seed, epoch): a resumed run skips exactly the ones done.
-            plan = self.train_data.plan(t.max_tokens, seed=t.seed + p.epoch)
+            plan = self.train_data.plan(t.max_tokens, t.seed, p.epoch)
             n, stride = len(plan), self.world * t.accum_steps
             updates = epoch_updates(p.position, n, self.world, t.accum_steps, self.rank)
             # Collated in a background thread, a few batches ahead of the step that needs them.

@@ -1,0 +1,124 @@
+"""Several training corpora as one: each epoch draws from each corpus by its weight.
+
+A corpus of n pairs (after the length filter) and weight w gives round(w * n) pairs to each
+epoch: weight 1 is the corpus once, 2 each pair twice, 0.5 half of it (another half the next
+epoch). The pairs drawn from a corpus walk through one seeded permutation of it after another,
+so every pair is drawn as often as any other, give or take one. What an epoch draws, and its
+batches, are a pure function of (seed, epoch): a resumed run continues exactly. docs/data.md
+says this for users.
+
+Each corpus keeps its own token-cache entry and vocabulary (mt.token_cache); its ids are looked
+up in the run's vocabulary as a batch is collated, and its tag (if any) put first in each source.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from mt.data import Batch, Batched, BatchPlan, ParallelData, plan_batches
+from mt.vocab import PAD
+
+
+@dataclass
+class Part:
+    """One corpus: its pairs (one ParallelData per cached segmentation), weight and tag."""
+
+    name: str
+    variants: list[ParallelData]
+    weight: float = 1.0
+    tag: int | None = None  # the tag's id in the run's source vocabulary
+    remap: tuple[np.ndarray | None, np.ndarray | None] = (None, None)  # entry id -> run id
+
+    def drawn(self, variant: int = 0) -> int:
+        """Pairs each epoch draws from this corpus."""
+        return round(self.weight * len(self.variants[variant]))
+
+
+class MixedData(Batched):
+    """The training pairs of several corpora (or one), planned as one set of batches.
+
+    A pair's global id is variant * size + (its corpus's base) + (its index in the corpus).
+    """
+
+    def __init__(self, parts: list[Part]):
+        self.parts = parts
+        n_variants = {len(p.variants) for p in parts}
+        assert len(n_variants) == 1, "every corpus has the same number of segmentations"
+        self.n_variants = n_variants.pop()
+        sizes = [len(p.variants[0].src) for p in parts]
+        self.bases = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.size = int(self.bases[-1])
+        self._lens = [self._lengths(v) for v in range(self.n_variants)]
+        self._plan: tuple[tuple, BatchPlan] | None = None
+
+    def _lengths(self, v: int) -> tuple[np.ndarray, np.ndarray]:
+        """Every pair's (source, target) length in segmentation v, the tag counted."""
+        src = np.concatenate([p.variants[v].src_lens + (p.tag is not None) for p in self.parts])
+        tgt = np.concatenate([p.variants[v].tgt_lens for p in self.parts])
+        return src, tgt
+
+    def __len__(self) -> int:
+        """Pairs an epoch draws (of the first segmentation)."""
+        return sum(p.drawn() for p in self.parts)
+
+    def filter_length(self, max_len: int) -> list[int]:
+        """Drop empty and over-long pairs of every corpus and segmentation; the count dropped
+        from each corpus (of its first segmentation)."""
+        return [[v.filter_length(max_len) for v in p.variants][0] for p in self.parts]
+
+    def plan(self, max_tokens: int, seed: int | None = None, epoch: int = 0) -> BatchPlan:
+        """Epoch `epoch`'s batches (see plan_batches) of the pairs it draws: global ids."""
+        key = (max_tokens, seed, epoch)
+        if self._plan is None or self._plan[0] != key:
+            v = epoch % self.n_variants
+            chosen = np.concatenate([v * self.size + self.bases[i] + self._draw(i, v, seed, epoch)
+                                     for i in range(len(self.parts))])
+            src, tgt = self._lens[v]
+            local = chosen - v * self.size
+            p = plan_batches(src[local], tgt[local], max_tokens,
+                             None if seed is None else seed + epoch)
+            self._plan = key, BatchPlan(chosen[p.pairs], p.bounds)
+        return self._plan[1]
+
+    def _draw(self, i: int, v: int, seed: int | None, epoch: int) -> np.ndarray:
+        """Corpus i's pairs in epoch `epoch`: positions [epoch * c, (epoch + 1) * c) of an
+        endless walk through seeded permutations of its pairs (c: Part.drawn)."""
+        part = self.parts[i]
+        pairs, c = part.variants[v].pairs, part.drawn(v)
+        n = len(pairs)
+        if c == n or not n:  # all of it, once: plan_batches shuffles
+            return pairs
+        start, stop = epoch * c, (epoch + 1) * c
+        walk = [np.random.default_rng((seed or 0, i, v, cycle)).permutation(n)
+                for cycle in range(start // n, (stop - 1) // n + 1)]
+        return pairs[np.concatenate(walk)[start - (start // n) * n:][:c]]
+
+    def collate(self, pairs: np.ndarray) -> Batch:
+        pairs = np.asarray(pairs, dtype=np.int64)
+        v, local = pairs // self.size, pairs % self.size
+        which = np.searchsorted(self.bases, local, side="right") - 1
+        pieces = []
+        for i in np.unique(which):
+            part, rows = self.parts[i], np.flatnonzero(which == i)
+            data, (src_map, tgt_map) = part.variants[int(v[0])], part.remap
+            ids = local[rows] - self.bases[i]
+            pieces.append((rows, data.src.padded(ids, first=part.tag, remap=src_map),
+                           data.tgt.padded(ids, bos=True, remap=tgt_map),
+                           data.tgt.padded(ids, eos=True, remap=tgt_map),
+                           int(data.tgt_lens[ids].sum())))
+        n_tgt = sum(piece[4] for piece in pieces) + len(pairs)
+        if len(pieces) == 1:
+            return Batch(*pieces[0][1:4], n_tgt)
+        return Batch(*(_stack([(rows, piece[k]) for rows, *piece in pieces], len(pairs))
+                       for k in range(3)), n_tgt)
+
+
+def _stack(pieces: list[tuple[np.ndarray, torch.Tensor]], n: int) -> torch.Tensor:
+    """Rows of several padded (b, L) tensors into one (n, max L), each at its rows."""
+    out = torch.full((n, max(t.shape[1] for _, t in pieces)), PAD, dtype=torch.long)
+    for rows, t in pieces:
+        out[torch.from_numpy(rows), :t.shape[1]] = t
+    return out
