@@ -27,6 +27,16 @@ DECODE_DTYPES = typing.get_args(DecodeDtype)
 
 
 @dataclass
+class FilterConfig:
+    """Training pairs dropped while the token cache is built (mt.filters; docs/data.md)."""
+
+    max_ratio: float = 0.0  # drop pairs whose word counts differ more than this factor; 0 = off
+    dedup: bool = False  # drop repeats of a pair (after the whitespace rule), keep the first
+    drop_copies: bool = False  # drop pairs whose target is the source copied
+    drop_invalid: bool = False  # drop pairs with invalid UTF-8 (U+FFFD) or control characters
+
+
+@dataclass
 class DataConfig:
     src_lang: str = "en"  # language code of the source side: file suffix, spaCy language
     tgt_lang: str = "de"
@@ -43,6 +53,7 @@ class DataConfig:
     spm_model_type: Literal["unigram", "bpe"] = "unigram"  # sentencepiece
     vocab_size: int = 8000  # sentencepiece: pieces per model, specials and 256 bytes included
     spm_max_sentences: int = 1000000  # sentencepiece: train on a sample this big; 0 = all lines
+    filter: FilterConfig = field(default_factory=FilterConfig)
 
 
 @dataclass
@@ -311,6 +322,8 @@ def _range_problems(cfg: Config) -> list[Problem]:
         (("model.tie_all", "data.shared_vocab"), not m.tie_all or d.shared_vocab,
          "model.tie_all needs data.shared_vocab: true"),
         ("data.max_len", d.max_len > 0, "data.max_len must be positive"),
+        ("data.filter.max_ratio", d.filter.max_ratio == 0 or d.filter.max_ratio >= 1,
+         "data.filter.max_ratio must be 0 (off) or at least 1"),
         (("data.max_len", "model.max_positions"), d.max_len <= m.max_positions - 2,
          f"data.max_len ({d.max_len}) must leave room for <bos>/<eos> within "
          f"model.max_positions ({m.max_positions})"),

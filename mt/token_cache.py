@@ -44,6 +44,7 @@ from mt import log
 from mt.config import DataConfig
 from mt.data import ParallelData, TokenArray, iter_parallel, split_path
 from mt.errors import DataError, FileSystemError, MTError, RunError, os_error_message
+from mt.filters import PairFilter
 from mt.textio import file_identity
 from mt.tokenizers import Tokenizer, build_tokenizers, load_tokenizers, tokenizer_kind
 from mt.vocab import UNK, Vocab
@@ -77,6 +78,8 @@ def _settings(d: DataConfig) -> dict:
     covers those) and max_len (applied when the arrays are loaded)."""
     kept = {k: v for k, v in asdict(d).items()
             if k not in ("dir", "train", "val", "test", "max_len")}
+    if not PairFilter(d.filter).active:  # no filter: the entries built before data.filter existed
+        del kept["filter"]
     # The tokenizer library's version too: its rules (or its trainer) may change the tokens.
     return {"format": FORMAT, "data": kept, **tokenizer_kind(d.tokenizer).cache_settings()}
 
@@ -295,15 +298,20 @@ def _write(tmp: Path, d: DataConfig, settings: dict, paths: tuple[Path, Path], f
     sides = [_Side(tmp, side) for side in SIDES]
     bar = tqdm(desc="tokenize", unit=" pairs", unit_scale=True, disable=None, file=sys.stderr,
                dynamic_ncols=True)
-    chunks = _chunks(iter_parallel(*paths), CHUNK_PAIRS)
+    pair_filter = PairFilter(d.filter)
+    chunks = ([p for p, keep in zip(c, pair_filter.keep(c)) if keep]
+              for c in _chunks(iter_parallel(*paths), CHUNK_PAIRS))
+    chunks = (c for c in chunks if c)  # a chunk the filter emptied
     for encoded in _tokenized(chunks, d, tmp / "tok", toks, workers):
         for side, enc in zip(sides, encoded):
             side.add(*enc)
         bar.update(len(encoded[0][3]))
     bar.close()
+    if pair_filter.active:
+        log.info(pair_filter.summary())
     vocabs = vocabs or _vocabs(d, toks, sides)
     meta = {**settings, "files": files, "pairs": sides[0].n_pairs, "tokens": {}, "dtype": {},
-            "vocab_size": {}}
+            "vocab_size": {}, "filtered": dict(pair_filter.dropped)}
     for name, side, vocab in zip(SIDES, sides, vocabs):
         vocab.save(tmp / f"vocab.{name}.txt")
         meta["dtype"][name] = side.finish(vocab)
