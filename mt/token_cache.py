@@ -308,7 +308,7 @@ def _write(tmp: Path, d: DataConfig, settings: dict, paths: tuple[Path, Path], f
         bar.update(len(encoded[0][3]))
     bar.close()
     if pair_filter.active:
-        log.info(pair_filter.summary())
+        log.info(f"data: {pair_filter.summary()}")
     vocabs = vocabs or _vocabs(d, toks, sides)
     meta = {**settings, "files": files, "pairs": sides[0].n_pairs, "tokens": {}, "dtype": {},
             "vocab_size": {}, "filtered": dict(pair_filter.dropped)}
