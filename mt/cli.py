@@ -19,7 +19,7 @@ from mt.errors import ConfigError, FileSystemError, MTError, os_error_message
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train Transformer translation models, translate files, score with BLEU.")
-data_app = typer.Typer(no_args_is_help=True, help="Fetch public corpora.")
+data_app = typer.Typer(no_args_is_help=True, help="Fetch public corpora; audit a corpus.")
 app.add_typer(data_app, name="data")
 
 DEVICE = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda.")
@@ -355,6 +355,41 @@ def data_multi30k(
     from mt.commands.data import multi30k
 
     multi30k(dest, from_, splits.split(","), langs.split(","))
+
+
+@data_app.command("check")
+def data_check(
+    config: Path = typer.Argument(None, help="YAML config: audit its training split against "
+                                  "its val and test sets. Or give --src and --tgt."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config value: --set "
+                                   "data.max_len=50 --set data.filter.max_ratio=2"),
+    src: Path = typer.Option(None, "--src", help="Training source file (instead of CONFIG)."),
+    tgt: Path = typer.Option(None, "--tgt", help="Training target file, with --src."),
+    val_src: Path = typer.Option(None, "--val-src", help="A validation source file, to count "
+                                 "the training pairs it holds (with --src)."),
+    val_tgt: Path = typer.Option(None, "--val-tgt", help="Its target file."),
+    test_src: Path = typer.Option(None, "--test-src", help="A test source file, likewise."),
+    test_tgt: Path = typer.Option(None, "--test-tgt", help="Its target file."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Audit a parallel corpus: empty sides, over-long pairs, length-ratio outliers, duplicates,
+    copies, invalid UTF-8, control characters, overlap with val and test (docs/data.md)."""
+    from mt.commands.data import check
+
+    given = {"--src": src, "--tgt": tgt, "--val-src": val_src, "--val-tgt": val_tgt,
+             "--test-src": test_src, "--test-tgt": test_tgt}
+    if config is not None and any(given.values()):
+        raise typer.BadParameter("give CONFIG or --src/--tgt files, not both", param_hint="CONFIG")
+    if config is None and (src is None or tgt is None):
+        raise typer.BadParameter("give a CONFIG, or both --src and --tgt", param_hint="CONFIG")
+    for a, b in (("--src", "--tgt"), ("--val-src", "--val-tgt"), ("--test-src", "--test-tgt")):
+        if (given[a] is None) != (given[b] is None):
+            raise typer.BadParameter(f"needs {b} too" if given[a] else f"needs {a} too",
+                                     param_hint=f"'{a if given[a] else b}'")
+    held = {name: (given[f"--{name}-src"], given[f"--{name}-tgt"]) for name in ("val", "test")
+            if given[f"--{name}-src"] is not None}
+    result = check(config, set_, None if config else (src, tgt), held)
+    print(result.to_json() if as_json else result.report())
 
 
 class Interrupted(BaseException):

@@ -44,6 +44,16 @@ class CorpusConfig:
 
 
 @dataclass
+class FilterConfig:
+    """Training pairs dropped while the token cache is built (mt.filters; docs/data.md)."""
+
+    max_ratio: float = 0.0  # drop pairs whose word counts differ more than this factor; 0 = off
+    dedup: bool = False  # drop repeats of a pair (after the whitespace rule), keep the first
+    drop_copies: bool = False  # drop pairs whose target is the source copied
+    drop_invalid: bool = False  # drop pairs with invalid UTF-8 (U+FFFD) or control characters
+
+
+@dataclass
 class DataConfig:
     src_lang: str = "en"  # language code of the source side: file suffix, spaCy language
     tgt_lang: str = "de"
@@ -67,6 +77,7 @@ class DataConfig:
     spm_alpha: float = 0.0
     spm_nbest: int = -1  # sample from the nbest best segmentations; -1 = all
     spm_samples: int = 8
+    filter: FilterConfig = field(default_factory=FilterConfig)
 
 
 @dataclass
@@ -340,6 +351,8 @@ def _range_problems(cfg: Config) -> list[Problem]:
         (("model.tie_all", "data.shared_vocab"), not m.tie_all or d.shared_vocab,
          "model.tie_all needs data.shared_vocab: true"),
         ("data.max_len", d.max_len > 0, "data.max_len must be positive"),
+        ("data.filter.max_ratio", d.filter.max_ratio == 0 or d.filter.max_ratio >= 1,
+         "data.filter.max_ratio must be 0 (off) or at least 1"),
         (("data.max_len", "model.max_positions"), d.max_len <= m.max_positions - 2,
          f"data.max_len ({d.max_len}) must leave room for <bos>/<eos> within "
          f"model.max_positions ({m.max_positions})"),

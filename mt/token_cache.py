@@ -50,6 +50,7 @@ from mt import log
 from mt.config import TAG, DataConfig
 from mt.data import CorpusFiles, ParallelData, TokenArray, training_corpora
 from mt.errors import DataError, FileSystemError, MTError, RunError, os_error_message
+from mt.filters import PairFilter
 from mt.mixing import MixedData, Part
 from mt.textio import file_identity
 from mt.tokenizers import (
@@ -433,7 +434,10 @@ def _write(tmp: Path, d: DataConfig, settings: dict, corpus: CorpusFiles,
     angle: set[str] = set()
     bar = tqdm(desc=f"tokenize {corpus.name}", unit=" pairs", unit_scale=True, disable=None,
                file=sys.stderr, dynamic_ncols=True)
-    chunks = enumerate(_chunks(corpus.pairs(), CHUNK_PAIRS))
+    pair_filter = PairFilter(d.filter)
+    chunks = ([p for p, keep in zip(c, pair_filter.keep(c)) if keep]
+              for c in _chunks(corpus.pairs(), CHUNK_PAIRS))
+    chunks = enumerate(c for c in chunks if c)  # not a chunk the filter emptied
     for encoded, found in _tokenized(chunks, d, tok_dir, toks, workers):
         for side, enc in zip(sides, encoded):
             side.add(*enc)
@@ -441,13 +445,15 @@ def _write(tmp: Path, d: DataConfig, settings: dict, corpus: CorpusFiles,
             angle |= found
         bar.update(len(encoded[0][3]))
     bar.close()
+    if pair_filter.active:
+        log.info(f"data: {corpus.name}: {pair_filter.summary()}")
     fixed = [tok.fixed_vocab for tok in toks]
     vocabs = [Vocab(f) if f is not None
               else Vocab.from_counts(sum((s.counts() for s in sides[i::2]), collections.Counter()))
               for i, f in enumerate(fixed)]
     meta = {**settings, "files": files, "corpus": str(corpus), "pairs": sides[0].n_pairs,
             "variants": variants, "tokens": {}, "dtype": {}, "vocab_size": {},
-            "angle_tokens": sorted(angle)}
+            "angle_tokens": sorted(angle), "filtered": dict(pair_filter.dropped)}
     for i, (name, vocab) in enumerate(zip(SIDES, vocabs)):
         vocab.save(tmp / f"vocab.{name}.txt")
         counts = sum((s.counts() for s in sides[i::2]), collections.Counter())

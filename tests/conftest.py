@@ -193,3 +193,38 @@ def png_size(path) -> tuple[int, int]:
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR", path
     assert data[-8:-4] == b"IEND"  # complete, not cut short
     return struct.unpack(">II", data[16:24])
+
+
+# A corpus with one defect per planted line (mt.filters, mt.audit): {finding: line numbers}.
+PLANTED_PAIRS = [
+    ("A small dog runs .", "Ein kleiner Hund läuft ."),                # 1
+    ("Two men sit on a bench .", "Zwei Männer sitzen auf einer Bank ."),  # 2
+    ("A  small dog runs . ", "Ein kleiner Hund\tläuft ."),             # 3 repeats 1 (whitespace)
+    ("Adrian Coles , BSA", "Adrian  Coles , BSA"),                     # 4 copy
+    ("Ein Hund", "a dog that runs across a field of very tall green grass at noon"),  # 5 ratio
+    ("Hallo", "hello there friend"),                                   # 6 clean: under the floor
+    ("Ein b\ufffdser Hund .", "An angry dog ."),                       # 7 invalid UTF-8
+    ("Mal sehen .", "Let's see\x85"),                                  # 8 control character
+    ("Nur Quelle .", ""),                                              # 9 empty side
+    (" ".join(["wort"] * 101), " ".join(["word"] * 101)),              # 10 over 100 words
+    ("Two men sit on a bench .", "Zwei Männer sitzen auf einer Bank ."),  # 11 repeats 2
+    ("Ein Mann liest .", "A man is reading ."),                        # 12 source in val
+    ("Eine Frau singt .", "A woman sings ."),                          # 13 pair in test
+    ("", ""),                                                          # 14 empty (no duplicate)
+    ("", ""),                                                          # 15 empty (no duplicate)
+    ("Kinder spielen .", "Children play ."),                           # 16 clean
+]
+PLANTED = {"empty": [9, 14, 15], "too_long": [10], "ratio": [5], "duplicate": [3, 11],
+           "copy": [4], "invalid_utf8": [7], "control": [8]}
+PLANTED_VAL = [("Ein Mann liest .", "A man reads a book ."), ("Hunde bellen .", "Dogs bark .")]
+PLANTED_TEST = [("Eine  Frau singt .", "A woman sings ."), ("Ein Mann liest .", "One man reads .")]
+
+
+def write_pairs(directory: Path, split: str, pairs, src: str = "de", tgt: str = "en"
+                ) -> tuple[Path, Path]:
+    """{split}.{src} and {split}.{tgt} in directory; U+FFFD is written as the invalid byte \\xff."""
+    paths = directory / f"{split}.{src}", directory / f"{split}.{tgt}"
+    for path, side in zip(paths, zip(*pairs)):
+        path.write_bytes(b"".join(s.encode().replace("\ufffd".encode(), b"\xff") + b"\n"
+                                  for s in side))
+    return paths

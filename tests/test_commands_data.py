@@ -1,9 +1,20 @@
 import gzip
+import json
 import shutil
 
 import pytest
 
-from conftest import MULTI30K, assert_user_error, run_mt
+from conftest import (
+    CONFIG,
+    MULTI30K,
+    PLANTED_PAIRS,
+    PLANTED_TEST,
+    PLANTED_VAL,
+    assert_user_error,
+    run_mt,
+    snapshot,
+    write_pairs,
+)
 
 needs_multi30k = pytest.mark.skipif(not MULTI30K.is_dir(), reason="needs ../shared/data/multi30k")
 
@@ -72,3 +83,62 @@ def test_multi30k_all_splits_of_a_language_pair(tmp_path):
                "--langs", "en,cs", "--splits", "all")  # 2017's test sets have no Czech
     assert r.code == 0, r.err
     assert len(list((tmp_path / "m").iterdir())) == 8
+
+
+@pytest.fixture
+def planted_dir(tmp_path):
+    d = tmp_path / "corpus"
+    d.mkdir()
+    for split, pairs in (("train", PLANTED_PAIRS), ("val", PLANTED_VAL), ("test", PLANTED_TEST)):
+        write_pairs(d, split, pairs)
+    return d
+
+
+def bare(d, *splits):
+    args = ["--src", d / "train.de", "--tgt", d / "train.en"]
+    for split in splits:
+        args += [f"--{split}-src", d / f"{split}.de", f"--{split}-tgt", d / f"{split}.en"]
+    return args
+
+
+def test_check_files_report_and_json(cli, planted_dir):
+    r = cli("data", "check", *bare(planted_dir, "val", "test"))
+    assert r.code == 0, r.err
+    assert r.out.startswith("train: 16 pairs")
+    assert "source copied to target               1  lines 4" in r.out
+    assert "pair in test                          1  lines 13  (1 of test's 2)" in r.out
+    r = cli("data", "check", *bare(planted_dir), "--json", "--set", "data.max_len=5")
+    assert r.code == 0, r.err
+    (train,) = json.loads(r.out)["corpora"]
+    assert train["too_long"] == {"count": 4, "lines": [2, 5, 10, 11]}
+    assert train["duplicate"] == {"count": 2, "lines": [3, 11]} and train["overlap"] == []
+
+
+def test_check_a_config_audits_train_against_val_and_test(cli, planted_dir):
+    r = cli("data", "check", "--json", CONFIG, "--set", f"data.dir={planted_dir}",
+            "--set", "data.src_lang=de", "--set", "data.tgt_lang=en", "--set", "data.train=train",
+            "--set", "data.val=val", "--set", "data.test=test", "--set", "data.filter.max_ratio=10")
+    assert r.code == 0, r.err
+    result = json.loads(r.out)
+    assert result["max_ratio"] == 10 and result["max_len"] == 40  # configs/toy.yaml's
+    assert [c["name"] for c in result["corpora"]] == ["train", "val", "test"]
+    assert [o["split"] for o in result["corpora"][0]["overlap"]] == ["val", "test"]
+    assert result["corpora"][0]["ratio"]["count"] == 0  # line 5 is 14 words against 2 (3)
+
+
+def test_check_bad_input(cli, planted_dir):
+    (planted_dir / "val.en").write_text("one\ntwo\nthree\n", encoding="utf-8")
+    before = snapshot(planted_dir.parent)
+    r = cli("data", "check", "--src", planted_dir / "train.de", "--tgt", planted_dir / "no.en")
+    assert_user_error(r, 4, "no.en: file not found")
+    r = cli("data", "check", *bare(planted_dir, "val"))
+    assert_user_error(r, 4, "differ in length", "val.de has 2 lines", "val.en has 3")
+    assert r.out == ""
+    assert_user_error(cli("data", "check", CONFIG, "--src", planted_dir / "train.de"), 2,
+                      "not both")
+    assert_user_error(cli("data", "check"), 2, "give a CONFIG, or both --src and --tgt")
+    assert_user_error(cli("data", "check", *bare(planted_dir), "--test-src", "x"), 2,
+                      "--test-src", "needs --test-tgt too")
+    assert_user_error(cli("data", "check", *bare(planted_dir), "--set", "data.max_len=0"), 3,
+                      "data.max_len must be positive")
+    assert snapshot(planted_dir.parent) == before  # nothing written

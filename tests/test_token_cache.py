@@ -291,3 +291,26 @@ def test_group_bounds_is_the_greedy_cut(sizes, max_tokens):
     src = np.array([s for s, _ in sizes], dtype=np.int64)
     tgt = np.array([t for _, t in sizes], dtype=np.int64)
     assert group_bounds(src, tgt, max_tokens).tolist() == _greedy(sizes, max_tokens)
+
+
+def test_data_filter_drops_pairs_while_building(tmp_path, cache_dir, monkeypatch, capsys):
+    from conftest import PLANTED_PAIRS, write_pairs
+    from mt.config import FilterConfig
+    from mt.tokenizers.text import normalize
+
+    monkeypatch.setattr(mt.token_cache, "CHUNK_PAIRS", 2)  # duplicates across chunks; chunk 4
+    write_pairs(tmp_path, "train", PLANTED_PAIRS)  # (lines 7, 8) is dropped whole
+    d = DataConfig(dir=str(tmp_path), train="train", src_lang="de", tgt_lang="en")
+    d.filter = FilterConfig(max_ratio=3, dedup=True, drop_copies=True, drop_invalid=True)
+    assert mt.token_cache._settings(d, {})["data"]["filter"]["dedup"]  # part of the key
+    corpora = open_cache(d, workers=1)
+    [cache] = corpora.entries
+    assert cache.meta["pairs"] == 10
+    assert cache.meta["filtered"] == {"invalid": 2, "copy": 1, "ratio": 1, "duplicate": 2}
+    assert ("data: train: data.filter dropped 6 of 16 pairs (2 invalid, 1 copy, 1 ratio, 2 duplicate)"
+            in capsys.readouterr().err)
+    src_tok = corpora.tokenizers()[0]
+    sources = [src_tok.detokenize(cache.src_vocab.decode(cache.data().pair(i)[0]))
+               for i in range(10)]
+    assert sources == [normalize(PLANTED_PAIRS[n - 1][0]) for n in (1, 2, 6, 9, 10, 12, 13, 14,
+                                                                    15, 16)]

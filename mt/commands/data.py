@@ -1,4 +1,5 @@
-"""Public corpora: Multi30k task 1 (en, de, fr, cs), downloaded or copied from a local directory."""
+"""`mt data`: public corpora (Multi30k task 1 in en, de, fr, cs, downloaded or copied from a local
+directory), and the audit of a corpus (`mt data check`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from mt.audit import AUDIT_RATIO, Audit, audit, held_out
+from mt.config import load_config
+from mt.data import CorpusFiles, training_corpora
 from mt.errors import DataError
 from mt.log import info
 from mt.textio import atomic_write, iter_lines
@@ -83,3 +87,17 @@ def _download(url: str, target: Path) -> None:
                             "use --from DIR") from None
 
     atomic_write(target, fetch)
+
+
+def check(config: Path | None, overrides: list[str], train: tuple[Path, Path] | None,
+          held: dict[str, tuple[Path, Path]]) -> Audit:
+    """`mt data check`: the config's training corpora against its val and test sets, or the
+    files given (train, and the held-out sets by name). max_len and the ratio come from the
+    config (or the defaults, with --set applied)."""
+    d = load_config(config, overrides).data
+    if train is None:
+        corpora, against = training_corpora(d), held_out(d)
+    else:
+        corpora = [CorpusFiles("train", tuple(train), 1.0, "")]
+        against = [CorpusFiles(name, tuple(paths), 1.0, "") for name, paths in held.items()]
+    return audit(corpora, against, d.max_len, d.filter.max_ratio or AUDIT_RATIO)
