@@ -10,7 +10,8 @@ One entry, $MT_CACHE_DIR/tokens/<train>.<src>-<tgt>.<settings hash>.<files hash>
                              vocabulary has more than 65,536 entries
   src.offsets, tgt.offsets   int64: pair i is ids[offsets[i]:offsets[i + 1]]
   vocab.src.txt, vocab.tgt.txt
-  tok/                       files the tokenizers need (none for spaCy)
+  tok/                       files the tokenizers need (none for spaCy): trained on the split,
+                             or given (another run's: open_cache's tok_files)
 The settings hash covers everything that changes the ids (tokenizer settings, lowercasing,
 vocabulary settings); the files hash covers the training files' paths, sizes and modification
 times. An entry is built in a hidden directory beside it under a lock (<entry>.lock) and
@@ -31,7 +32,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass
@@ -140,27 +141,40 @@ class TokenCache:
         return make_tokenizers(self.data_cfg, self.path / "tok")
 
 
-def open_cache(d: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None, workers: int = 0
-               ) -> TokenCache:
+def open_cache(d: DataConfig, vocabs: tuple[Vocab, Vocab] | None = None, workers: int = 0,
+               tok_files: Mapping[str, bytes] | None = None) -> TokenCache:
     """The token cache of d's training split, built first when missing or stale.
 
-    vocabs: a resumed run's vocabularies. The entry built with the vocabularies counted from
-    the data is used when they are the same (the usual case); otherwise an entry encoded with
-    these is. workers: tokenizer processes when building (0: one per available core).
+    vocabs, tok_files: a resumed run's vocabularies and tokenizer files, or a fine-tuned run's
+    parent's. The entry built with the vocabularies counted from the data (and tokenizers
+    trained on it) is used when they are the same (the usual case); otherwise an entry encoded
+    with these is, its tok/ holding tok_files as given (nothing trained). workers: tokenizer
+    processes when building (0: one per available core).
     """
     src_path, tgt_path = (split_path(d.dir, d.train, lang) for lang in (d.src_lang, d.tgt_lang))
     files = [file_identity(src_path), file_identity(tgt_path)]
     settings = _settings(d)
     entry = _entry_path(d, settings, files)
     cache = _load(entry, d)
-    if cache is not None and (vocabs is None or _same(cache.vocabs, vocabs)):
+    if (cache is not None and (vocabs is None or _same(cache.vocabs, vocabs))
+            and _holds(cache, tok_files or {})):
         return cache
+    if tok_files:
+        settings["tok"] = _hash({n: hashlib.sha256(b).hexdigest() for n, b in tok_files.items()})
     if vocabs is not None:
         settings["vocab"] = _hash([v.itos for v in vocabs])
+    if tok_files or vocabs is not None:
         entry = _entry_path(d, settings, files)
         if (cache := _load(entry, d)) is not None:
             return cache
-    return _build_entry(entry, d, settings, (src_path, tgt_path), files, vocabs, workers)
+    return _build_entry(entry, d, settings, (src_path, tgt_path), files, vocabs, workers,
+                        tok_files or {})
+
+
+def _holds(cache: TokenCache, tok_files: Mapping[str, bytes]) -> bool:
+    """Whether the entry's tokenizer files are these."""
+    return all((cache.path / "tok" / n).is_file() and (cache.path / "tok" / n).read_bytes() == b
+               for n, b in tok_files.items())
 
 
 def _hash(value: object) -> str:
@@ -197,7 +211,8 @@ def _load(entry: Path, d: DataConfig, rebuilding: bool = False) -> TokenCache | 
 
 # --- Building one ----------------------------------------------------------------------------
 def _build_entry(entry: Path, d: DataConfig, settings: dict, paths: tuple[Path, Path],
-                 files: list, vocabs: tuple[Vocab, Vocab] | None, workers: int) -> TokenCache:
+                 files: list, vocabs: tuple[Vocab, Vocab] | None, workers: int,
+                 tok_files: Mapping[str, bytes]) -> TokenCache:
     """Tokenize the training split into `entry`, under its lock (another process may have
     built it meanwhile), and open it."""
     root = entry.parent
@@ -219,7 +234,7 @@ def _build_entry(entry: Path, d: DataConfig, settings: dict, paths: tuple[Path, 
         tmp = root / f".{entry.name}.tmp{os.getpid()}"
         try:
             tmp.mkdir()
-            meta = _write(tmp, d, settings, paths, files, vocabs, workers)
+            meta = _write(tmp, d, settings, paths, files, vocabs, workers, tok_files)
             if [file_identity(p) for p in paths] != files:
                 raise DataError(f"{paths[0]} or {paths[1]} changed while its token cache was "
                                 "being built; run again")
@@ -287,10 +302,13 @@ def _remove_abandoned(root: Path, entry: Path) -> None:
 
 
 def _write(tmp: Path, d: DataConfig, settings: dict, paths: tuple[Path, Path], files: list,
-           vocabs: tuple[Vocab, Vocab] | None, workers: int) -> dict:
+           vocabs: tuple[Vocab, Vocab] | None, workers: int, tok_files: Mapping[str, bytes]
+           ) -> dict:
     started = time.perf_counter()
     (tmp / "tok").mkdir()
-    toks = make_tokenizers(d, tmp / "tok", train=paths)
+    for name, data in tok_files.items():  # given: used as they are, not trained
+        (tmp / "tok" / name).write_bytes(data)
+    toks = make_tokenizers(d, tmp / "tok", train=None if tok_files else paths)
     workers = workers or len(os.sched_getaffinity(0))
     sides = [_Side(tmp, side) for side in SIDES]
     bar = tqdm(desc="tokenize", unit=" pairs", unit_scale=True, disable=None, file=sys.stderr,

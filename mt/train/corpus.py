@@ -30,29 +30,48 @@ class Corpus:
     val_src: list[str]  # the validation text, for BLEU
     val_ref: list[str]
     tok_files: dict[str, bytes]  # what checkpoints carry of the tokenizers (rank 0 only)
+    fingerprint: str  # of the training data as tokenized: the token cache entry's name
 
 
-def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group) -> Corpus:
-    """The vocabularies are the run's own on --resume, else the token cache's."""
+@dataclass
+class Inherited:
+    """Vocabularies and tokenizer files the data is encoded with instead of the token cache's
+    own: a resumed run's, or a fine-tuned run's parent's."""
+
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    tok_files: dict[str, bytes]
+
+    @classmethod
+    def of_run(cls, cfg: Config, run_dir: Path) -> Inherited:
+        return cls(Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB),
+                   {n: (run_dir / n).read_bytes() for n in tokenizer_files(cfg.data)})
+
+
+def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group,
+                inherit: Inherited | None = None) -> Corpus:
+    """The vocabularies and tokenizers are the run's own on --resume, `inherit`'s when given
+    (fine-tuning), else the token cache's."""
     d = cfg.data
-    vocabs = None
     if resume:
-        vocabs = Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB)
+        inherit = Inherited.of_run(cfg, run_dir)
+    vocabs = (inherit.src_vocab, inherit.tgt_vocab) if inherit else None
     # Under torchrun rank 0 builds the token cache, if it must, while the other ranks wait
     # here; then every rank maps the same arrays.
     if not group.main:
         group.barrier()
     try:
-        cache = open_cache(d, vocabs)
+        cache = open_cache(d, vocabs, tok_files=inherit.tok_files if inherit else None)
     finally:
         if group.main:
             group.barrier()
     src_vocab, tgt_vocab = vocabs or cache.vocabs
     src_tok, tgt_tok = cache.tokenizers()
     # What checkpoints carry of the tokenizers (e.g. a SentencePiece model), read once: the
-    # run's own on --resume; a new run's are written to its directory with its config.
-    tok_dir = run_dir if resume else cache.path / "tok"
-    tok_files = {n: (tok_dir / n).read_bytes() for n in tokenizer_files(d)} if group.main else {}
+    # inherited ones, else the cache's (written to a new run's directory with its config).
+    tok_files = inherit.tok_files if inherit else (
+        {n: (cache.path / "tok" / n).read_bytes() for n in tokenizer_files(d)}
+        if group.main else {})
     train = cache.data()
     dropped = train.filter_length(d.max_len)
     if not len(train):
@@ -67,4 +86,4 @@ def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group) -> Corpu
              f"{d.max_len} tokens), {len(val_src)} validation; vocab src {len(src_vocab)} "
              f"tgt {len(tgt_vocab)}")
     return Corpus(src_vocab, tgt_vocab, src_tok, tgt_tok, train, val, val_src, val_ref,
-                  tok_files)
+                  tok_files, cache.path.name)
