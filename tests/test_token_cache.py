@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,9 @@ from mt.config import DataConfig
 from mt.data import ParallelData, group_bounds, read_parallel
 from mt.errors import FileSystemError, RunError
 from mt.token_cache import open_cache
+from mt.tokenizers import tokenizer_files
 from mt.tokenizers.spacy_words import SpacyTokenizer
+from mt.tokenizers.subword import JOINT
 from mt.vocab import Vocab
 
 MAIN_PID = os.getpid()
@@ -273,3 +276,26 @@ def test_group_bounds_is_the_greedy_cut(sizes, max_tokens):
     src = np.array([s for s, _ in sizes], dtype=np.int64)
     tgt = np.array([t for _, t in sizes], dtype=np.int64)
     assert group_bounds(src, tgt, max_tokens).tolist() == _greedy(sizes, max_tokens)
+
+
+def test_given_tokenizer_files_are_used_as_they_are(tmp_path, cache_dir):
+    """A fine-tuned run encodes its data with its parent's SentencePiece model: the entry's tok/
+    holds those files (nothing trained); the files of the entry's own model reuse it."""
+    spm = {"tokenizer": "sentencepiece", "shared_vocab": True, "vocab_size": 360}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    parent = open_cache(replace(corpus(tmp_path / "a", n=400), **spm))
+    d = replace(corpus(tmp_path / "b", n=800), **spm)
+    files = {n: (parent.path / "tok" / n).read_bytes() for n in tokenizer_files(d)}
+    tok = parent.tokenizers()[0]  # before the next build removes its entry (the same split name)
+    own = open_cache(d)
+    assert (own.path / "tok" / JOINT).read_bytes() != files[JOINT]  # trained on other data
+    given = open_cache(d, parent.vocabs, tok_files=files)
+    assert given.path != own.path and (given.path / "tok" / JOINT).read_bytes() == files[JOINT]
+    assert given.src_vocab.itos == parent.src_vocab.itos
+    line = (Path(d.dir) / "toy.train.en").read_text(encoding="utf-8").splitlines()[500]
+    assert given.tokenizers()[0].tokenize(line) == tok.tokenize(line)
+    src, _ = given.data().pair(500)
+    assert given.src_vocab.decode(src) == tok.tokenize(line)
+    own_files = {JOINT: (own.path / "tok" / JOINT).read_bytes()}
+    assert open_cache(d, own.vocabs, tok_files=own_files).path == own.path  # a resume's

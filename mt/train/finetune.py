@@ -56,7 +56,7 @@ def child_config(cfg: Config, parent: Parent, blame: Callable[[str], str]) -> Co
         mine, theirs = getattr(cfg.model, f.name), getattr(parent.cfg.model, f.name)
         if mine != theirs:
             key = f"model.{f.name}"
-            raise ConfigError(f"{blame(key)}: {key} differs from the parent's ({mine!r}, "
+            raise ConfigError(f"{blame(key)}: {key} differs from the parent's ({mine!r} here, "
                               f"{theirs!r} in {parent.checkpoint}); a fine-tuned model is the "
                               "parent's: give its model section (mt info shows it), or train "
                               "a new model without --init-from")
