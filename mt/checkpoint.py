@@ -177,6 +177,7 @@ class Run:
     files: dict[str, bytes] = field(default_factory=dict)  # the tokenizers' files, by name
     checkpoint: Path | None = None  # the file read; None: a directory's files alone
     format: int = 0  # FORMAT: a one-file checkpoint; 0: config and vocab from its directory
+    lineage: dict | None = None  # how its weights were made (mt.train.lineage); None: unknown
 
 
 def open_run(path: Path, overrides: Sequence[str] = ()) -> Run:
@@ -226,7 +227,7 @@ def _open(path: Path, overrides: Sequence[str]) -> tuple[Run, dict]:
         if name not in files:
             files[name] = (directory / name).read_bytes()
     run = Run(cfg, None, src_vocab, tgt_vocab, int(state.get("step", 0)), src_tok, tgt_tok,
-              files, ckpt, state["format"] if one_file else 0)
+              files, ckpt, state["format"] if one_file else 0, state.get("lineage"))
     return run, state
 
 

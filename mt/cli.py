@@ -46,11 +46,14 @@ def train(
     out: Path = typer.Option(None, "--out", help="Run directory (default: runs/CONFIG_NAME)."),
     device: str = DEVICE,
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from last.pt."),
+    init_from: Path = typer.Option(None, "--init-from", help="Fine-tune: start from this run's "
+                                   "(or checkpoint's) weights, vocabularies and tokenizer; "
+                                   "optimizer, schedule, step and best score start afresh."),
 ) -> None:
     """Train a model; writes config, vocab, checkpoints and metrics.jsonl to the run directory."""
     from mt.commands.train import train as run_training
 
-    result = run_training(config, set_, out, device, resume)
+    result = run_training(config, set_, out, device, resume, init_from)
     if int(os.environ.get("RANK", 0)) == 0:  # under torchrun, one summary
         print(json.dumps(result))
 

@@ -124,6 +124,9 @@ class TrainConfig:
     max_minutes: float = 0.0  # wall-clock budget for training (resumes included); 0 = none
     threads: int = 0  # CPU threads for torch; 0 = torch's default
     tensorboard: bool = False  # also write metrics as TensorBoard scalars to RUN/tb
+    # Exponential moving average of the weights (mt.train.ema); 0 = off. When on, validation,
+    # best.pt and ckpt.STEP.pt use the average; last.pt keeps the raw weights and the average.
+    ema_decay: float = 0.0
 
 
 @dataclass
@@ -385,6 +388,8 @@ def _range_problems(cfg: Config) -> list[Problem]:
          "train.keep_checkpoints must be 0 (off) or positive"),
         ("train.max_minutes", t.max_minutes >= 0,
          "train.max_minutes must be 0 (no budget) or positive"),
+        ("train.ema_decay", 0.0 <= t.ema_decay < 1.0,
+         "train.ema_decay must be in [0, 1) (0 = off; e.g. 0.9999)"),
         ("decode.beam", dec.beam >= 1, "decode.beam must be at least 1"),
         (("decode.nbest", "decode.beam"), 1 <= dec.nbest <= dec.beam,
          f"decode.nbest ({dec.nbest}) must be between 1 and decode.beam ({dec.beam})"),

@@ -5,10 +5,13 @@ import json
 import pytest
 import torch
 
-from conftest import assert_user_error, run_mt
-from mt.checkpoint import FORMAT, load_checkpoint, load_run
+from conftest import CONFIG, TINY, assert_user_error, corpus, run_mt
+from mt.checkpoint import FORMAT, load_checkpoint, load_run, save_checkpoint
+from mt.commands.average import average_run
 from mt.commands.info import run_info
+from mt.commands.train import train
 from mt.errors import CheckpointError
+from mt.train.lineage import sha256_of
 
 
 def test_info_json(tiny_run):
@@ -57,3 +60,40 @@ def test_info_of_missing_truncated_or_foreign_checkpoints(tiny_run, tmp_path):
     torch.save({"model": state["model"], "step": state["step"]}, old)
     with pytest.raises(CheckpointError, match="config missing"):
         run_info(old)
+
+
+@pytest.mark.slow
+def test_info_shows_the_lineage_base_fine_tuned_averaged(tmp_path, cli):
+    small = [*TINY, "model.d_model=32", "model.d_ff=64", "train.max_tokens=400",
+             "train.eval_bleu=false", "train.metric=loss", "train.warmup=10",
+             f"data.dir={corpus(tmp_path, n=100)}", "train.eval_every=3"]
+    train(CONFIG, [*small, "train.max_steps=6"], tmp_path / "base", "cpu", False)
+    train(CONFIG, [*small, "train.max_steps=6", "train.keep_checkpoints=2"], tmp_path / "ft",
+          "cpu", False, init_from=tmp_path / "base")
+    average = average_run(tmp_path / "ft", 2)
+    info = run_info(average)
+    base_sha, ft_sha = (sha256_of(p) for p in (tmp_path / "base" / "best.pt",
+                                               tmp_path / "ft" / "ckpt.6.pt"))
+    fingerprint = info["lineage"][0]["fingerprint"]
+    assert fingerprint.startswith("toy_train.en-de.")
+    assert info["lineage"] == [
+        {"how": "trained", "train": f"{tmp_path / 'corpus'}/toy.train",
+         "fingerprint": fingerprint, "sha256": base_sha, "step": 6},
+        {"how": "fine-tuned", "train": f"{tmp_path / 'corpus'}/toy.train",
+         "fingerprint": fingerprint, "sha256": ft_sha, "step": 6},
+        {"how": "averaged", "train": f"{tmp_path / 'corpus'}/toy.train",
+         "fingerprint": fingerprint, "sha256": sha256_of(average), "step": 6,
+         "averaged": [3, 6]}]
+    r = cli("info", average)
+    assert r.code == 0, r.err
+    assert (f"lineage:       trained on {tmp_path / 'corpus'}/toy.train (step 6, sha256 "
+            f"{base_sha[:12]}) -> fine-tuned on {tmp_path / 'corpus'}/toy.train (step 6, sha256 "
+            f"{ft_sha[:12]}) -> averaged steps 3, 6 (step 6, sha256 "
+            f"{sha256_of(average)[:12]})\n") in r.out
+    assert json.loads(cli("info", average, "--json").out)["lineage"] == info["lineage"]
+    old = tmp_path / "base" / "old.pt"  # saved before lineages
+    state = load_checkpoint(tmp_path / "base" / "best.pt")
+    del state["lineage"]
+    save_checkpoint(old, state)
+    assert run_info(old)["lineage"] == [{"how": "unknown", "sha256": sha256_of(old), "step": 6}]
+    assert "lineage:       no lineage recorded (step 6" in cli("info", old).out

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,7 @@ from mt.data import ParallelData, group_bounds, read_parallel
 from mt.errors import FileSystemError, RunError
 from mt.token_cache import Corpora, open_corpora
 from mt.tokenizers.spacy_words import SpacyTokenizer
+from mt.tokenizers.subword import JOINT
 from mt.vocab import Vocab
 
 MAIN_PID = os.getpid()
@@ -307,10 +309,34 @@ def test_data_filter_drops_pairs_while_building(tmp_path, cache_dir, monkeypatch
     [cache] = corpora.entries
     assert cache.meta["pairs"] == 10
     assert cache.meta["filtered"] == {"invalid": 2, "copy": 1, "ratio": 1, "duplicate": 2}
-    assert ("data: train: data.filter dropped 6 of 16 pairs (2 invalid, 1 copy, 1 ratio, 2 duplicate)"
-            in capsys.readouterr().err)
+    assert ("data: train: data.filter dropped 6 of 16 pairs (2 invalid, 1 copy, 1 ratio, "
+            "2 duplicate)" in capsys.readouterr().err)
     src_tok = corpora.tokenizers()[0]
     sources = [src_tok.detokenize(cache.src_vocab.decode(cache.data().pair(i)[0]))
                for i in range(10)]
     assert sources == [normalize(PLANTED_PAIRS[n - 1][0]) for n in (1, 2, 6, 9, 10, 12, 13, 14,
                                                                     15, 16)]
+
+
+def test_given_tokenizer_files_are_used_as_they_are(tmp_path, cache_dir):
+    """A fine-tuned run encodes its data with its parent's SentencePiece model (nothing
+    trained); a resumed run's own files find the entries it was trained on."""
+    spm = {"tokenizer": "sentencepiece", "shared_vocab": True, "vocab_size": 360}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    parent = open_cache(replace(corpus(tmp_path / "a", n=400), **spm))
+    d = replace(corpus(tmp_path / "b", n=800), **spm)
+    files = parent.tok_files()
+    tok = parent.tokenizers()[0]
+    own = open_cache(d)
+    assert own.tok_files()[JOINT] != files[JOINT]  # trained on other data
+    given = open_corpora(d, tok_files=files)
+    assert given.tok_files() == files and given.entries[0].path != own.entries[0].path
+    line = (Path(d.dir) / "toy.train.en").read_text(encoding="utf-8").splitlines()[500]
+    assert given.tokenizers()[0].tokenize(line) == tok.tokenize(line)
+    vocabs = parent.vocabs()
+    src = given.data(*vocabs).collate(np.array([500])).src[0].tolist()
+    assert vocabs[0].decode(src) == tok.tokenize(line)
+    resumed = open_corpora(d, tok_files=own.tok_files())
+    assert resumed.entries[0].path == own.entries[0].path
+

@@ -317,7 +317,8 @@ def test_resume_continues_exactly(tmp_path):
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
     c = load_checkpoint(tmp_path / "split" / "best.pt")
-    assert set(c) == {"format", "model", "step", "config", "vocab", "files"}  # no training state
+    assert set(c) == {"format", "model", "step", "config", "vocab", "files",
+                      "lineage"}  # no training state
 
 
 def test_resume_needs_the_training_state(cli, run_copy):
@@ -404,7 +405,13 @@ def test_resume_refuses_a_changed_model_or_data_setting_however_given(cli, tmp_p
     before = snapshot(run)
     r = cli("train", "--out", run, "--resume", "--set", "data.dir=elsewhere", "--device", "cpu")
     assert_user_error(r, 3, "--set data.dir=elsewhere: data.dir differs from the run being "
-                      "resumed ('elsewhere', was 'data/toy'", "start a new run with another --out")
+                      "resumed ('elsewhere', was 'data/toy'",
+                      f"start a new run from this one's weights with it: --init-from {run} "
+                      "--out NEW")
+    changed = tmp_path / "changed.yaml"
+    load_config(run / "config.yaml", ["data.train=other"]).save(changed)
+    r = cli("train", changed, "--out", run, "--resume", "--device", "cpu")
+    assert_user_error(r, 3, f"{changed}: data.train differs", "--init-from")
     changed = tmp_path / "changed.yaml"
     load_config(run / "config.yaml", ["model.d_model=32"]).save(changed)
     r = cli("train", changed, "--out", run, "--resume", "--device", "cpu")

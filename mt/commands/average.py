@@ -14,6 +14,7 @@ import torch
 
 from mt.checkpoint import load_checkpoint, save_checkpoint, step_checkpoints
 from mt.errors import CheckpointError
+from mt.train.lineage import averaged, record
 
 
 def average_weights(states: list[dict], names: list[str]) -> dict[str, torch.Tensor]:
@@ -53,6 +54,8 @@ def average_run(run: Path, last: int, out: Path | None = None) -> Path:
     out = Path(out) if out is not None else run / "average.pt"
     steps = [step for step, _ in chosen]
     # Everything but the weights from the newest checkpoint (step checkpoints carry no
-    # training state), so the average is self-contained as they are.
-    save_checkpoint(out, {**states[-1], "model": weights, "averaged_steps": steps})
+    # training state), so the average is self-contained as they are; its lineage names them.
+    lineage = averaged([record(path, state) for (_, path), state in zip(chosen, states)])
+    save_checkpoint(out, {**states[-1], "model": weights, "averaged_steps": steps,
+                          "lineage": lineage})
     return out

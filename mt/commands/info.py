@@ -7,11 +7,13 @@ from pathlib import Path
 from mt.checkpoint import LAST, find_checkpoint, load_checkpoint, load_run
 from mt.config import DataConfig
 from mt.tokenizers import tokenizer_kind
+from mt.train.lineage import chain, format_chain, sha256_of
 from mt.train.metrics_log import read_metrics
 
 
 def run_info(path: Path) -> dict:
-    """Config summary, parameters, vocabularies, tokenizer, steps, best metric, checkpoints.
+    """Config summary, parameters, vocabularies, tokenizer, steps, best metric, checkpoints,
+    and the lineage: the chain of checkpoints it was made from, base first, itself last.
 
     A run directory describes its best checkpoint (else last.pt) and lists every *.pt in it;
     a checkpoint file describes itself (with the best metric from a metrics.jsonl beside it).
@@ -44,6 +46,7 @@ def run_info(path: Path) -> dict:
         "data": {"dir": d.dir, "train": d.train, "val": d.val, "test": d.test},
         "best": best_metric(ckpt.parent, cfg.train.metric),
         "checkpoints": checkpoints,
+        "lineage": chain(run.lineage, sha256_of(ckpt), run.step),
     }
     return info
 
@@ -91,6 +94,7 @@ def format_info(info: dict) -> str:
         ("best", f"{best['metric']} {best['value']} at step {best['step']}" if best
                  else "unknown (no validation in metrics.jsonl)"),
     ]
+    lines.append(("lineage", format_chain(info["lineage"])))
     for c in info["checkpoints"]:
         lines.append((c["name"], f"{c['bytes'] / 2**20:.1f} MiB, step {c['step']}"))
     width = max(len(name) for name, _ in lines)

@@ -1,4 +1,5 @@
-"""`mt train`: load and check the config, then run the Trainer."""
+"""`mt train`: load and check the config (and a fine-tuned run's parent), then run the
+Trainer."""
 
 from __future__ import annotations
 
@@ -10,14 +11,19 @@ from mt.checkpoint import CONFIG
 from mt.config import blamer, load_config
 from mt.errors import ConfigError
 from mt.tokenizers import config_problems
+from mt.train.finetune import child_config, open_parent
 from mt.train.loop import Trainer
 from mt.train.metrics_log import require_tensorboard
 from mt.train.state import resume_changes
 
 
 def train(config: Path | None, overrides: list[str], out: Path | None, device: str,
-          resume: bool) -> dict:
-    """`mt train`: with --resume and no config, the run directory's saved config is used."""
+          resume: bool, init_from: Path | None = None) -> dict:
+    """`mt train`: with --resume and no config, the run directory's saved config is used.
+    init_from: fine-tune from this run or checkpoint (mt.train.finetune)."""
+    if init_from is not None and resume:
+        raise ConfigError("--init-from starts a new run from a parent's weights, --resume "
+                          "continues a run: give one of them")
     if config is None and not (resume and out is not None):
         raise ConfigError("a config file is required (or --out RUN --resume)")
     run_dir = Path(out) if out is not None else Path("runs") / Path(config).stem
@@ -31,10 +37,17 @@ def train(config: Path | None, overrides: list[str], out: Path | None, device: s
             key = changed[0]
             section, name = key.split(".")
             now, was = (getattr(getattr(c, section), name) for c in (cfg, old))
+            instead = ("start a new run with another --out to train with it"
+                       if section == "model" else
+                       f"start a new run from this one's weights with it: --init-from "
+                       f"{run_dir} --out NEW")
             raise ConfigError(f"{blamer(str(config or saved), overrides)(key)}: {key} differs "
                               f"from the run being resumed ({now!r}, was {was!r} in {saved}); "
-                              "a resume cannot change it: drop the change, or start a new run "
-                              "with another --out to train with it")
+                              f"a resume cannot change it: drop the change, or {instead}")
+    parent = None
+    if init_from is not None:  # before the run directory is made: a refusal leaves nothing
+        parent = open_parent(init_from)
+        cfg = child_config(cfg, parent, blamer(str(config), overrides))
     with contextlib.suppress(AttributeError):
         sys.stdout.reconfigure(line_buffering=True)
-    return Trainer(cfg, run_dir, device, resume).fit()
+    return Trainer(cfg, run_dir, device, resume, parent).fit()

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from mt import log
 from mt.checkpoint import SRC_VOCAB, TGT_VOCAB
-from mt.config import Config, DataConfig
+from mt.config import Config
 from mt.data import CorpusFiles, ParallelData, read_parallel, split_path
 from mt.errors import DataError
 from mt.mixing import MixedData
@@ -31,6 +31,7 @@ class Corpus:
     val_src: list[str]  # the validation text, for BLEU
     val_ref: list[str]
     tok_files: dict[str, bytes]  # what checkpoints carry of the tokenizers (rank 0 only)
+    fingerprint: str  # of the training data as tokenized: its token cache entries' names
 
 
 @dataclass
@@ -43,7 +44,8 @@ class Inherited:
     tok_files: dict[str, bytes]
 
     @classmethod
-    def from_run_dir(cls, run_dir: Path, d: DataConfig) -> Inherited:
+    def of_run(cls, cfg: Config, run_dir: Path) -> Inherited:
+        d = cfg.data
         return cls(Vocab.load(run_dir / SRC_VOCAB), Vocab.load(run_dir / TGT_VOCAB),
                    {n: (run_dir / n).read_bytes() for n in tokenizer_files(d)})
 
@@ -54,7 +56,7 @@ def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group,
     else made from the training corpora."""
     d = cfg.data
     if resume:
-        inherit = Inherited.from_run_dir(run_dir, d)
+        inherit = Inherited.of_run(cfg, run_dir)
     # Under torchrun rank 0 builds the token cache, if it must, while the other ranks wait
     # here; then every rank maps the same arrays.
     if not group.main:
@@ -89,7 +91,7 @@ def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group,
             f"{m['name']} {m['pairs']} pairs x {m['weight']:g} = {m['share']:.1%} of an epoch"
             + (f", tag {m['tag']}" if m["tag"] else "") for m in mix(train, cache.corpora)))
     return Corpus(src_vocab, tgt_vocab, src_tok, tgt_tok, train, val, val_src, val_ref,
-                  tok_files)
+                  tok_files, "+".join(e.path.name for e in cache.entries))
 
 
 def mix(train: MixedData, corpora: list[CorpusFiles]) -> list[dict]:

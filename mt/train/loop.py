@@ -20,7 +20,7 @@ from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
 from mt import log
-from mt.checkpoint import BEST, LAST, run_state, save_checkpoint, step_checkpoint_name
+from mt.checkpoint import BEST, LAST, load_weights, run_state, save_checkpoint, step_checkpoint_name
 from mt.config import Config
 from mt.data import Batch
 from mt.device import autocast_dtype
@@ -28,6 +28,9 @@ from mt.errors import RunError
 from mt.model import Seq2Seq, make_model
 from mt.train.corpus import Corpus, load_corpus
 from mt.train.distributed import Group, epoch_updates
+from mt.train.ema import EMA
+from mt.train.finetune import Parent
+from mt.train.lineage import trained
 from mt.train.run_dir import Claim, claim_run_dir, prune_step_checkpoints, write_run_files
 from mt.train.state import Clock, Progress, resumable_state, resume_from
 from mt.train.step import StepResult, UpdateStep
@@ -39,8 +42,10 @@ from mt.train.validate import validate
 class Trainer:
     """Runs `fit`: prepare_run_dir (rank 0), load_data, build, then epochs of `step`s."""
 
-    def __init__(self, cfg: Config, run_dir: Path, device: str = "auto", resume: bool = False):
-        self.cfg, self.run_dir, self.resume = cfg, Path(run_dir), resume
+    def __init__(self, cfg: Config, run_dir: Path, device: str = "auto", resume: bool = False,
+                 parent: Parent | None = None):
+        """parent: the checkpoint a fine-tuned run starts from (mt.train.finetune)."""
+        self.cfg, self.run_dir, self.resume, self.parent = cfg, Path(run_dir), resume, parent
         self.group = Group(device)
         log.enabled = self.group.main
         if cfg.train.threads:
@@ -59,6 +64,8 @@ class Trainer:
         self.net = None  # what the step runs: the model, or its DDP or compiled wrapper
         self.optimizer: torch.optim.Optimizer | None = None
         self.update: UpdateStep | None = None
+        self.ema: EMA | None = None  # with train.ema_decay
+        self.lineage: dict | None = None  # what every checkpoint records (mt.train.lineage)
 
     # What tests and benchmarks read.
     rank = property(lambda self: self.group.rank)
@@ -77,22 +84,30 @@ class Trainer:
 
     def load_data(self) -> None:
         """Vocabularies, tokenizers, training and validation pairs (see mt.train.corpus)."""
-        self.data = load_corpus(self.cfg, self.run_dir, self.resume, self.group)
+        self.data = load_corpus(self.cfg, self.run_dir, self.resume, self.group,
+                                self.parent.inherited if self.parent else None)
 
     def build(self) -> None:
-        """The model and optimizer, afresh or from last.pt (--resume)."""
+        """The model and optimizer, afresh (a fine-tuned run: the parent's weights) or from
+        last.pt (--resume); the EMA, when on; the lineage."""
         t, device = self.cfg.train, self.group.device
         torch.manual_seed(t.seed)
         random.seed(t.seed)
         self.model = make_model(self.cfg.model, len(self.src_vocab),
                                 len(self.tgt_vocab)).to(device)
+        if self.parent is not None:
+            load_weights(self.model, {"model": self.parent.weights}, self.parent.checkpoint)
+        self.ema = EMA(self.model, t.ema_decay) if t.ema_decay else None
+        self.lineage = trained(self.cfg, self.data.fingerprint,
+                               self.parent.record if self.parent else None)
         # fused: one kernel for all parameters, not one for each
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr,
                                           betas=(0.9, 0.98), eps=1e-9, fused=True)
         scaler = torch.amp.GradScaler("cuda", enabled=self.amp == torch.float16)
         if self.resume:
-            p = self.progress = resume_from(self.run_dir / LAST, self.model, self.optimizer,
-                                            scaler)
+            p, lineage = resume_from(self.run_dir / LAST, self.model, self.optimizer, scaler,
+                                     self.ema)
+            self.progress, self.lineage = p, lineage or self.lineage
             log.info(f"resumed {self.run_dir} at step {p.step} (epoch {p.epoch}, batch "
                      f"{p.position}; saved by {p.world} process(es), now {self.world})")
         n_params = sum(p.numel() for p in self.model.parameters())
@@ -131,11 +146,16 @@ class Trainer:
         if not self.group.main:
             return
         d = self.data
-        state = run_state(self.model.state_dict(), self.cfg, d.src_vocab, d.tgt_vocab,
-                          self.progress.step, d.tok_files)
+        # With an EMA: last.pt keeps the raw weights (training continues from them) and the
+        # average; best.pt and ckpt.STEP.pt hold the average (what was validated).
+        weights = (self.model.state_dict() if full or self.ema is None
+                   else self.ema.weights(self.model))
+        state = run_state(weights, self.cfg, d.src_vocab, d.tgt_vocab, self.progress.step,
+                          d.tok_files)
+        state["lineage"] = self.lineage
         if full:
             state.update(resumable_state(self.optimizer, self.progress, self.update.scaler,
-                                         self.world, self.clock))
+                                         self.world, self.clock, self.ema))
         save_checkpoint(self.run_dir / name, state)
 
     # --- the loop ---------------------------------------------------------------------------
@@ -231,6 +251,8 @@ class Trainer:
             self._skipped(result)
         p.step += 1
         if not result.skipped:
+            if self.ema is not None:
+                self.ema.update(self.model)
             if p.step == self.cfg.train.warmup:
                 p.warmup_s = self.clock.trained(p)
             self.metrics.add(result.stats)
@@ -252,9 +274,11 @@ class Trainer:
 
     # --- validation -------------------------------------------------------------------------
     def validate(self) -> dict:
-        """See mt.train.validate: every rank returns the same result."""
-        return validate(self.cfg, self.model, self.data, self.progress.step, self.group,
-                        self.amp)
+        """See mt.train.validate: every rank returns the same result. With an EMA, of the
+        averaged weights."""
+        with self.ema.applied(self.model) if self.ema else contextlib.nullcontext():
+            return validate(self.cfg, self.model, self.data, self.progress.step, self.group,
+                            self.amp)
 
     def _checkpoint(self) -> bool:
         """Validate, save last (and best, and ckpt.STEP.pt); False when patience is spent."""

@@ -14,6 +14,7 @@ import torch
 from mt.checkpoint import load_checkpoint, load_weights
 from mt.config import Config
 from mt.errors import CheckpointError
+from mt.train.ema import EMA
 
 # What a resume may change: when to stop, how often to validate, log and keep checkpoints,
 # speed and reporting settings, and decoding (validation's BLEU). Anything else (the model, the
@@ -80,22 +81,30 @@ def set_rng_state(state: dict) -> None:
 
 
 def resumable_state(optimizer: torch.optim.Optimizer, progress: Progress,
-                    scaler: torch.amp.GradScaler, world: int, clock: Clock) -> dict:
+                    scaler: torch.amp.GradScaler, world: int, clock: Clock,
+                    ema: EMA | None = None) -> dict:
     """The entries last.pt adds to the weights' for --resume (progress.world becomes
     `world`: the number of ranks that saved it)."""
     progress.world = world
-    return {"optimizer": optimizer.state_dict(),
-            "progress": {**asdict(progress), "train_s": clock.trained(progress)},
-            "rng": rng_state(), "scaler": scaler.state_dict()}
+    state = {"optimizer": optimizer.state_dict(),
+             "progress": {**asdict(progress), "train_s": clock.trained(progress)},
+             "rng": rng_state(), "scaler": scaler.state_dict()}
+    if ema is not None:
+        state["ema"] = ema.state_dict()
+    return state
 
 
 def resume_from(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-                scaler: torch.amp.GradScaler) -> Progress:
+                scaler: torch.amp.GradScaler, ema: EMA | None = None
+                ) -> tuple[Progress, dict | None]:
     """Load last.pt at `path`: the weights into the model, what resumable_state saved into the
-    optimizer, the scaler and the random generators; returns the progress."""
+    optimizer, the scaler, the random generators and the EMA; returns the progress and the
+    checkpoint's lineage (None in one saved before lineages)."""
     state = load_checkpoint(path)
     load_weights(model, state, path)
     try:
+        if ema is not None:
+            ema.load_state_dict(state["ema"])
         optimizer.load_state_dict(state["optimizer"])
         saved = dict(state["progress"])
         if "batch_in_epoch" in saved:  # written before positions were global (1 rank)
@@ -107,4 +116,4 @@ def resume_from(path: Path, model: torch.nn.Module, optimizer: torch.optim.Optim
     except (KeyError, TypeError, ValueError, RuntimeError) as e:
         raise CheckpointError(f"{path}: cannot resume from it: training state missing or "
                               f"invalid ({e!r})") from None
-    return progress
+    return progress, state.get("lineage")

@@ -1,0 +1,90 @@
+"""Lineage: how a checkpoint's weights were made, recorded in every checkpoint as plain data.
+
+A checkpoint's "lineage" is {"how", "data", "from"}:
+  how    "trained" (from random weights), "fine-tuned" (mt train --init-from) or "averaged"
+         (mt average)
+  data   the training data: {"train": the split's path, "fingerprint": the token cache entry's
+         name (split, languages, settings hash, files hash)}; an average: its inputs' run's
+  from   the checkpoints it was made from, each {"sha256" of the file, "step", "path" it had,
+         "lineage": its own (None if it predates lineages)}: none for a trained run, the parent
+         for a fine-tuned one, the inputs (oldest first) for an average
+so that it chains back to the first model. Checkpoints without one (older) still load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from mt.config import Config
+
+CHUNK = 1 << 20
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def record(path: Path, state: dict | None = None, *, step: int | None = None,
+           lineage: dict | None = None) -> dict:
+    """What a child records of a checkpoint it was made from (state: the file as loaded)."""
+    if state is not None:
+        step, lineage = state.get("step"), state.get("lineage")
+    return {"sha256": sha256_of(path), "step": step, "path": str(path), "lineage": lineage}
+
+
+def trained(cfg: Config, fingerprint: str, parent: dict | None = None) -> dict:
+    """The lineage of a training run's checkpoints; parent: record() of the checkpoint it was
+    initialised from."""
+    return {"how": "fine-tuned" if parent else "trained",
+            "data": {"train": str(Path(cfg.data.dir) / cfg.data.train),
+                     "fingerprint": fingerprint},
+            "from": [parent] if parent else []}
+
+
+def averaged(inputs: list[dict]) -> dict:
+    """The lineage of an average of these checkpoints' records (oldest first)."""
+    newest = inputs[-1]["lineage"] or {}
+    return {"how": "averaged", "data": newest.get("data"), "from": inputs}
+
+
+def chain(lineage: dict | None, sha256: str | None, step: int | None) -> list[dict]:
+    """The checkpoints back to the first one, base first, each {"how", "train", "fingerprint",
+    "sha256", "step"} (an average adds "averaged": the steps of its inputs); the last is the
+    checkpoint of `lineage` itself (its sha256 and step given). An average is followed back
+    through its newest input (its inputs are one run's); "how": "unknown" where a checkpoint
+    holds no lineage."""
+    links = []
+    while True:
+        if lineage is None:
+            links.append({"how": "unknown", "sha256": sha256, "step": step})
+            break
+        data = lineage.get("data") or {}
+        link = {"how": lineage["how"], "train": data.get("train"),
+                "fingerprint": data.get("fingerprint"), "sha256": sha256, "step": step}
+        if lineage["how"] == "averaged":
+            link["averaged"] = [r["step"] for r in lineage["from"]]
+        links.append(link)
+        if not lineage["from"]:
+            break
+        parent = lineage["from"][-1]
+        lineage, sha256, step = parent["lineage"], parent["sha256"], parent["step"]
+    return links[::-1]
+
+
+def format_chain(links: list[dict]) -> str:
+    """One line: base -> fine-tuned -> averaged, each with its data, step and file hash."""
+    def show(link: dict) -> str:
+        what = "no lineage recorded" if link["how"] == "unknown" else link["how"]
+        if "averaged" in link:
+            what += f" steps {', '.join(map(str, link['averaged']))}"
+        elif link.get("train"):
+            what += f" on {link['train']}"
+        sha = (link["sha256"] or "")[:12]
+        return f"{what} (step {link['step']}" + (f", sha256 {sha})" if sha else ")")
+
+    return " -> ".join(show(link) for link in links)
