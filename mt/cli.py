@@ -92,6 +92,7 @@ DECODING = {
     "topk": "Sampling topk: draw from the K most likely tokens.",
     "topp": "Sampling topp: draw from the fewest tokens whose probability reaches P.",
     "samples": "Sampling: N outputs per input line, in the n-best format when N > 1.",
+    "tag": "Put this corpus tag (e.g. <2de>) before each source line (docs/data.md#tags).",
     "seed": "Sampling: the seed; one seed gives one set of outputs (on CPU).",
 }
 

@@ -147,6 +147,7 @@ class DecodeConfig:
     topp: float = 0.9
     samples: int = 1  # sampling: outputs per line (n-best format when > 1)
     seed: int = 0  # sampling: one seed, one set of outputs (docs/decoding.md)
+    tag: str = ""  # put before each source line: one of the model's corpus tags, e.g. <2de>
 
 
 @dataclass

@@ -4,6 +4,7 @@ token-budget batches planned from the lengths alone and collated as they are con
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -84,6 +85,12 @@ class CorpusFiles:
 
     def __str__(self) -> str:
         return " and ".join(map(str, self.paths))
+
+    @property
+    def label(self) -> str:
+        """Short: a/train for a/train.de and a/train.en."""
+        common = os.path.commonprefix([str(p) for p in self.paths]).rstrip(".")
+        return common if len(self.paths) == 2 and common else str(self)
 
 
 def training_corpora(d: DataConfig) -> list[CorpusFiles]:

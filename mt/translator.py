@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from mt.checkpoint import Run, load_run
-from mt.config import Config, DecodeConfig, config_from_dict
+from mt.config import Config, DecodeConfig, config_from_dict, corpora
 from mt.data import group_bounds, pad
 from mt.decode import Hypothesis, beam_search, greedy, sample, sequence_scores
 from mt.device import has_native_bf16
@@ -118,6 +118,8 @@ class Translator:
         # Lines the streams read, sort and translate together (None: CHUNK_LINES); 1 answers
         # each line as soon as it is read, for someone typing at a terminal.
         self.chunk_lines: int | None = None
+        if self.decode_cfg.tag:  # refused now, before any work
+            self._tag_id(self.decode_cfg.tag)
 
     @classmethod
     def load(cls, path: str | Path, device: torch.device | str = "cpu", search: str = "mt",
@@ -162,6 +164,8 @@ class Translator:
         if not options:
             return self.decode_cfg
         cfg = _with_options(self.run.cfg, self.decode_cfg, options)
+        if cfg.tag:
+            self._tag_id(cfg.tag)
         if cfg.dtype != self.decode_cfg.dtype and isinstance(self.search, ModelSearch):
             raise ConfigError(f"decode.dtype {cfg.dtype}: the weights' dtype is chosen when the "
                               f"Translator is made; give it to Translator.load(..., "
@@ -171,11 +175,13 @@ class Translator:
     def _translate(self, lines: list[str], scored: bool, cfg: DecodeConfig
                    ) -> list[list[Translation]]:
         ids = []
+        lead = [self._tag_id(cfg.tag)] if cfg.tag else []
+        room = self.max_src - len(lead)
         for toks in self.src_tok.tokenize_many(lines):
-            if len(toks) > self.max_src:
+            if len(toks) > room:
                 self.truncated += 1
-                toks = toks[: self.max_src]
-            ids.append(self.run.src_vocab.encode(toks))
+                toks = toks[:room]
+            ids.append(lead + self.run.src_vocab.encode(toks) if toks else [])
         out = [[Translation("", 0.0)] for _ in lines]
         order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
         # beam search decodes K rows per sentence, sampling one per sample: budget K x tokens
@@ -188,6 +194,14 @@ class Translator:
             for i, hyps in zip(group, found, strict=True):
                 out[i] = [Translation(self.detokenize(h.tokens), h.score) for h in hyps]
         return out
+
+    def _tag_id(self, tag: str) -> int:
+        """The id of a corpus tag the model was trained with; ConfigError for any other."""
+        tags = [c.tag for c in corpora(self.run.cfg.data) if c.tag]
+        if tag not in tags or tag not in self.run.src_vocab.stoi:
+            have = f"its tags are {', '.join(tags)}" if tags else "it was trained without tags"
+            raise ConfigError(f"decode.tag {tag}: not a tag of this model ({have})")
+        return self.run.src_vocab.stoi[tag]
 
     def detokenize(self, ids: list[int]) -> str:
         """Output ids to one line of text."""

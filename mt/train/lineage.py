@@ -17,6 +17,7 @@ import hashlib
 from pathlib import Path
 
 from mt.config import Config
+from mt.data import training_corpora
 
 CHUNK = 1 << 20
 
@@ -41,7 +42,7 @@ def trained(cfg: Config, fingerprint: str, parent: dict | None = None) -> dict:
     """The lineage of a training run's checkpoints; parent: record() of the checkpoint it was
     initialised from."""
     return {"how": "fine-tuned" if parent else "trained",
-            "data": {"train": str(Path(cfg.data.dir) / cfg.data.train),
+            "data": {"train": " + ".join(c.label for c in training_corpora(cfg.data)),
                      "fingerprint": fingerprint},
             "from": [parent] if parent else []}
 

@@ -1,0 +1,180 @@
+"""Several training corpora: what each epoch draws by weight, exactly resumable; TSV and plain
+files give the same pairs; tags first in each source, never split; a bidirectional model."""
+
+import collections
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import ROOT, TINY, TOY
+from mt.checkpoint import load_checkpoint
+from mt.commands.train import train
+from mt.config import load_config
+from mt.data import ParallelData, read_parallel
+from mt.errors import ConfigError, DataError
+from mt.mixing import MixedData, Part
+from mt.token_cache import open_corpora
+from mt.vocab import Vocab
+
+
+def toy_part(name: str, n: int, weight: float, start: int = 0, tag: int | None = None) -> Part:
+    """n pairs of lengths 1..9, the source's first id telling the pair apart."""
+    src = [[start + i] + [5] * (i % 9) for i in range(n)]
+    tgt = [[6] * (1 + i % 7) for i in range(n)]
+    return Part(name, [ParallelData.from_lists(src, tgt)], weight, tag)
+
+
+def drawn(data: MixedData, epoch: int, seed: int = 3) -> collections.Counter:
+    """How often each pair (by its source's first id) is in the epoch's batches."""
+    plan = data.plan(300, seed, epoch)
+    firsts = [int(b.src[r, 1 if data.parts[0].tag is not None else 0])
+              for k in range(len(plan)) for b in [data.collate(plan[k])] for r in range(len(b.src))]
+    return collections.Counter(firsts)
+
+
+def test_each_epoch_draws_each_corpus_by_its_weight():
+    """Exactly round(weight x pairs) from each corpus per epoch; over epochs every pair of an
+    up- or down-weighted corpus is drawn as often as any other, within one."""
+    data = MixedData([toy_part("big", 400, 0.5), toy_part("small", 60, 2.5, start=1000)])
+    assert len(data) == 200 + 150
+    totals: collections.Counter = collections.Counter()
+    for epoch in range(4):
+        counts = drawn(data, epoch)
+        assert sum(c for i, c in counts.items() if i < 1000) == 200
+        assert sum(c for i, c in counts.items() if i >= 1000) == 150
+        totals += counts
+    big = [totals[i] for i in range(400)]
+    small = [totals[1000 + i] for i in range(60)]
+    assert set(big) == {2}  # 4 epochs x half: every pair twice
+    assert max(small) - min(small) <= 1 and sum(small) == 600
+
+
+def test_a_plan_is_a_function_of_seed_and_epoch():
+    make = lambda: MixedData([toy_part("a", 300, 0.7), toy_part("b", 90, 1.9, start=500)])  # noqa: E731
+    one, two = make(), make()
+    for epoch in (0, 1, 5):
+        p, q = one.plan(300, 3, epoch), two.plan(300, 3, epoch)
+        assert np.array_equal(p.pairs, q.pairs) and np.array_equal(p.bounds, q.bounds)
+    assert not np.array_equal(one.plan(300, 3, 0).pairs, one.plan(300, 3, 1).pairs)
+    assert not np.array_equal(one.plan(300, 3, 0).pairs, one.plan(300, 4, 0).pairs)
+
+
+def test_one_corpus_of_weight_one_plans_as_before():
+    """The plan of one corpus is ParallelData's (the plan every earlier run trained on)."""
+    part = toy_part("only", 500, 1.0)
+    single = ParallelData(part.variants[0].src, part.variants[0].tgt)
+    mixed = MixedData([part])
+    for epoch in (0, 2):
+        a, b = mixed.plan(400, 7, epoch), single.plan(400, 7 + epoch)
+        assert np.array_equal(a.pairs, b.pairs) and np.array_equal(a.bounds, b.bounds)
+
+
+def test_a_tag_is_the_first_source_token_of_its_corpus_only():
+    data = MixedData([toy_part("a", 50, 1.0, tag=4), toy_part("b", 50, 1.0, start=100)])
+    batch = data.collate(np.array([3, 60, 10]))
+    assert batch.src[0, 0] == 4 and batch.src[0, 1] == 3
+    assert batch.src[1, 0] == 110 and (batch.src[1] != 4).all()  # pair 10 of the second
+    assert batch.src[2, 0] == 4 and batch.src[2, 1] == 10
+
+
+def write_toy(tmp_path: Path, n: int = 400) -> Path:
+    d = tmp_path / "data"
+    d.mkdir()
+    for split, size in (("toy.train", n), ("toy.val", 40)):
+        for lang in ("en", "de"):
+            lines = (TOY / f"{split}.{lang}").read_text(encoding="utf-8").splitlines()[:size]
+            (d / f"{split}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return d
+
+
+def test_tsv_and_plain_files_give_the_same_pairs(tmp_path):
+    d = write_toy(tmp_path)
+    src, tgt = read_parallel(d / "toy.train.en", d / "toy.train.de")
+    with gzip.open(d / "pairs.tsv.gz", "wt", encoding="utf-8") as f:
+        f.writelines(f"{s}\t{t}\n" for s, t in zip(src, tgt))
+    batches = []
+    for corpus in ({"prefix": "toy.train"}, {"format": "tsv", "path": str(d / "pairs.tsv.gz")},
+                   {"src": str(d / "toy.train.en"), "tgt": str(d / "toy.train.de")}):
+        cfg = load_config(None, [f"data.dir={d}", f"data.train=[{json.dumps(corpus)}]"])
+        cache = open_corpora(cfg.data)
+        batches.append(cache.data(*cache.vocabs()).batches(300, seed=1))
+    for other in batches[1:]:
+        assert len(other) == len(batches[0])
+        assert all(torch.equal(x.src, y.src) and torch.equal(x.tgt_out, y.tgt_out)
+                   for x, y in zip(batches[0], other))
+
+
+@pytest.mark.parametrize("line, found", [("a b", "no tab"), ("a\tb\tc", "2 tabs")])
+def test_a_tsv_line_without_one_tab_is_refused(tmp_path, line, found):
+    d = write_toy(tmp_path)
+    (d / "bad.tsv").write_text(f"x\ty\n{line}\n", encoding="utf-8")
+    cfg = load_config(None, [f"data.dir={d}", f"data.train=[{{format: tsv, path: {d}/bad.tsv}}]"])
+    with pytest.raises(DataError, match=rf"bad.tsv:2: expected source TAB target, found {found}"):
+        open_corpora(cfg.data)
+
+
+def test_a_tag_the_data_holds_is_refused(tmp_path):
+    d = write_toy(tmp_path)
+    lines = (d / "toy.train.en").read_text(encoding="utf-8").splitlines()
+    lines[7] = "we saw <bt> dogs"
+    (d / "toy.train.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cfg = load_config(None, [f"data.dir={d}", "data.train=[{prefix: toy.train, tag: <bt>}]"])
+    with pytest.raises(DataError, match="holds '<bt>', which is also a corpus tag"):
+        open_corpora(cfg.data).vocabs()
+
+
+@pytest.mark.parametrize("train, message", [
+    ("[{prefix: a, weight: 0}]", r"data.train\[0\].weight must be positive"),
+    ("[{prefix: a, weight: -1}]", r"data.train\[0\].weight must be positive"),
+    ("[{prefix: a, tag: <x>}, {prefix: b, tag: <x>}]", "another corpus has this tag"),
+    ("[{prefix: a, tag: bt}]", "write a tag as one token in angle brackets"),
+    ("[{format: tsv, prefix: a}]", "a tsv corpus is one file"),
+    ("[{src: a.en}]", "a plain corpus needs both src and tgt"),
+])
+def test_bad_corpus_lists_are_config_errors(train, message):
+    with pytest.raises(ConfigError, match=message) as e:
+        load_config(None, [f"data.train={train}"])
+    assert e.value.exit_code == 3 and str(e.value).startswith("--set data.train=")
+
+
+def test_tags_join_the_source_vocabulary_after_its_words(tmp_path):
+    d = write_toy(tmp_path)
+    cfg = load_config(None, [f"data.dir={d}", "data.train=[{prefix: toy.train, tag: <2de>}]"])
+    cache = open_corpora(cfg.data)
+    src, tgt = cache.vocabs()
+    assert src.itos[-1] == "<2de>" and "<2de>" not in tgt.stoi
+    batch = cache.data(src, tgt).collate(np.arange(5))
+    assert (batch.src[:, 0] == src.stoi["<2de>"]).all()
+    assert Vocab(src.itos[:-1]).itos == cache.entries[0].src_vocab.itos  # the counted words
+
+
+def two_corpora(d: Path, *more: str) -> list[str]:
+    corpora = [{"name": "first", "src": str(d / "a.en"), "tgt": str(d / "a.de"), "weight": 1.5},
+               {"name": "second", "src": str(d / "b.en"), "tgt": str(d / "b.de"), "weight": 0.5}]
+    return [*TINY, f"data.dir={d}", f"data.train={json.dumps(corpora)}", *more]
+
+
+@pytest.mark.slow
+def test_a_weighted_mix_resumes_exactly(tmp_path):
+    """2N steps straight, or N then --resume: the same weights, bit for bit, with two corpora
+    drawn by weight across epochs."""
+    d = write_toy(tmp_path, 600)
+    for name, (a, b) in {"a": (0, 300), "b": (300, 600)}.items():
+        for lang in ("en", "de"):
+            lines = (d / f"toy.train.{lang}").read_text(encoding="utf-8").splitlines()[a:b]
+            (d / f"{name}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    common = two_corpora(d, "model.dropout=0.1", "train.eval_bleu=false", "train.metric=loss",
+                         "train.eval_every=1000", "train.max_tokens=600")
+    cfg = ROOT / "configs" / "toy.yaml"
+    train(cfg, [*common, "train.max_steps=48"], tmp_path / "straight", "cpu", False)
+    train(cfg, [*common, "train.max_steps=17"], tmp_path / "split", "cpu", False)
+    train(cfg, [*common, "train.max_steps=48"], tmp_path / "split", "cpu", True)
+    a = load_checkpoint(tmp_path / "straight" / "last.pt")
+    b = load_checkpoint(tmp_path / "split" / "last.pt")
+    assert a["step"] == b["step"] == 48 and a["progress"]["epoch"] >= 2  # across epochs
+    for name, tensor in a["model"].items():
+        assert torch.equal(tensor, b["model"][name]), name
