@@ -6,7 +6,9 @@ from pathlib import Path
 
 from mt.checkpoint import LAST, find_checkpoint, load_checkpoint, load_run
 from mt.config import DataConfig
+from mt.data import training_corpora
 from mt.tokenizers import tokenizer_kind
+from mt.train.corpus import format_mix
 from mt.train.lineage import chain, format_chain, sha256_of
 from mt.train.metrics_log import read_metrics
 
@@ -43,7 +45,9 @@ def run_info(path: Path) -> dict:
         "vocab": {"src": len(run.src_vocab), "tgt": len(run.tgt_vocab),
                   "shared": run.src_vocab.itos == run.tgt_vocab.itos},
         "tokenizer": tokenizer_info(d),
-        "data": {"dir": d.dir, "train": d.train, "val": d.val, "test": d.test},
+        "data": {"dir": d.dir, "train": [c.label for c in training_corpora(d)], "val": d.val,
+                 "test": d.test,
+                 "mix": ((run.lineage or {}).get("data") or {}).get("mix") or []},
         "best": best_metric(ckpt.parent, cfg.train.metric),
         "checkpoints": checkpoints,
         "lineage": chain(run.lineage, sha256_of(ckpt), run.step),
@@ -88,8 +92,9 @@ def format_info(info: dict) -> str:
                       + (f" ({'joint ' if t['joint'] else ''}{t['model_type']}, "
                          f"{t['vocab_size']:,} pieces)" if t["kind"] == "sentencepiece" else "")
                       + (", lowercased" if t["lowercase"] else "")),
-        ("data", f"{info['data']['dir']} (train {info['data']['train']}, val "
+        ("data", f"{info['data']['dir']} (train {' + '.join(info['data']['train'])}, val "
                  f"{info['data']['val']}, test {info['data']['test']})"),
+        *([("mix", format_mix(info["data"]["mix"]))] if len(info["data"]["mix"]) > 1 else []),
         ("steps trained", str(info["steps_trained"])),
         ("best", f"{best['metric']} {best['value']} at step {best['step']}" if best
                  else "unknown (no validation in metrics.jsonl)"),

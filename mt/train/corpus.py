@@ -32,6 +32,7 @@ class Corpus:
     val_ref: list[str]
     tok_files: dict[str, bytes]  # what checkpoints carry of the tokenizers (rank 0 only)
     fingerprint: str  # of the training data as tokenized: its token cache entries' names
+    mix: list[dict]  # each corpus's pairs, weight, tag and share of an epoch (see mix())
 
 
 @dataclass
@@ -86,12 +87,11 @@ def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group,
     log.info(f"data: {len(train)} training pairs ({sum(dropped)} dropped: empty or "
              f"over {d.max_len} tokens), {len(val_src)} validation; vocab src {len(src_vocab)} "
              f"tgt {len(tgt_vocab)}")
+    shares = mix(train, cache.corpora)
     if len(train.parts) > 1 or train.parts[0].weight != 1 or train.parts[0].tag:
-        log.info("data: mix: " + "; ".join(
-            f"{m['name']} {m['pairs']} pairs x {m['weight']:g} = {m['share']:.1%} of an epoch"
-            + (f", tag {m['tag']}" if m["tag"] else "") for m in mix(train, cache.corpora)))
+        log.info(f"data: mix: {format_mix(shares)}")
     return Corpus(src_vocab, tgt_vocab, src_tok, tgt_tok, train, val, val_src, val_ref,
-                  tok_files, "+".join(e.path.name for e in cache.entries))
+                  tok_files, "+".join(e.path.name for e in cache.entries), shares)
 
 
 def mix(train: MixedData, corpora: list[CorpusFiles]) -> list[dict]:
@@ -100,6 +100,11 @@ def mix(train: MixedData, corpora: list[CorpusFiles]) -> list[dict]:
     return [{"name": p.name, "pairs": len(p.variants[0]), "weight": p.weight, "tag": c.tag,
              "drawn": p.drawn(), "share": p.drawn() / total}
             for p, c in zip(train.parts, corpora)]
+
+
+def format_mix(shares: list[dict]) -> str:
+    return "; ".join(f"{m['name']} {m['pairs']} pairs x {m['weight']:g} = {m['share']:.1%} of "
+                     "an epoch" + (f", tag {m['tag']}" if m["tag"] else "") for m in shares)
 
 
 def _check_tags(cache: Corpora, src_vocab: Vocab) -> None:

@@ -38,12 +38,13 @@ def record(path: Path, state: dict | None = None, *, step: int | None = None,
     return {"sha256": sha256_of(path), "step": step, "path": str(path), "lineage": lineage}
 
 
-def trained(cfg: Config, fingerprint: str, parent: dict | None = None) -> dict:
+def trained(cfg: Config, fingerprint: str, parent: dict | None = None,
+            mix: list[dict] | None = None) -> dict:
     """The lineage of a training run's checkpoints; parent: record() of the checkpoint it was
-    initialised from."""
+    initialised from; mix: what each training corpus gives an epoch (mt.train.corpus.mix)."""
     return {"how": "fine-tuned" if parent else "trained",
             "data": {"train": " + ".join(c.label for c in training_corpora(cfg.data)),
-                     "fingerprint": fingerprint},
+                     "fingerprint": fingerprint, "mix": mix or []},
             "from": [parent] if parent else []}
 
 

@@ -99,7 +99,7 @@ class Trainer:
             load_weights(self.model, {"model": self.parent.weights}, self.parent.checkpoint)
         self.ema = EMA(self.model, t.ema_decay) if t.ema_decay else None
         self.lineage = trained(self.cfg, self.data.fingerprint,
-                               self.parent.record if self.parent else None)
+                               self.parent.record if self.parent else None, self.data.mix)
         # fused: one kernel for all parameters, not one for each
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr,
                                           betas=(0.9, 0.98), eps=1e-9, fused=True)
