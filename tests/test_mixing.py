@@ -208,3 +208,33 @@ def test_one_model_translates_both_ways_by_its_tag(tmp_path):
     with pytest.raises(ConfigError, match="decode.tag <2fr>: not a tag of this model "
                                           r"\(its tags are <2de>, <2en>\)"):
         translator.translate(val["en"][:1], tag="<2fr>")
+
+
+def test_subword_sampling_gives_each_epoch_its_segmentation(tmp_path):
+    """data.spm_alpha: epochs see different segmentations of the same pairs (epoch e the
+    (e mod spm_samples)-th), the same ones again for the same epoch, each detokenizing to the
+    line."""
+    d = write_toy(tmp_path, 300)
+    sets = [f"data.dir={d}", "data.tokenizer=sentencepiece", "data.vocab_size=340",
+            "data.shared_vocab=true", "data.spm_alpha=0.2", "data.spm_samples=3"]
+    cfg = load_config(None, sets)
+    cache = open_corpora(cfg.data)
+    src_vocab, _ = vocabs = cache.vocabs()
+    src_tok, _ = cache.tokenizers()
+    data = cache.data(*vocabs)
+    lines, _ = read_parallel(d / "toy.train.en", d / "toy.train.de")
+    pairs = np.arange(40)
+
+    def segmentations(epoch: int, mixed: MixedData = data) -> list[list[str]]:
+        v = epoch % mixed.n_variants  # the plan's pairs carry it: variant * size + pair
+        batch = mixed.collate(v * mixed.size + pairs)
+        return [[src_vocab.itos[i] for i in row if i] for row in batch.src.tolist()]
+
+    seen = [segmentations(e) for e in range(3)]
+    assert seen[0] != seen[1] != seen[2]
+    assert segmentations(3) == seen[0]  # 3 cached: epoch 3 is epoch 0's
+    assert segmentations(1, open_corpora(cfg.data).data(*vocabs)) == seen[1]  # reproducible
+    for epoch in seen:
+        assert [src_tok.detokenize(s) for s in epoch] == [lines[i] for i in pairs]
+    plan = data.plan(300, 1, 2)
+    assert (plan.pairs // data.size == 2).all()  # epoch 2 draws from segmentation 2
