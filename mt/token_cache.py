@@ -4,7 +4,7 @@ The first run on a corpus streams it in chunks through worker processes, counts 
 writes the ids as flat arrays; later runs and resumes map those arrays and start at once.
 docs/data.md is the user's side of this.
 
-One entry per corpus, $MT_CACHE_DIR/tokens/<name>.<src>-<tgt>.<settings hash>.<files hash>/:
+One entry per corpus, $MT_CACHE_DIR/tokens/<name>.<src>-<tgt>.<settings>.<paths>.<files>/ (hashes):
   meta.json                  what it was built from, counts, dtypes (written last)
   src.ids, tgt.ids           every pair's token ids back to back, in the entry's own
                              vocabulary: uint16, or uint32 beyond 65,536 entries
@@ -298,8 +298,11 @@ def open_entry(d: DataConfig, corpus: CorpusFiles, tok_dir: Path | None, setting
     """The entry of one corpus, built when missing, stale or damaged."""
     files = [file_identity(p) for p in corpus.paths]
     stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in corpus.name)
-    entry = (cache_root() / "tokens"
-             / f"{stem}.{d.src_lang}-{d.tgt_lang}.{_hash(settings)}.{_hash(files)}")
+    # The paths' hash keeps apart corpora of one name (two dirs' "train"); the files' hash
+    # tells versions of one corpus apart, and a new version replaces the old (_siblings).
+    where = _hash([str(p.resolve()) for p in corpus.paths])
+    entry = (cache_root() / "tokens" / f"{stem}.{d.src_lang}-{d.tgt_lang}.{_hash(settings)}"
+                                       f".{where}.{_hash(files)}")
     cache = _load(entry)
     if cache is not None:
         return cache

@@ -238,3 +238,16 @@ def test_subword_sampling_gives_each_epoch_its_segmentation(tmp_path):
         assert [src_tok.detokenize(s) for s in epoch] == [lines[i] for i in pairs]
     plan = data.plan(300, 1, 2)
     assert (plan.pairs // data.size == 2).all()  # epoch 2 draws from segmentation 2
+
+
+def test_corpora_of_one_name_in_two_places_keep_their_entries(tmp_path, capsys):
+    """A fine-tuned run's data and its parent's are often both `train`: each keeps its entry."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a, b = (load_config(None, [f"data.dir={write_toy(tmp_path / x, n)}"]).data
+            for x, n in (("a", 100), ("b", 200)))
+    first = open_corpora(a).entries[0].path
+    second = open_corpora(b).entries[0].path
+    capsys.readouterr()
+    assert open_corpora(a).entries[0].path == first and first.is_dir() and second.is_dir()
+    assert "building" not in capsys.readouterr().err
