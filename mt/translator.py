@@ -15,11 +15,12 @@ from typing import Protocol
 import numpy as np
 import torch
 
-from mt.checkpoint import Run, load_run
+from mt.checkpoint import Run, load_run, open_run
 from mt.config import Config, DecodeConfig, config_from_dict
 from mt.data import group_bounds, pad
 from mt.decode import Hypothesis, beam_search, greedy, sample, sequence_scores
 from mt.device import has_native_bf16
+from mt.ensemble import Ensemble
 from mt.errors import ConfigError
 from mt.log import warn
 from mt.model import Seq2Seq
@@ -86,6 +87,64 @@ def _decoding_model(model: Seq2Seq, dtype: str, device: torch.device) -> Seq2Seq
 
 
 SEARCHES = ("mt", "ctranslate2")  # what Translator.load can search with (`mt translate --engine`)
+# What the models of an ensemble must share (beside their vocabularies and tokenizer files):
+# the settings that make their tokenizers.
+SHARED_DATA_KEYS = ("tokenizer", "src_lang", "tgt_lang", "lowercase")
+Paths = str | Path | Sequence[str | Path]  # one run (or export), or the runs of an ensemble
+
+
+def as_paths(path: Paths) -> list[Path]:
+    return [Path(path)] if isinstance(path, str | Path) else [Path(p) for p in path]
+
+
+def open_runs(path: Paths, overrides: Sequence[str] = ()) -> list[Run]:
+    """open_run of each path (no model), checked as an ensemble's when there are several."""
+    paths = as_paths(path)
+    refuse_exports(paths)
+    runs = [open_run(p, overrides) for p in paths]
+    check_ensemble(runs, paths)
+    return runs
+
+
+def refuse_exports(paths: Sequence[Path]) -> None:
+    """A ConfigError for a CTranslate2 export among an ensemble's paths."""
+    if len(paths) < 2:
+        return
+    from mt.ct2.search import is_export  # ct2 is an extra: imported only when needed
+
+    for p in paths:
+        if is_export(p):
+            raise ConfigError(f"{p}: a CTranslate2 export cannot be part of an ensemble (mt's "
+                              "own search decodes ensembles); give the run it was exported from")
+
+
+def check_ensemble(runs: Sequence[Run], paths: Sequence[Path]) -> None:
+    """A ConfigError naming the first difference an ensemble cannot have between a run and the
+    first: one source tensor feeds every model and their log-probabilities are averaged token
+    by token, so tokenizers and both vocabularies must be the same."""
+    first = runs[0]
+    for run, path in zip(runs[1:], paths[1:], strict=True):
+        what = _first_difference(first, run)
+        if what:
+            raise ConfigError(f"{path}: cannot be ensembled with {paths[0]}: {what}; the "
+                              "models of an ensemble share their tokenizers and vocabularies")
+
+
+def _first_difference(a: Run, b: Run) -> str | None:
+    for key in SHARED_DATA_KEYS:
+        if getattr(a.cfg.data, key) != getattr(b.cfg.data, key):
+            return (f"its data.{key} is {getattr(b.cfg.data, key)!r}, not "
+                    f"{getattr(a.cfg.data, key)!r}")
+    for name in sorted(set(a.files) | set(b.files)):
+        if a.files.get(name) != b.files.get(name):
+            return f"its tokenizer file {name} differs"
+    for side, x, y in (("source", a.src_vocab, b.src_vocab), ("target", a.tgt_vocab, b.tgt_vocab)):
+        at = next((i for i, (s, t) in enumerate(zip(x.itos, y.itos)) if s != t), None)
+        if at is not None:
+            return f"its {side} vocabulary differs at id {at} ({y.itos[at]!r}, not {x.itos[at]!r})"
+        if len(x) != len(y):
+            return f"its {side} vocabulary has {len(y)} tokens, not {len(x)}"
+    return None
 
 
 def _with_options(cfg: Config, decode: DecodeConfig, options: dict) -> DecodeConfig:
@@ -113,29 +172,42 @@ class Translator:
             search = ModelSearch(_decoding_model(run.model, self.decode_cfg.dtype, self.device))
         self.search = search
         self.src_tok, self.tgt_tok = run.src_tok, run.tgt_tok
-        self.max_src = run.cfg.model.max_positions
+        model = self.model  # an ensemble's max_positions is its shortest model's
+        self.max_src = (run.cfg.model if model is None else model.cfg).max_positions
         self.truncated = 0  # source lines cut to the model's positions
         # Lines the streams read, sort and translate together (None: CHUNK_LINES); 1 answers
         # each line as soon as it is read, for someone typing at a terminal.
         self.chunk_lines: int | None = None
 
     @classmethod
-    def load(cls, path: str | Path, device: torch.device | str = "cpu", search: str = "mt",
+    def load(cls, path: Paths, device: torch.device | str = "cpu", search: str = "mt",
              overrides: Sequence[str] = (), **decode) -> Translator:
         """A Translator for a run directory (its best.pt), a checkpoint file or, with search
-        "ctranslate2", an `mt export` directory (a run is then exported on the fly).
+        "ctranslate2", an `mt export` directory (a run is then exported on the fly). Several
+        runs or checkpoints make an ensemble (mt.ensemble; search "mt"), decoding with the
+        first's config.
 
         search: one of SEARCHES. overrides: `key=value` items over the run's config, as
         `--set`. decode: decoding options over its decode section, e.g. beam=5, nbest=3.
         """
-        if search == "mt":
-            run = load_run(Path(path), device, overrides)
-            return cls(run, _with_options(run.cfg, run.cfg.decode, decode), device)
-        if search != "ctranslate2":
+        paths = as_paths(path)
+        if search not in SEARCHES:
             raise ConfigError(f"search {search!r}: expected {' or '.join(SEARCHES)}")
+        if search == "mt":
+            refuse_exports(paths)
+            runs = [load_run(p, device, overrides) for p in paths]
+            check_ensemble(runs, paths)
+            run, cfg = runs[0], _with_options(runs[0].cfg, runs[0].cfg.decode, decode)
+            if len(runs) == 1:
+                return cls(run, cfg, device)
+            model = Ensemble([r.model for r in runs]).eval()
+            return cls(run, cfg, device, ModelSearch(_decoding_model(model, cfg.dtype, device)))
+        if len(paths) > 1:
+            raise ConfigError(f"an ensemble of {len(paths)} models: not with the ctranslate2 "
+                              "search (mt's own decodes ensembles)")
         from mt.ct2.search import open_ctranslate2  # an extra: imported only when asked for
 
-        run, ct2 = open_ctranslate2(Path(path), device, overrides)
+        run, ct2 = open_ctranslate2(paths[0], device, overrides)
         return cls(run, _with_options(run.cfg, run.cfg.decode, decode), device, ct2)
 
     @property

@@ -22,7 +22,7 @@ LAYERS = [
     ["errors", "log"],
     ["textio", "config", "vocab", "device"],
     ["tokenizers"],
-    ["data", "token_cache", "kernels", "model", "loss", "decode", "metrics"],
+    ["data", "token_cache", "kernels", "model", "ensemble", "loss", "decode", "metrics"],
     ["checkpoint", "translator", "ct2"],
     ["train"],
     ["commands"],

@@ -6,24 +6,23 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.checkpoint import open_run
 from mt.commands.formats import formatted
 from mt.commands.output import check_input_path, check_output_path, write_output
 from mt.textio import iter_lines
-from mt.translator import Translator
+from mt.translator import Paths, Translator, open_runs
 
 FORMATS = ("text", "jsonl")  # `mt translate --format`
 PROMPT = "> "  # on stderr, before each line typed at a terminal
 
 
-def translate_file(run_path: Path, src: str, out: str, device: str = "cpu",
+def translate_file(run_path: Paths, src: str, out: str, device: str = "cpu",
                    overrides: Sequence[str] = (), nbest: bool = False, search: str = "mt",
                    output_format: str = "text", workers: int = 1) -> int:
     """`mt translate`: '-' means stdin/stdout. A file output appears only when complete.
+    run_path: one run, or several: an ensemble (mt.ensemble).
 
     overrides: `key=value` items over the run's saved config (`--set` and the decoding
     options). search: mt or ctranslate2 (mt.translator.SEARCHES). output_format: text, where
@@ -39,7 +38,7 @@ def translate_file(run_path: Path, src: str, out: str, device: str = "cpu",
         from mt.commands.parallel import parallel_formatted
 
         # The workers load the model; this process only checks the run and reads its config.
-        decode = open_run(Path(run_path), overrides).cfg.decode
+        decode = open_runs(run_path, overrides)[0].cfg.decode
         nbest = nbest or decode.nbest > 1 or decode.samples > 1
         chunks = parallel_formatted(run_path, device, search, overrides, lines, output_format,
                                     nbest, workers)
