@@ -218,6 +218,9 @@ def translate(
                                       help="text, or jsonl: one JSON object per input line, "
                                       '{"src", "text", "score"} (and "nbest": [...] with '
                                       "--nbest)."),
+    prefix: str = typer.Option(None, "--prefix", help="A file of target prefixes, one per input "
+                               "line (empty: none): each output starts with its prefix, "
+                               "forced and scored (docs/decoding.md)."),
     workers: int = typer.Option(1, "--workers", min=1,
                                 help="Processes translating chunks of the input, each with "
                                 "the available cores shared out as torch threads; output in "
@@ -236,17 +239,19 @@ def translate(
     if attention is not None:
         from mt.commands.heatmap import translate_with_attention
 
-        clash = ("--nbest" if nbest else f"--format {output_format}"
-                 if output_format != "text" else "an ensemble" if len(runs) > 1 else None)
-        if clash:
-            raise typer.BadParameter(f"not with {clash}", param_hint="'--attention'")
+        clashes = [name for name, on in (
+            ("--nbest", nbest), (f"--format {output_format}", output_format != "text"),
+            ("an ensemble", len(runs) > 1), ("--prefix", prefix is not None)) if on]
+        if clashes:
+            raise typer.BadParameter(f"not with {clashes[0]}", param_hint="'--attention'")
         translate_with_attention(runs[0], input, output, attention, attention_layer,
                                  attention_heads, device=_device(device), overrides=overrides)
         return
     if workers > 1 and engine != "mt":  # CTranslate2 has its own threads (ctranslate2.md)
         raise typer.BadParameter(f"not with --engine {engine}", param_hint="'--workers'")
     translate_file(runs, input, output, device=_device(device), overrides=overrides,
-                   nbest=nbest, search=engine, output_format=output_format, workers=workers)
+                   nbest=nbest, search=engine, output_format=output_format, workers=workers,
+                   prefix=prefix)
 
 
 @app.command("export")

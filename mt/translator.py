@@ -21,7 +21,7 @@ from mt.data import group_bounds, pad
 from mt.decode import Hypothesis, beam_search, greedy, sample, sequence_scores
 from mt.device import has_native_bf16
 from mt.ensemble import Ensemble
-from mt.errors import ConfigError
+from mt.errors import ConfigError, DataError
 from mt.log import warn
 from mt.model import Seq2Seq
 
@@ -43,11 +43,13 @@ class Search(Protocol):
     """How a Translator decodes a batch: mt's own (ModelSearch) or CTranslate2's
     (mt.ct2.search.CTranslate2Search)."""
 
-    def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool
-               ) -> list[list[Hypothesis]]:
+    def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool,
+               prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
         """src (B, S) padded ids -> up to cfg.nbest hypotheses per sentence, best first.
 
-        Scores only when scored; otherwise a hypothesis may be scored NaN."""
+        Scores only when scored; otherwise a hypothesis may be scored NaN. prefix (B, P):
+        target ids padded with PAD, forced at the start of each sentence's hypotheses (and
+        part of them); None: none (mt.decode)."""
 
 
 class ModelSearch:
@@ -57,17 +59,17 @@ class ModelSearch:
     def __init__(self, model: Seq2Seq):
         self.model = model
 
-    def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool
-               ) -> list[list[Hypothesis]]:
+    def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool,
+               prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
         self.model.eval()
         if cfg.beam > 1:
-            return beam_search(self.model, src, cfg)
+            return beam_search(self.model, src, cfg, prefix)
         n = cfg.samples if cfg.sampling != "none" else 1
         if cfg.sampling != "none":
-            hyps = sample(self.model, src, cfg)
+            hyps = sample(self.model, src, cfg, prefix)
         else:
             hyps = greedy(self.model, src, cfg.max_len_a, cfg.max_len_b, cfg.min_len,
-                          cfg.no_repeat_ngram)
+                          cfg.no_repeat_ngram, prefix)
         # Neither scores; rescore (one teacher-forced pass) only when scores are shown.
         scores = (sequence_scores(self.model, src.repeat_interleave(n, 0), hyps, cfg) if scored
                   else [float("nan")] * len(hyps))
@@ -155,6 +157,13 @@ def _with_options(cfg: Config, decode: DecodeConfig, options: dict) -> DecodeCon
     return config_from_dict(raw, "Translator options").decode
 
 
+def prefix_mismatch(lines: int, prefixes: int) -> DataError:
+    """The error for prefixes that do not pair with the input lines (counts as far as read)."""
+    what = (f"the prefixes end after {prefixes} of the input's lines" if prefixes < lines
+            else f"more prefixes than the input's {lines} lines")
+    return DataError(f"prefix: {what}; give one prefix line (empty for none) per input line")
+
+
 class Translator:
     """Translates lists of lines (translate, translate_nbest) or streams of them, in input order.
 
@@ -215,19 +224,30 @@ class Translator:
         """The model mt's own search decodes with (in decode.dtype); None for another search."""
         return self.search.model if isinstance(self.search, ModelSearch) else None
 
-    def translate(self, lines: list[str], **decode) -> list[str]:
+    def translate(self, lines: list[str], prefix: list[str] | None = None, **decode
+                  ) -> list[str]:
         """One output per input, in order; empty (or all-whitespace) input gives empty output.
 
-        decode: decoding options for this call only, e.g. beam=5."""
-        return [best[0].text for best in self._translate(lines, False, self._cfg(decode))]
+        prefix: a target prefix per input ("" for none), forced and scored, the start of its
+        output (tokenized with the target tokenizer). decode: decoding options for this call
+        only, e.g. beam=5."""
+        return [best[0].text for best in self._translate_list(lines, prefix, False, decode)]
 
-    def translate_nbest(self, lines: list[str], **decode) -> list[list[Translation]]:
+    def translate_nbest(self, lines: list[str], prefix: list[str] | None = None, **decode
+                        ) -> list[list[Translation]]:
         """Up to decode.nbest distinct scored translations per input, best first, in input
-        order; decode: options for this call only, e.g. beam=5, nbest=3.
+        order; prefix as for translate; decode: options for this call only, e.g. beam=5,
+        nbest=3.
 
         An empty (or all-whitespace) input has one translation: the empty one, scored 0.0.
         """
-        return self._translate(lines, True, self._cfg(decode))
+        return self._translate_list(lines, prefix, True, decode)
+
+    def _translate_list(self, lines: list[str], prefix: list[str] | None, scored: bool,
+                        options: dict) -> list[list[Translation]]:
+        if prefix is not None and len(prefix) != len(lines):
+            raise prefix_mismatch(len(lines), len(prefix))
+        return self._translate(lines, scored, self._cfg(options), prefix)
 
     def _cfg(self, options: dict) -> DecodeConfig:
         """The decoding config of one call: decode_cfg with its options."""
@@ -240,14 +260,17 @@ class Translator:
                               f"dtype={cfg.dtype!r})")
         return cfg
 
-    def _translate(self, lines: list[str], scored: bool, cfg: DecodeConfig
-                   ) -> list[list[Translation]]:
+    def _translate(self, lines: list[str], scored: bool, cfg: DecodeConfig,
+                   prefixes: list[str] | None = None) -> list[list[Translation]]:
         ids = []
         for toks in self.src_tok.tokenize_many(lines):
             if len(toks) > self.max_src:
                 self.truncated += 1
                 toks = toks[: self.max_src]
             ids.append(self.run.src_vocab.encode(toks))
+        # A prefix and <eos> must fit the model's positions after <bos>.
+        forced = [self.run.tgt_vocab.encode(toks[: self.max_src - 1])
+                  for toks in self.tgt_tok.tokenize_many(prefixes or [])]
         out = [[Translation("", 0.0)] for _ in lines]
         order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
         # beam search decodes K rows per sentence, sampling one per sample: budget K x tokens
@@ -256,7 +279,10 @@ class Translator:
         bounds = group_bounds(sizes, np.zeros_like(sizes), cfg.batch_tokens)
         for group in (order[a:b] for a, b in zip(bounds[:-1], bounds[1:])):
             src = pad([ids[i] for i in group]).to(self.device)
-            found = self.search.search(src, cfg, scored)
+            prefix = None
+            if any(forced[i] for i in group if forced):
+                prefix = pad([forced[i] for i in group]).to(self.device)
+            found = self.search.search(src, cfg, scored, prefix)
             for i, hyps in zip(group, found, strict=True):
                 out[i] = [Translation(self.detokenize(h.tokens), h.score) for h in hyps]
         return out
@@ -267,16 +293,31 @@ class Translator:
         # Only plain spaces inside a line, so no reader splits it into two.
         return " ".join(text.split())
 
-    def translate_stream(self, lines: Iterable[str], **decode) -> Iterator[str]:
-        """Translate an iterable of lines chunk by chunk, yielding outputs in input order."""
-        return (best[0].text for best in self.translate_nbest_stream(lines, False, **decode))
+    def translate_stream(self, lines: Iterable[str], prefix: Iterable[str] | None = None,
+                         **decode) -> Iterator[str]:
+        """Translate an iterable of lines chunk by chunk, yielding outputs in input order;
+        prefix: an iterable of as many prefixes, as for translate."""
+        return (best[0].text for best in self.translate_nbest_stream(lines, False, prefix,
+                                                                     **decode))
 
-    def translate_nbest_stream(self, lines: Iterable[str], scored: bool = True, **decode
+    def translate_nbest_stream(self, lines: Iterable[str], scored: bool = True,
+                               prefix: Iterable[str] | None = None, **decode
                                ) -> Iterator[list[Translation]]:
-        """translate_nbest over an iterable of lines, chunk by chunk, in input order."""
+        """translate_nbest over an iterable of lines (and of their prefixes), chunk by chunk,
+        in input order. More or fewer prefixes than lines is a DataError, raised when the
+        shorter ends."""
         cfg, it = self._cfg(decode), iter(lines)
-        while chunk := list(itertools.islice(it, self.chunk_lines or CHUNK_LINES)):
-            yield from self._translate(chunk, scored, cfg)
+        prefixes = None if prefix is None else iter(prefix)
+        size, done = self.chunk_lines or CHUNK_LINES, 0
+        while True:
+            chunk = list(itertools.islice(it, size))
+            forced = None if prefixes is None else list(itertools.islice(prefixes, size))
+            if forced is not None and len(forced) != len(chunk):
+                raise prefix_mismatch(done + len(chunk), done + len(forced))
+            if not chunk:
+                break
+            done += len(chunk)
+            yield from self._translate(chunk, scored, cfg, forced)
         if self.truncated:
             warn(f"{self.truncated} source line(s) longer than model.max_positions "
                  f"({self.max_src} tokens) were truncated")

@@ -11,9 +11,10 @@ from mt.translator import Translation, Translator, format_nbest
 
 
 def formatted(translator: Translator, lines: Iterator[str], output_format: str, nbest: bool,
-              start: int = 0) -> Iterator[str]:
+              start: int = 0, prefixes: Iterator[str] | None = None) -> Iterator[str]:
     """What is written for each input line, in order: its translation, its n-best lines, or
-    its JSON object, each ending in a newline. start: the n-best index of the first line."""
+    its JSON object, each ending in a newline. start: the n-best index of the first line.
+    prefixes: one target prefix per line (Translator.translate_stream), or None."""
     if output_format == "jsonl":
         sources: collections.deque[str] = collections.deque()  # read, not yet written
 
@@ -22,13 +23,14 @@ def formatted(translator: Translator, lines: Iterator[str], output_format: str, 
                 sources.append(line)
                 yield line
 
-        for found in translator.translate_nbest_stream(read()):
+        for found in translator.translate_nbest_stream(read(), prefix=prefixes):
             yield format_jsonl(sources.popleft(), found, nbest)
     elif nbest:
-        for i, found in enumerate(translator.translate_nbest_stream(lines), start):
+        for i, found in enumerate(translator.translate_nbest_stream(lines, prefix=prefixes),
+                                  start):
             yield format_nbest(i, found)
     else:
-        for text in translator.translate_stream(lines):
+        for text in translator.translate_stream(lines, prefixes):
             yield text + "\n"
 
 
