@@ -89,6 +89,7 @@ DECODING = {
     "topp": "Sampling topp: draw from the fewest tokens whose probability reaches P.",
     "samples": "Sampling: N outputs per input line, in the n-best format when N > 1.",
     "seed": "Sampling: the seed; one seed gives one set of outputs (on CPU).",
+    "align": "Add Pharaoh i-j word alignments: a tab after each translation (docs/decoding.md).",
 }
 
 

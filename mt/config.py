@@ -109,6 +109,7 @@ class DecodeConfig:
     topp: float = 0.9
     samples: int = 1  # sampling: outputs per line (n-best format when > 1)
     seed: int = 0  # sampling: one seed, one set of outputs (docs/decoding.md)
+    align: bool = False  # Pharaoh word alignments with each translation (docs/decoding.md)
 
 
 @dataclass

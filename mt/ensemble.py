@@ -81,5 +81,6 @@ class Ensemble(nn.Module):
 
     @torch.no_grad()
     def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor) -> list[torch.Tensor]:
-        """The first model's (Seq2Seq.cross_attention): the models' layers need not match."""
-        return self.models[0].cross_attention(src, tgt_in)
+        """Every model's decoder layers' weights (Seq2Seq.cross_attention), one after the
+        other: (B, H_m, T, S) each."""
+        return [w for m in self.models for w in m.cross_attention(src, tgt_in)]

@@ -15,6 +15,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from mt import align
 from mt.checkpoint import Run, load_run, open_run
 from mt.config import Config, DecodeConfig, config_from_dict
 from mt.data import group_bounds, pad
@@ -32,11 +33,18 @@ CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory 
 class Translation:
     text: str  # detokenized, on one line
     score: float  # length-penalised log-probability (see mt.decode); 0.0 for an empty input
+    alignment: str | None = None  # with decode.align: Pharaoh `i-j` word pairs (mt.align)
 
 
 def format_nbest(index: int, translations: list[Translation]) -> str:
-    """The n-best format: one `index<TAB>score<TAB>text` line per translation, best first."""
-    return "".join(f"{index}\t{t.score:.4f}\t{t.text}\n" for t in translations)
+    """The n-best format: one `index<TAB>score<TAB>text` line per translation, best first
+    (and `<TAB>alignment` after each, with decode.align)."""
+    return "".join(f"{index}\t{t.score:.4f}\t{_aligned(t)}\n" for t in translations)
+
+
+def _aligned(t: Translation) -> str:
+    """The text, and a tab and the alignment when there is one."""
+    return t.text if t.alignment is None else f"{t.text}\t{t.alignment}"
 
 
 class Search(Protocol):
@@ -181,6 +189,7 @@ class Translator:
             search = ModelSearch(_decoding_model(run.model, self.decode_cfg.dtype, self.device))
         self.search = search
         self.src_tok, self.tgt_tok = run.src_tok, run.tgt_tok
+        self._check_align(self.decode_cfg)
         model = self.model  # an ensemble's max_positions is its shortest model's
         self.max_src = (run.cfg.model if model is None else model.cfg).max_positions
         self.truncated = 0  # source lines cut to the model's positions
@@ -249,11 +258,17 @@ class Translator:
             raise prefix_mismatch(len(lines), len(prefix))
         return self._translate(lines, scored, self._cfg(options), prefix)
 
+    def _check_align(self, cfg: DecodeConfig) -> None:
+        if cfg.align and self.model is None:
+            raise ConfigError("decode.align: word alignments come from mt's own search (its "
+                              "cross-attention), not CTranslate2's; use --engine mt")
+
     def _cfg(self, options: dict) -> DecodeConfig:
         """The decoding config of one call: decode_cfg with its options."""
         if not options:
             return self.decode_cfg
         cfg = _with_options(self.run.cfg, self.decode_cfg, options)
+        self._check_align(cfg)
         if cfg.dtype != self.decode_cfg.dtype and isinstance(self.search, ModelSearch):
             raise ConfigError(f"decode.dtype {cfg.dtype}: the weights' dtype is chosen when the "
                               f"Translator is made; give it to Translator.load(..., "
@@ -262,16 +277,17 @@ class Translator:
 
     def _translate(self, lines: list[str], scored: bool, cfg: DecodeConfig,
                    prefixes: list[str] | None = None) -> list[list[Translation]]:
-        ids = []
+        ids, tokens = [], []
         for toks in self.src_tok.tokenize_many(lines):
             if len(toks) > self.max_src:
                 self.truncated += 1
                 toks = toks[: self.max_src]
             ids.append(self.run.src_vocab.encode(toks))
+            tokens.append(toks)
         # A prefix and <eos> must fit the model's positions after <bos>.
         forced = [self.run.tgt_vocab.encode(toks[: self.max_src - 1])
                   for toks in self.tgt_tok.tokenize_many(prefixes or [])]
-        out = [[Translation("", 0.0)] for _ in lines]
+        out = [[Translation("", 0.0, "" if cfg.align else None)] for _ in lines]
         order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
         # beam search decodes K rows per sentence, sampling one per sample: budget K x tokens
         K = max(cfg.beam, cfg.samples)
@@ -285,7 +301,22 @@ class Translator:
             found = self.search.search(src, cfg, scored, prefix)
             for i, hyps in zip(group, found, strict=True):
                 out[i] = [Translation(self.detokenize(h.tokens), h.score) for h in hyps]
+            if cfg.align:
+                self._align(src, [tokens[i] for i in group], found, [out[i] for i in group])
         return out
+
+    def _align(self, src: torch.Tensor, tokens: list[list[str]], found: list[list[Hypothesis]],
+               out: list[list[Translation]]) -> None:
+        """Give each translation of a batch (src (B, S), each row's source tokens) its word
+        alignment (mt.align), from one more teacher-forced pass over all of them."""
+        rows = [b for b, hyps in enumerate(found) for _ in hyps]
+        outputs = [h.tokens for hyps in found for h in hyps]
+        weights = align.cross_attention(self.model, src[rows], outputs)
+        words = [align.token_words(t, self.src_tok.detokenize) for t in tokens]
+        translations = (t for ts in out for t in ts)
+        for b, y, w, t in zip(rows, outputs, weights, translations, strict=True):
+            tgt = align.token_words(self.run.tgt_vocab.decode(y), self.tgt_tok.detokenize)
+            t.alignment = align.pharaoh(align.word_alignment(w, words[b], tgt))
 
     def detokenize(self, ids: list[int]) -> str:
         """Output ids to one line of text."""
