@@ -94,6 +94,7 @@ DECODING = {
     "samples": "Sampling: N outputs per input line, in the n-best format when N > 1.",
     "tag": "Put this corpus tag (e.g. <2de>) before each source line (docs/data.md#tags).",
     "seed": "Sampling: the seed; one seed gives one set of outputs (on CPU).",
+    "align": "Add Pharaoh i-j word alignments: a tab after each translation (docs/decoding.md).",
 }
 
 
@@ -160,6 +161,8 @@ def _one_of(allowed: str):
     return check
 
 
+RUNS_HELP = ("Run directory (uses best.pt) or checkpoint file; several: an ensemble, averaging "
+             "the models' log-probabilities (docs/decoding.md).")
 ENGINE = typer.Option("mt", "--engine", callback=_one_of("mt.translator:SEARCHES"),
                       help="mt, or ctranslate2: RUN may then be an `mt export` directory (a run "
                       "is exported on the fly); see docs/ctranslate2.md.")
@@ -168,7 +171,7 @@ ENGINE = typer.Option("mt", "--engine", callback=_one_of("mt.translator:SEARCHES
 @app.command("eval")
 @_config_overrides(skip=("nbest", "samples"))
 def evaluate(
-    run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
+    runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     split: str = typer.Option("test", "--split", callback=_one_of("mt.commands.evaluate:SPLITS"),
                               help="val or test split of the run's data."),
     src: str = typer.Option(None, "--src", help="Source file to translate instead of a split."),
@@ -188,7 +191,7 @@ def evaluate(
     """
     from mt.commands.evaluate import evaluate as run_eval
 
-    r = run_eval(run, split, src, ref, output, device=_device(device), overrides=overrides,
+    r = run_eval(runs, split, src, ref, output, device=_device(device), overrides=overrides,
                  search=engine, metrics=metrics)
     if as_json:
         print(json.dumps(r))
@@ -203,7 +206,7 @@ def evaluate(
 @app.command()
 @_config_overrides()
 def translate(
-    run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
+    runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     input: str = typer.Option("-", "-i", "--input",
                               help="Source text, one sentence a line; - is stdin."),
     output: str = typer.Option("-", "-o", "--output", help="Where translations go; - is stdout."),
@@ -221,6 +224,9 @@ def translate(
                                       help="text, or jsonl: one JSON object per input line, "
                                       '{"src", "text", "score"} (and "nbest": [...] with '
                                       "--nbest)."),
+    prefix: str = typer.Option(None, "--prefix", help="A file of target prefixes, one per input "
+                               "line (empty: none): each output starts with its prefix, "
+                               "forced and scored (docs/decoding.md)."),
     workers: int = typer.Option(1, "--workers", min=1,
                                 help="Processes translating chunks of the input, each with "
                                 "the available cores shared out as torch threads; output in "
@@ -239,17 +245,19 @@ def translate(
     if attention is not None:
         from mt.commands.heatmap import translate_with_attention
 
-        if nbest or output_format != "text":
-            raise typer.BadParameter("not with --nbest" if nbest else
-                                     f"not with --format {output_format}",
-                                     param_hint="'--attention'")
-        translate_with_attention(run, input, output, attention, attention_layer,
+        clashes = [name for name, on in (
+            ("--nbest", nbest), (f"--format {output_format}", output_format != "text"),
+            ("an ensemble", len(runs) > 1), ("--prefix", prefix is not None)) if on]
+        if clashes:
+            raise typer.BadParameter(f"not with {clashes[0]}", param_hint="'--attention'")
+        translate_with_attention(runs[0], input, output, attention, attention_layer,
                                  attention_heads, device=_device(device), overrides=overrides)
         return
     if workers > 1 and engine != "mt":  # CTranslate2 has its own threads (ctranslate2.md)
         raise typer.BadParameter(f"not with --engine {engine}", param_hint="'--workers'")
-    translate_file(run, input, output, device=_device(device), overrides=overrides,
-                   nbest=nbest, search=engine, output_format=output_format, workers=workers)
+    translate_file(runs, input, output, device=_device(device), overrides=overrides,
+                   nbest=nbest, search=engine, output_format=output_format, workers=workers,
+                   prefix=prefix)
 
 
 @app.command("export")

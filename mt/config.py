@@ -148,6 +148,7 @@ class DecodeConfig:
     samples: int = 1  # sampling: outputs per line (n-best format when > 1)
     seed: int = 0  # sampling: one seed, one set of outputs (docs/decoding.md)
     tag: str = ""  # put before each source line: one of the model's corpus tags, e.g. <2de>
+    align: bool = False  # Pharaoh word alignments with each translation (docs/decoding.md)
 
 
 @dataclass

@@ -14,6 +14,12 @@ Every lp is >= 1 and non-decreasing in m for alpha >= 0. Both searches emit <eos
 than `min_len` tokens and must emit it after `max_len_a * src_len + max_len_b` tokens. Like
 greedy always did, neither forbids other tokens (a trained model does not emit <pad>/<bos>).
 With decode.no_repeat_ngram n > 0, all three never complete an n-gram the output already holds.
+
+A forced target prefix (B, P) (padded with PAD; a row of PAD: none) makes each search take the
+prefix's tokens first, whatever the constraints above, and score them like any other: the
+output starts with them. The length budget grows to hold the prefix if it must.
+
+`model` is a Seq2Seq, or anything with its decoding interface (mt.ensemble.Ensemble).
 """
 
 from __future__ import annotations
@@ -97,6 +103,20 @@ def block_repeats(scores: torch.Tensor, hyp: torch.Tensor, n: int) -> torch.Tens
     return scores
 
 
+def forced(prefix: torch.Tensor | None, rows: torch.Tensor, t: int) -> torch.Tensor | None:
+    """The token each row (r,) of the prefix's sentences `rows` must take at step t, -1 where
+    it is free; None when no row is forced (no prefix, or all are behind)."""
+    if prefix is None or t >= prefix.size(1):
+        return None
+    tok = prefix[rows, t]
+    return torch.where(tok == PAD, -1, tok)
+
+
+def with_prefix(limits: torch.Tensor, prefix: torch.Tensor | None) -> torch.Tensor:
+    """Length limits (B,) that hold each sentence's prefix: the prefix then <eos> at least."""
+    return limits if prefix is None else torch.maximum(limits, (prefix != PAD).sum(1))
+
+
 # How the shared incremental loop picks each row's next token: (scores (r, V) after the
 # constraints, rows (r,) the original row of each, step t) -> tokens (r,).
 Choose = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
@@ -104,34 +124,38 @@ Choose = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
 
 @torch.no_grad()
 def greedy(model: Seq2Seq, src: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10,
-           min_len: int = 0, no_repeat_ngram: int = 0) -> list[list[int]]:
-    """src (B, S) -> for each sentence the argmax token ids, without <bos>/<eos>.
+           min_len: int = 0, no_repeat_ngram: int = 0, prefix: torch.Tensor | None = None
+           ) -> list[list[int]]:
+    """src (B, S) -> for each sentence the argmax token ids, without <bos>/<eos> (after its
+    prefix's, when one is forced).
 
     Greedy keeps its own loop (`incremental`, shared with sampling) rather than running beam
     search with K=1: it needs no log-softmax, no finished lists and no bound, and training
     validates with it.
     """
     return incremental(model, src, max_len_a, max_len_b, min_len, no_repeat_ngram,
-                       lambda scores, rows, t: argmax(scores))
+                       lambda scores, rows, t: argmax(scores), prefix=prefix)
 
 
 def incremental(model: Seq2Seq, src: torch.Tensor, max_len_a: float, max_len_b: int,
-                min_len: int, no_repeat_ngram: int, choose: Choose, copies: int = 1
-                ) -> list[list[int]]:
+                min_len: int, no_repeat_ngram: int, choose: Choose, copies: int = 1,
+                prefix: torch.Tensor | None = None) -> list[list[int]]:
     """src (B, S) -> B * copies outputs (sentence-major: copies rows per sentence), one token
-    per step picked by `choose` (greedy's argmax, a Sampler's draw).
+    per step picked by `choose` (greedy's argmax, a Sampler's draw), or forced by `prefix`.
 
     The encoder runs once; each step feeds only the newest token and extends the cache.
     Finished rows leave the batch, so later steps cost only what is still running.
     """
     src_mask = model.src_mask(src)
     cache = model.start_cache(model.encode(src, src_mask), src_mask)
-    limits = max_lengths(src_mask, max_len_a, max_len_b, model.cfg.max_positions)
+    limits = with_prefix(max_lengths(src_mask, max_len_a, max_len_b, model.cfg.max_positions),
+                         prefix)
     B = src.size(0) * copies
     rows = torch.arange(B, device=src.device)  # original row of each live row
     if copies > 1:  # each copy its own row, sharing the sentence's encoder output
         limits = limits.repeat_interleave(copies)
         cache = cache.reorder(rows // copies, group=1)
+        prefix = None if prefix is None else prefix.repeat_interleave(copies, 0)
     out: list[list[int]] = [[] for _ in range(B)]
     hyp = torch.empty(B, 0, dtype=torch.long, device=src.device)  # (b, t) tokens so far
     prev = torch.full((B, 1), BOS, dtype=torch.long, device=src.device)
@@ -140,6 +164,8 @@ def incremental(model: Seq2Seq, src: torch.Tensor, max_len_a: float, max_len_b: 
         scores = _forbid(model.generator(states[:, -1]), t, min_len)
         tok = choose(block_repeats(scores, hyp, no_repeat_ngram), rows, t)  # (b,)
         tok = torch.where(limits[rows] <= t, torch.full_like(tok, EOS), tok)
+        if (want := forced(prefix, rows, t)) is not None:  # the limits hold the prefix
+            tok = torch.where(want >= 0, want, tok)
         hyp = torch.cat([hyp, tok[:, None]], dim=1)
         done = tok == EOS
         if done.any():
@@ -184,7 +210,8 @@ def draw(logits: torch.Tensor, cfg: DecodeConfig, u: torch.Tensor) -> torch.Tens
 
 
 @torch.no_grad()
-def sample(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[list[int]]:
+def sample(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig,
+           prefix: torch.Tensor | None = None) -> list[list[int]]:
     """src (B, S) -> B * decode.samples sampled outputs (decode.samples per sentence, in
     turn), greedy's loop with `draw` for argmax.
 
@@ -193,7 +220,8 @@ def sample(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[list[in
     model's logits only (on CPU, those do not depend on the batch either).
     """
     n = cfg.samples
-    limits = max_lengths(src != PAD, cfg.max_len_a, cfg.max_len_b, model.cfg.max_positions)
+    limits = with_prefix(max_lengths(src != PAD, cfg.max_len_a, cfg.max_len_b,
+                                     model.cfg.max_positions), prefix)
     uniforms = torch.zeros(src.size(0) * n, int(limits.max()) + 1)  # (B * n, steps)
     for s, (ids, limit) in enumerate(zip(src.tolist(), limits.tolist(), strict=True)):
         ids = [i for i in ids if i != PAD]
@@ -206,7 +234,7 @@ def sample(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[list[in
         return draw(scores, cfg, uniforms[rows, t])
 
     return incremental(model, src, cfg.max_len_a, cfg.max_len_b, cfg.min_len,
-                       cfg.no_repeat_ngram, choose, n)
+                       cfg.no_repeat_ngram, choose, n, prefix)
 
 
 @torch.no_grad()
@@ -220,7 +248,7 @@ def sequence_scores(model: Seq2Seq, src: torch.Tensor, hyps: list[list[int]],
         tgt_in[i, : len(h) + 1] = torch.tensor([BOS] + h)
         tgt_out[i, : len(h) + 1] = torch.tensor(h + [EOS])
     tgt_in, tgt_out = tgt_in.to(src.device), tgt_out.to(src.device)
-    lprobs = model(src, tgt_in).float().log_softmax(-1)  # (B, T, V)
+    lprobs = model.log_probs(model(src, tgt_in))  # (B, T, V)
     picked = lprobs.gather(-1, tgt_out[..., None]).squeeze(-1)  # (B, T)
     inside = torch.arange(tgt_out.size(1), device=src.device) < lengths[:, None]  # (B, T)
     logp = picked.masked_fill(~inside, 0.0).sum(-1)
@@ -279,8 +307,11 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor, K: int
 
 
 @torch.no_grad()
-def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[list[Hypothesis]]:
-    """src (B, S) -> for each sentence up to cfg.nbest distinct hypotheses, best first.
+def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig,
+                prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+    """src (B, S) -> for each sentence up to cfg.nbest distinct hypotheses, best first; with a
+    prefix (B, P), each starting with its sentence's (the forced token is a beam's only
+    candidate, so the beams behind a prefix are one live beam and impossible ones).
 
     The flat batch holds K rows per running sentence (one at the first step, where all K
     beams would be the same empty prefix). The encoder runs once and its keys and values are
@@ -294,7 +325,8 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[li
     norm, alpha = cfg.length_norm, cfg.length_penalty
     src_mask = model.src_mask(src)
     cache = model.start_cache(model.encode(src, src_mask), src_mask)
-    limits = max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.cfg.max_positions)
+    limits = with_prefix(max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b,
+                                     model.cfg.max_positions), prefix)
     B, dev = src.size(0), src.device
     first_limit = int(limits.min())  # no row is forced to end before this step
     rows = torch.arange(B, device=dev)  # original sentence of each running sentence
@@ -305,14 +337,20 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig) -> list[li
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     for t in range(int(limits.max()) + 1):
         states, cache = model.decode(prev, cache)
-        lprobs = model.generator(states[:, -1]).float().log_softmax(-1)  # (b*k, V)
+        lprobs = model.log_probs(model.generator(states[:, -1]))  # (b*k, V)
         b, k = scores.shape
         eos = lprobs[:, EOS].clone()
+        want = forced(prefix, rows.repeat_interleave(k), t)  # (b*k,) or None
+        if want is not None:  # its log-probability, before the constraints change it
+            at = want.clamp(min=0)[:, None]
+            only = torch.full_like(lprobs, float("-inf")).scatter_(1, at, lprobs.gather(1, at))
         lprobs = block_repeats(_forbid(lprobs, t, cfg.min_len), hyp, cfg.no_repeat_ngram)
         if t >= first_limit:  # some rows must end now: <eos> (even before min_len) or nothing
             at_limit = (limits[rows] <= t).repeat_interleave(k)[:, None]  # (b*k, 1)
             lprobs = lprobs.masked_fill(at_limit, float("-inf"))
             lprobs[:, EOS] = torch.where(at_limit[:, 0], eos, lprobs[:, EOS])
+        if want is not None:  # a row inside its prefix has one candidate (limits hold it)
+            lprobs = torch.where((want >= 0)[:, None], only, lprobs)
         top, tokens, beams = beam_step(lprobs.view(b, k, V), scores, K)  # (b, 2K) each
 
         # 1) candidates ranked in the top K that end in <eos> finish

@@ -313,6 +313,11 @@ class Seq2Seq(nn.Module):
         cache = DecoderCache(P + T, cache.src_mask, cache.cross, past, cache.group)
         return (self.dec_norm(x), cache) + ((weights,) if need_weights else ())
 
+    def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """generator's logits (..., V) -> float32 log-probabilities, as searches score them (an
+        Ensemble's generator gives log-probabilities already)."""
+        return logits.float().log_softmax(-1)
+
     @torch.no_grad()
     def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor) -> list[torch.Tensor]:
         """Teacher-forced pass (tgt_in (B, T)); each decoder layer's cross-attention weights

@@ -12,16 +12,17 @@ from mt.commands.output import check_output_path, write_output
 from mt.data import read_parallel, split_path
 from mt.errors import DataError
 from mt.metrics import full_score
-from mt.translator import Translator
+from mt.translator import Paths, Translator
 
 SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming that split
 
 
-def evaluate(run_path: Path, split: str = "test", src: str | None = None,
+def evaluate(run_path: Paths, split: str = "test", src: str | None = None,
              ref: str | None = None, output: str | None = None, device: str = "cpu",
              overrides: Sequence[str] = (), search: str = "mt",
              metrics: Sequence[str] = ()) -> dict:
-    """Translate a split of the run's data (or --src/--ref files) and score it.
+    """Translate a split of the run's data (or --src/--ref files) and score it; several runs
+    (run_path a list) translate as an ensemble, with the first's data and decode settings.
 
     overrides: `key=value` items over the run's saved config (`--set` and the decoding
     options). search: mt or ctranslate2 (mt.translator.SEARCHES; for ctranslate2 run_path

@@ -11,9 +11,10 @@ from mt.translator import Translation, Translator, format_nbest
 
 
 def formatted(translator: Translator, lines: Iterator[str], output_format: str, nbest: bool,
-              start: int = 0) -> Iterator[str]:
+              start: int = 0, prefixes: Iterator[str] | None = None) -> Iterator[str]:
     """What is written for each input line, in order: its translation, its n-best lines, or
-    its JSON object, each ending in a newline. start: the n-best index of the first line."""
+    its JSON object, each ending in a newline. start: the n-best index of the first line.
+    prefixes: one target prefix per line (Translator.translate_stream), or None."""
     if output_format == "jsonl":
         sources: collections.deque[str] = collections.deque()  # read, not yet written
 
@@ -22,22 +23,33 @@ def formatted(translator: Translator, lines: Iterator[str], output_format: str, 
                 sources.append(line)
                 yield line
 
-        for found in translator.translate_nbest_stream(read()):
+        for found in translator.translate_nbest_stream(read(), prefix=prefixes):
             yield format_jsonl(sources.popleft(), found, nbest)
     elif nbest:
-        for i, found in enumerate(translator.translate_nbest_stream(lines), start):
+        for i, found in enumerate(translator.translate_nbest_stream(lines, prefix=prefixes),
+                                  start):
             yield format_nbest(i, found)
+    elif translator.decode_cfg.align:  # text, a tab, the alignment
+        for found in translator.translate_nbest_stream(lines, False, prefixes):
+            yield f"{found[0].text}\t{found[0].alignment}\n"
     else:
-        for text in translator.translate_stream(lines):
+        for text in translator.translate_stream(lines, prefixes):
             yield text + "\n"
+
+
+def _fields(t: Translation) -> dict:
+    fields = {"text": t.text, "score": t.score}
+    if t.alignment is not None:
+        fields["alignment"] = t.alignment
+    return fields
 
 
 def format_jsonl(src: str, translations: list[Translation], nbest: bool) -> str:
     """One JSON line: {"src", "text", "score"} of the best translation, and with nbest every
-    translation, best first, as "nbest": [{"text", "score"}, ...]."""
-    best = translations[0]
-    record = {"src": src, "text": best.text, "score": best.score}
+    translation, best first, as "nbest": [{"text", "score"}, ...]; each with its "alignment"
+    (Pharaoh pairs, a string) with decode.align."""
+    record = {"src": src, **_fields(translations[0])}
     if nbest:
-        record["nbest"] = [{"text": t.text, "score": t.score} for t in translations]
+        record["nbest"] = [_fields(t) for t in translations]
     # ASCII (non-ASCII as \u escapes): no reader can split a line on U+2028 or U+0085.
     return json.dumps(record) + "\n"

@@ -11,7 +11,6 @@ import signal
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from pathlib import Path
 
 import torch
 
@@ -19,7 +18,7 @@ import mt.translator
 from mt.commands.formats import formatted
 from mt.errors import MTError
 from mt.log import warn
-from mt.translator import Translator
+from mt.translator import Paths, Translator, prefix_mismatch
 
 _translator: Translator | None = None  # a worker's own, loaded once
 
@@ -29,11 +28,11 @@ def threads_per_worker(workers: int) -> int:
     return max(1, len(os.sched_getaffinity(0)) // workers)
 
 
-def parallel_formatted(run_path: Path, device: str, search: str, overrides: Sequence[str],
-                       lines: Iterator[str], output_format: str, nbest: bool, workers: int
-                       ) -> Iterator[list[str]]:
+def parallel_formatted(run_path: Paths, device: str, search: str, overrides: Sequence[str],
+                       lines: Iterator[str], output_format: str, nbest: bool, workers: int,
+                       prefixes: Iterator[str] | None = None) -> Iterator[list[str]]:
     """What formats.formatted writes, one list per chunk of CHUNK_LINES input lines (one
-    string per line), in input order, from `workers` processes."""
+    string per line), in input order, from `workers` processes; prefixes: one per line."""
     # spawn, not fork: a forked child inherits torch's thread pools in whatever state they are.
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker,
@@ -44,8 +43,12 @@ def parallel_formatted(run_path: Path, device: str, search: str, overrides: Sequ
     try:
         for start in itertools.count(0, size):
             chunk = list(itertools.islice(lines, size))
+            forced = None if prefixes is None else list(itertools.islice(prefixes, size))
+            if forced is not None and len(forced) != len(chunk):
+                raise prefix_mismatch(start + len(chunk), start + len(forced))
             if chunk:
-                pending.append(pool.submit(_translate_chunk, chunk, start, output_format, nbest))
+                pending.append(pool.submit(_translate_chunk, chunk, start, output_format, nbest,
+                                           forced))
             while pending and (len(pending) > 2 * workers or not chunk):
                 texts, cut = pending.popleft().result()
                 truncated += cut
@@ -63,7 +66,7 @@ def parallel_formatted(run_path: Path, device: str, search: str, overrides: Sequ
         warn(f"{truncated} source line(s) longer than model.max_positions were truncated")
 
 
-def _start_worker(run_path: Path, device: str, search: str, overrides: tuple[str, ...],
+def _start_worker(run_path: Paths, device: str, search: str, overrides: tuple[str, ...],
                   threads: int) -> None:
     global _translator
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
@@ -71,12 +74,13 @@ def _start_worker(run_path: Path, device: str, search: str, overrides: tuple[str
     _translator = Translator.load(run_path, device, search, overrides)
 
 
-def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bool
-                     ) -> tuple[list[str], int]:
-    """formatted() of one chunk (n-best indices from `start`) and its truncated line count."""
+def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bool,
+                     forced: list[str] | None) -> tuple[list[str], int]:
+    """formatted() of one chunk (n-best indices from `start`; its prefixes, or None) and its
+    truncated line count."""
     _translator.truncated = 0
     # Exactly one output per line, leaving the stream unfinished: it would warn about its
     # truncated lines for every chunk; the main process warns once for the whole input.
     texts = list(itertools.islice(formatted(_translator, iter(chunk), output_format, nbest,
-                                            start), len(chunk)))
+                                            start, forced and iter(forced)), len(chunk)))
     return texts, _translator.truncated

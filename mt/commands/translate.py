@@ -6,50 +6,57 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 from tqdm import tqdm
 
-from mt.checkpoint import open_run
 from mt.commands.formats import formatted
 from mt.commands.output import check_input_path, check_output_path, write_output
+from mt.errors import DataError
 from mt.textio import iter_lines
-from mt.translator import Translator
+from mt.translator import Paths, Translator, open_runs
 
 FORMATS = ("text", "jsonl")  # `mt translate --format`
 PROMPT = "> "  # on stderr, before each line typed at a terminal
 
 
-def translate_file(run_path: Path, src: str, out: str, device: str = "cpu",
+def translate_file(run_path: Paths, src: str, out: str, device: str = "cpu",
                    overrides: Sequence[str] = (), nbest: bool = False, search: str = "mt",
-                   output_format: str = "text", workers: int = 1) -> int:
+                   output_format: str = "text", workers: int = 1, prefix: str | None = None
+                   ) -> int:
     """`mt translate`: '-' means stdin/stdout. A file output appears only when complete.
+    run_path: one run, or several: an ensemble (mt.ensemble).
 
     overrides: `key=value` items over the run's saved config (`--set` and the decoding
     options). search: mt or ctranslate2 (mt.translator.SEARCHES). output_format: text, where
     the n-best format (`format_nbest`) is written when `nbest` is set or decode.nbest or
     decode.samples is > 1; or jsonl (mt.commands.formats). workers: processes translating
     chunks of the input (mt.commands.parallel); 1 translates here, as does a terminal's input.
+    prefix: a file of target prefixes, one per input line (empty: none).
     """
     check_input_path(src)
     check_output_path(out)
+    prefixes = None
+    if prefix is not None:
+        check_prefix_file(prefix, src)
+        prefixes = iter_lines(prefix)
     lines = iter_lines(src)
     interactive = src == "-" and sys.stdin.isatty()
     if workers > 1 and not interactive:
         from mt.commands.parallel import parallel_formatted
 
         # The workers load the model; this process only checks the run and reads its config.
-        decode = open_run(Path(run_path), overrides).cfg.decode
+        decode = open_runs(run_path, overrides)[0].cfg.decode
         nbest = nbest or decode.nbest > 1 or decode.samples > 1
         chunks = parallel_formatted(run_path, device, search, overrides, lines, output_format,
-                                    nbest, workers)
+                                    nbest, workers, prefixes)
     else:
         translator = Translator.load(run_path, device, search, overrides)
         nbest = nbest or translator.decode_cfg.nbest > 1 or translator.decode_cfg.samples > 1
         if interactive:  # someone typing: answer each line, not each chunk of them
             translator.chunk_lines = 1
             lines = prompted(lines)
-        chunks = ([text] for text in formatted(translator, lines, output_format, nbest))
+        chunks = ([text] for text in formatted(translator, lines, output_format, nbest,
+                                               prefixes=prefixes))
     bar = tqdm(desc="translate", unit=" lines", disable=interactive or None, file=sys.stderr)
     count = 0
 
@@ -63,6 +70,20 @@ def translate_file(run_path: Path, src: str, out: str, device: str = "cpu",
     write_output(out, write_all)
     bar.close()
     return count
+
+
+def check_prefix_file(prefix: str, src: str) -> None:
+    """A missing prefix file, or one whose line count is not the input file's, is a DataError
+    before any work; from stdin, the counts are compared as the lines come (Translator)."""
+    check_input_path(prefix)
+    if prefix == "-" or src == "-":
+        if prefix == src:
+            raise DataError("--prefix -: the input is read from stdin; give a prefix file")
+        return
+    counts = [sum(1 for _ in iter_lines(p, warn_invalid=False)) for p in (prefix, src)]
+    if counts[0] != counts[1]:
+        raise DataError(f"--prefix {prefix}: {counts[0]} line(s), the input {src} {counts[1]}; "
+                        "give one prefix line (empty for none) per input line")
 
 
 def prompted(lines: Iterator[str]) -> Iterator[str]:

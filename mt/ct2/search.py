@@ -37,7 +37,7 @@ import torch
 from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, Run, load_run, open_run
 from mt.config import DecodeConfig
 from mt.ct2.export import MARKER, export_info, require_ctranslate2, write_model
-from mt.decode import Hypothesis, length_penalty, max_lengths
+from mt.decode import Hypothesis, length_penalty, max_lengths, with_prefix
 from mt.errors import CheckpointError, MTError
 from mt.vocab import PAD, Vocab
 
@@ -66,13 +66,15 @@ class CTranslate2Search:
             intra_threads=threads or torch.get_num_threads())
         self.src_vocab, self.tgt_vocab, self.max_positions = src_vocab, tgt_vocab, max_positions
 
-    def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool
-               ) -> list[list[Hypothesis]]:
-        """src (B, S) padded ids -> up to cfg.nbest hypotheses per sentence, best first."""
+    def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool,
+               prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+        """src (B, S) padded ids -> up to cfg.nbest hypotheses per sentence, best first; each
+        starting with its prefix's ids (B, P) if given (target_prefix)."""
         mask = src != PAD
-        limits = max_lengths(mask, cfg.max_len_a, cfg.max_len_b, self.max_positions).tolist()
-        itos = self.src_vocab.itos
-        tokens = [[itos[i] for i in row if i != PAD] for row in src.tolist()]
+        limits = with_prefix(max_lengths(mask, cfg.max_len_a, cfg.max_len_b,
+                                         self.max_positions), prefix).tolist()
+        tokens = _tokens(src, self.src_vocab)
+        prefixes = None if prefix is None else _tokens(prefix, self.tgt_vocab)
         alpha = CT2_LENGTH_PENALTY[cfg.length_norm]
         sampling = _sampling_options(cfg)
         if sampling:
@@ -86,7 +88,8 @@ class CTranslate2Search:
                 max_input_length=0, max_decoding_length=limit,
                 min_decoding_length=min(cfg.min_len, limit),
                 length_penalty=cfg.length_penalty if alpha is None else alpha,
-                no_repeat_ngram_size=cfg.no_repeat_ngram, **sampling)
+                no_repeat_ngram_size=cfg.no_repeat_ngram, **sampling,
+                target_prefix=prefixes and [prefixes[i] for i in group])
             for i, r in zip(group, results, strict=True):
                 out[i] = [Hypothesis(self.tgt_vocab.encode(h), float("nan"))
                           for h in r.hypotheses]
@@ -109,6 +112,11 @@ class CTranslate2Search:
             return
         for hyps in out:
             hyps.sort(key=lambda h: -h.score)
+
+
+def _tokens(ids: torch.Tensor, vocab: Vocab) -> list[list[str]]:
+    """(B, L) padded ids -> each row's tokens, as CTranslate2 takes them."""
+    return [[vocab.itos[i] for i in row if i != PAD] for row in ids.tolist()]
 
 
 def _sampling_options(cfg: DecodeConfig) -> dict:

@@ -1,0 +1,144 @@
+"""mt/ensemble.py and ensembles in the Translator and the CLI: a model with itself is that model,
+beam search over two models is exact (each model's cache reordered), the ensemble of two toy
+models is no worse than the worse one, and runs that cannot be ensembled are refused."""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+
+import pytest
+import torch
+from test_decode import CONTENT, random_src, small_model, teacher_forced_logprob
+
+from conftest import TINY, assert_user_error, run_mt
+from mt.checkpoint import Run
+from mt.config import Config, DecodeConfig
+from mt.decode import beam_search, greedy, length_penalty, sample, sequence_scores
+from mt.ensemble import Ensemble
+from mt.errors import ConfigError
+from mt.translator import Translator, check_ensemble
+from mt.vocab import SPECIALS, Vocab
+
+
+def _found(hyps):
+    return [[(h.tokens, h.score) for h in n] for n in hyps]
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_an_ensemble_of_a_model_with_itself_is_that_model(seed):
+    V = 8
+    model, src = small_model(V, seed), random_src(6, 7, V, seed)
+    twice = Ensemble([model, copy.deepcopy(model)]).eval()
+    out = greedy(model, src, 1.0, 3)
+    assert greedy(twice, src, 1.0, 3) == out
+    for cfg in (DecodeConfig(beam=4, nbest=3, max_len_a=1.0, max_len_b=3),
+                DecodeConfig(beam=3, length_norm="none", no_repeat_ngram=2, min_len=2)):
+        assert _found(beam_search(twice, src, cfg)) == _found(beam_search(model, src, cfg))
+        assert sequence_scores(twice, src, out, cfg) == sequence_scores(model, src, out, cfg)
+    cfg = DecodeConfig(sampling="topk", topk=3, samples=2, seed=seed)
+    assert sample(twice, src, cfg) == sample(model, src, cfg)
+    assert len({len(h) for h in out}) > 1  # outputs end at varied steps: rows leave the cache
+
+
+def test_wide_beam_over_two_models_equals_exhaustive_search_of_their_mean():
+    """As test_decode's exhaustive check, over the mean of two different models'
+    log-probabilities: every model's cache must follow the beams (and the rows that leave)."""
+    V, L, K, n = 6, 3, 150, 4
+    beats_each = 0
+    for seed in range(3):
+        models = [small_model(V, seed + 10 * j, d_model=16 * (j + 1)) for j in range(2)]
+        with torch.no_grad():
+            for m in models:
+                m.generator.weight *= 3  # peaked distributions: a less uniform problem
+        src = random_src(3, 5, V, seed)
+        cfg = DecodeConfig(beam=K, nbest=n, length_norm="gnmt", length_penalty=1.0,
+                           max_len_a=0.0, max_len_b=L)
+        found = beam_search(Ensemble(models).eval(), src, cfg)
+        outputs = [list(y) for m in range(L + 1) for y in itertools.product(CONTENT, repeat=m)]
+        lp = torch.tensor([length_penalty(len(y) + 1, "gnmt", 1.0) for y in outputs])
+        for i in range(src.size(0)):
+            s = src[i:i + 1, : int((src[i] != 0).sum())]
+            each = [teacher_forced_logprob(m, s, outputs) / lp for m in models]
+            scores = torch.stack(each).mean(0)
+            top = scores.topk(n).indices.tolist()
+            assert [h.tokens for h in found[i]] == [outputs[j] for j in top]
+            assert [h.score for h in found[i]] == pytest.approx(scores[top].tolist(), abs=1e-4)
+            beats_each += all(int(e.argmax()) != top[0] for e in each)
+    assert beats_each > 0  # the ensemble's best is sometimes neither model's: the mean matters
+
+
+def _run(src: list[str], tgt: list[str], **data) -> Run:
+    cfg = Config()
+    for key, value in data.items():
+        setattr(cfg.data, key, value)
+    return Run(cfg, None, Vocab(SPECIALS + src), Vocab(SPECIALS + tgt), 0, None, None)
+
+
+@pytest.mark.parametrize("other, what", [
+    (_run(["a", "b"], ["x", "y"], lowercase=True), "its data.lowercase is True, not False"),
+    (_run(["a", "b"], ["x", "z"]), "its target vocabulary differs at id 5 ('z', not 'y')"),
+    (_run(["a", "c"], ["x", "z"]), "its source vocabulary differs at id 5 ('c', not 'b')"),
+    (_run(["a", "b"], ["x", "y", "w"]), "its target vocabulary has 7 tokens, not 6"),
+])
+def test_runs_that_cannot_be_ensembled_are_refused_naming_the_first_difference(other, what):
+    first = _run(["a", "b"], ["x", "y"])
+    check_ensemble([first, _run(["a", "b"], ["x", "y"])], ["A", "B"])  # the same: accepted
+    with pytest.raises(ConfigError) as e:
+        check_ensemble([first, first, other], ["A", "B", "C"])
+    assert str(e.value).startswith(f"C: cannot be ensembled with A: {what}; ")
+
+
+def test_tokenizer_files_must_match():
+    a, b = _run(["a"], ["x"]), _run(["a"], ["x"])
+    a.files, b.files = {"spm.src.model": b"1"}, {"spm.src.model": b"2"}
+    with pytest.raises(ConfigError, match="its tokenizer file spm.src.model differs"):
+        check_ensemble([a, b], ["A", "B"])
+
+
+def test_an_export_in_an_ensemble_and_an_ensemble_through_ctranslate2_are_refused(
+        cli, tmp_path):
+    export = tmp_path / "export"
+    export.mkdir()
+    (export / "model.bin").write_bytes(b"")  # what marks an `mt export` directory
+    r = cli("translate", tmp_path / "run", export, stdin=b"a\n")
+    assert_user_error(r, 3, f"{export}: a CTranslate2 export cannot be part of an ensemble")
+    with pytest.raises(ConfigError, match="an ensemble of 2 models: not with the ctranslate2"):
+        Translator.load([export, export], search="ctranslate2")
+
+
+@pytest.fixture(scope="module")
+def other_run(tiny_run, tmp_path_factory):
+    """A second toy model: another seed, half the epochs (so a worse one)."""
+    out = tmp_path_factory.mktemp("runs") / "other"
+    args = ["train", "configs/toy.yaml", "--out", str(out), "--device", "cpu"]
+    for s in [*TINY, "train.seed=2", "train.max_epochs=2"]:
+        args += ["--set", s]
+    r = run_mt(*args)
+    assert r.code == 0, r.err
+    return out
+
+
+@pytest.mark.slow
+def test_an_ensemble_of_two_toy_models_is_no_worse_than_the_worse(tiny_run, other_run):
+    def bleu(*runs, beam=1):
+        r = run_mt("eval", *map(str, runs), "--split", "val", "--beam", str(beam), "--json")
+        assert r.code == 0, r.err
+        return json.loads(r.out)["bleu"]
+
+    one, two = bleu(tiny_run), bleu(other_run)
+    assert bleu(tiny_run, other_run) >= min(one, two)
+    assert bleu(tiny_run, other_run, beam=4) >= min(one, two)
+    assert bleu(tiny_run, tiny_run) == one
+
+
+@pytest.mark.slow
+def test_translate_an_ensemble_with_workers_equals_one_process(tiny_run, other_run):
+    lines = "Today you have eight hundred seventy nine cats.\nWe have two dogs.\n"
+    one = run_mt("translate", str(tiny_run), str(other_run), "--nbest", "2", "--beam", "3",
+                 input=lines)
+    assert one.code == 0, one.err
+    two = run_mt("translate", str(tiny_run), str(other_run), "--nbest", "2", "--beam", "3",
+                 "--workers", "2", input=lines)
+    assert two.out == one.out and len(one.out.splitlines()) == 4
