@@ -111,7 +111,10 @@ def tokenizer_dir(d: DataConfig, corpora: list[CorpusFiles],
                 (tmp / name).write_bytes(tok_files[name])
     else:
         files = [file_identity(p) for c in corpora for p in c.paths]
-        entry = cache_root() / "tokenizers" / f"trained.{_hash(_settings(d, {}))}.{_hash(files)}"
+        settings = _settings(d, {})
+        for key in ("filter", "spm_alpha", "spm_nbest", "spm_samples"):  # not what it trains on
+            settings["data"].pop(key)
+        entry = cache_root() / "tokenizers" / f"trained.{_hash(settings)}.{_hash(files)}"
 
         def write(tmp: Path) -> None:
             build_tokenizers(d, tmp, *(_Text(corpora, k) for k in (0, 1)))

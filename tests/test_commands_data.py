@@ -54,6 +54,7 @@ def _fake_multi30k(root, files):
     return root
 
 
+@pytest.mark.slow  # copies and counts real Multi30k files
 def test_multi30k_other_languages_and_test_sets(tmp_path):
     src = _fake_multi30k(tmp_path / "src", {
         "val.fr.gz": 1014, "val.en.gz": 1014, "test_2017_mscoco.fr.gz": 461,
@@ -75,6 +76,7 @@ def test_multi30k_other_languages_and_test_sets(tmp_path):
                       4, "--langs ja", "en, de, fr, cs")
 
 
+@pytest.mark.slow  # copies and counts real Multi30k files
 def test_multi30k_all_splits_of_a_language_pair(tmp_path):
     counts = {"train": 29000, "val": 1014, "test_2016_flickr": 1000, "test_2018_flickr": 1071}
     src = _fake_multi30k(tmp_path / "src", {f"{s}.{lang}.gz": n for s, n in counts.items()

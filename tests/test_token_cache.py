@@ -154,6 +154,7 @@ def test_a_run_vocabulary_is_looked_up_as_batches_are_made(tmp_path, cache_dir):
     assert torch.equal(batch.tgt_out, whole.tgt_out)
 
 
+@pytest.mark.slow  # tokenizes 72,000 words
 def test_ids_are_uint32_when_a_vocabulary_outgrows_uint16(tmp_path, cache_dir):
     d = corpus(tmp_path)
     words = [" ".join(f"w{i * 80 + j}" for j in range(80)) for i in range(900)]
