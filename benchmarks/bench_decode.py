@@ -1,8 +1,9 @@
-"""Decoding speed and BLEU, side by side: a naive decoder, mt's batched greedy, mt's beam search.
+"""Decoding speed and BLEU, side by side: a naive decoder, mt's batched greedy, mt's beam search,
+sampling, n-gram blocking and a 2-model ensemble.
 
     python -m benchmarks.bench_decode RUN [--src FILE --ref FILE] [--limit N] [--naive-limit 200]
-        [--beam 5] [--batch-tokens N] [--repeat 3] [--threads 1,2] [--ct2 float32,int8] [--bf16]
-        [--profile] [--device auto]
+        [--beam 5] [--second RUN] [--batch-tokens N] [--repeat 3] [--threads 1,2]
+        [--ct2 float32,int8] [--bf16] [--profile] [--device auto]
     python -m benchmarks.bench_decode RUN --smoke     # 16 toy sentences, 1 round
 
 Defaults to Multi30k test_2016_flickr (1000 sentences, de -> en). The naive decoder is what
@@ -12,6 +13,10 @@ its last position is projected to the vocabulary. It follows the same rules as m
 (argmax, stop at <eos>, same length limit), so its output should match greedy's.
 It is slow, so it runs on the first --naive-limit sentences only; its sentences/s come from
 that subset, and its BLEU is shown next to greedy's BLEU on the same subset.
+
+Beside greedy and beam search: top-k sampling (k 10), top-p sampling (p 0.9), greedy with
+no_repeat_ngram 3, and the ensemble of RUN and --second (RUN with itself without it), greedy
+and beam; then their time against greedy's (sampling) and against one model's (ensemble).
 
 Each decoder translates a few sentences first, untimed (warm-up). Times include tokenization
 and detokenization. The decoders take turns, --repeat rounds of all of them, and each keeps its
@@ -42,6 +47,7 @@ from mt.vocab import BOS, EOS
 
 DATA = Path("data/multi30k")
 WARMUP = 8  # sentences translated untimed before each measurement
+TOPK, TOPP, NO_REPEAT = 10, 0.9, 3  # the sampling and blocking rows (issue 27's settings)
 
 
 @torch.no_grad()
@@ -185,9 +191,26 @@ def ct2_translators(run, cfgs: dict, threads: int, device: torch.device, model_d
     return out
 
 
+def more_translators(run, pair: list[Path], decoding, cfgs: dict, device: torch.device
+                     ) -> tuple[dict[str, Translator], Seq2Seq]:
+    """Sampling, n-gram blocking, and the ensemble of the `pair` runs with the `cfgs` searches
+    (greedy and beam), by row name; and the ensemble's first model, on which its decoder
+    positions are counted (one model's work). decoding(*items): a DecodeConfig of the run's."""
+    variants = {f"mt top-k {TOPK}": ["decode.sampling=topk", f"decode.topk={TOPK}"],
+                f"mt top-p {TOPP}": ["decode.sampling=topp", f"decode.topp={TOPP}"],
+                f"mt greedy no_repeat {NO_REPEAT}": [f"decode.no_repeat_ngram={NO_REPEAT}"]}
+    out = {name: Translator(run, decoding("decode.beam=1", *items), device)
+           for name, items in variants.items()}
+    # One load of both models; its search serves the ensemble's greedy and beam Translators.
+    ensemble = Translator.load(pair, device)
+    for kind, cfg in cfgs.items():
+        out[f"ensemble 2 {kind}"] = Translator(ensemble.run, cfg, device, ensemble.search)
+    return out, ensemble.model.models[0]
+
+
 def main() -> None:
     p = parser(__doc__, rounds=3, smoke="the first 16 toy test sentences (en -> de), naive on 4, "
-               "beam 2, no CTranslate2, 1 round")
+               "beam 2, no CTranslate2, 1 round; the ensemble is RUN with itself")
     p.add_argument("run", type=Path, help="run directory (uses best.pt) or checkpoint file")
     p.add_argument("--src", type=Path, default=DATA / "test_2016_flickr.de.gz")
     p.add_argument("--ref", type=Path, default=DATA / "test_2016_flickr.en.gz")
@@ -195,6 +218,8 @@ def main() -> None:
     p.add_argument("--naive-limit", type=int, default=200,
                    help="sentences for the naive decoder (a subset: it is slow; 0 = skip it)")
     p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--second", type=Path, default=None,
+                   help="the ensemble's second run or checkpoint (default: RUN again)")
     p.add_argument("--batch-tokens", type=int, default=0,
                    help="decode.batch_tokens for greedy and beam (0 = the run's config)")
     p.add_argument("--threads", default="",
@@ -218,12 +243,16 @@ def main() -> None:
         src, ref = src[: args.limit], ref[: args.limit]
     n_naive = min(args.naive_limit, len(src)) if args.naive_limit > 0 else 0
     sets = [] if not args.batch_tokens else [f"decode.batch_tokens={args.batch_tokens}"]
-    base = override(run.cfg, sets + ["decode.nbest=1"], "bench").decode
-    cfgs = {"greedy": override(run.cfg, sets + ["decode.beam=1", "decode.nbest=1"],
-                               "bench").decode,
-            f"beam {args.beam}": override(run.cfg, sets + [f"decode.beam={args.beam}",
-                                                           "decode.nbest=1"], "bench").decode}
+
+    def decoding(*items: str) -> DecodeConfig:
+        return override(run.cfg, sets + ["decode.nbest=1", *items], "bench").decode
+
+    base = decoding()
+    cfgs = {"greedy": decoding("decode.beam=1"),
+            f"beam {args.beam}": decoding(f"decode.beam={args.beam}")}
     greedy_tr, beam_tr = (Translator(run, c, device) for c in cfgs.values())
+    more_trs, pair_first = more_translators(run, [args.run, args.second or args.run], decoding,
+                                            cfgs, device)
     bf16_trs = ([Translator(run, dataclasses.replace(c, dtype="bf16"), device)
                  for c in cfgs.values()] if args.bf16 else [])
     quants = [q for q in args.ct2.split(",") if q]
@@ -243,7 +272,9 @@ def main() -> None:
     print(f"decode: batch_tokens {base.batch_tokens} (x beam for beam search), "
           f"max_len {base.max_len_a} * src + {base.max_len_b}, min_len {base.min_len}, "
           f"beam scores {base.length_norm} (alpha {base.length_penalty}; CTranslate2: "
-          f"length^alpha); fastest of {args.rounds} rounds", flush=True)
+          f"length^alpha); fastest of {args.rounds} rounds")
+    print(f"ensemble: {args.run} + {args.second}" if args.second else
+          f"ensemble: {args.run} with itself (no --second: the same run twice)", flush=True)
     threads = [int(t) for t in args.threads.split(",") if t] or [torch.get_num_threads()]
     for n in threads:
         torch.set_num_threads(n)
@@ -253,13 +284,15 @@ def main() -> None:
         if bf16_trs:
             contenders["mt greedy bf16"] = (bf16_trs[0].translate, src)
             contenders[f"mt beam {args.beam} bf16"] = (bf16_trs[1].translate, src)
+        for name, tr in more_trs.items():
+            contenders[name] = (tr.translate, src)
         for (quant, kind), tr in ct2.items():
             contenders[f"CTranslate2 {quant} {kind}"] = (tr.translate, src)
         if n_naive:
             contenders["naive (no cache, 1 sentence)"] = (
                 lambda x: naive_translate(greedy_tr, x), src[:n_naive])
-        results = timed(contenders, [run.model] + [tr.model for tr in bf16_trs], device,
-                        args.rounds)
+        models = [run.model, pair_first] + [tr.model for tr in bf16_trs]
+        results = timed(contenders, models, device, args.rounds)
         report(contenders, results, ref, n, n_naive, args.beam, quants)
         if args.profile:
             profile(f"mt greedy, {n} thread(s)", greedy_tr, src)
@@ -290,6 +323,10 @@ def report(contenders, results, ref, threads, n_naive, beam, quants) -> None:
         print(f"greedy / naive speed      {rate[g] / rate[naive]:8.1f}x   (target >= 30x)")
     print(f"beam {beam} / greedy time     {rate[g] / rate[b]:8.2f}x   (target <= 3x)")
     print(f"beam {beam} - greedy BLEU     {bleu[b] - bleu[g]:+8.2f}    (target >= 0)")
+    for name in (f"mt top-k {TOPK}", f"mt top-p {TOPP}"):
+        print(f"{name[3:] + ' / greedy time':<25}{rate[g] / rate[name]:8.2f}x   (target <= 1.15)")
+    print(f"ensemble 2 / one model time greedy {rate[g] / rate['ensemble 2 greedy']:5.2f}x  "
+          f"beam {beam} {rate[b] / rate[f'ensemble 2 beam {beam}']:5.2f}x   (target <= 2.2)")
     bg, bb = "mt greedy bf16", f"mt beam {beam} bf16"
     if bg in rate:
         print(f"mt bf16 / mt float32 speed greedy {rate[bg] / rate[g]:5.2f}  beam {beam} "
