@@ -251,3 +251,25 @@ def test_corpora_of_one_name_in_two_places_keep_their_entries(tmp_path, capsys):
     capsys.readouterr()
     assert open_corpora(a).entries[0].path == first and first.is_dir() and second.is_dir()
     assert "building" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("case, code, needle", [
+    ("tsv", 4, "bad.tsv:2: expected source TAB target, found no tab"),
+    ("tag", 4, "holds '<bt>', which is also a corpus tag"),
+    ("weight", 3, "data.train[0].weight must be positive"),
+    ("alpha", 3, "data.spm_alpha samples SentencePiece segmentations"),
+])
+def test_bad_corpora_stop_mt_train_with_one_line_and_nothing_written(cli, tmp_path, case, code,
+                                                                   needle):
+    d = write_toy(tmp_path, 50)
+    (d / "bad.tsv").write_text("x\ty\nno tab here\n", encoding="utf-8")
+    (d / "toy.train.en").write_text("a <bt> b\n" * 50, encoding="utf-8")
+    train = {"tsv": f"[{{format: tsv, path: {d}/bad.tsv}}]",
+             "tag": "[{prefix: toy.train, tag: <bt>}]",
+             "weight": "[{prefix: toy.train, weight: 0}]", "alpha": "toy.train"}[case]
+    more = ["--set", "data.spm_alpha=0.1"] if case == "alpha" else []
+    r = cli("train", ROOT / "configs" / "toy.yaml", "--out", tmp_path / "run", "--set",
+            f"data.dir={d}", "--set", f"data.train={train}", *more)
+    assert r.code == code and needle in r.err and len(r.err.strip().splitlines()) <= 3, r.err
+    assert r.err.strip().splitlines()[-1].startswith("error: ")
+    assert not (tmp_path / "run").exists()
