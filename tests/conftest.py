@@ -228,3 +228,16 @@ def write_pairs(directory: Path, split: str, pairs, src: str = "de", tgt: str = 
         path.write_bytes(b"".join(s.encode().replace("\ufffd".encode(), b"\xff") + b"\n"
                                   for s in side))
     return paths
+
+
+def straight_and_resumed(tmp_path: Path, sets: list[str], steps: int, split: int
+                         ) -> tuple[dict, dict]:
+    """last.pt of `steps` steps trained straight, and of `split` steps then --resume to
+    `steps` (the toy config with sets): what an exact resume must make equal."""
+    from mt.checkpoint import load_checkpoint
+    from mt.commands.train import train
+
+    for run, n, resume in (("straight", steps, False), ("split", split, False),
+                           ("split", steps, True)):
+        train(CONFIG, [*sets, f"train.max_steps={n}"], tmp_path / run, "cpu", resume)
+    return tuple(load_checkpoint(tmp_path / run / "last.pt") for run in ("straight", "split"))

@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, TINY, TOY
-from mt.checkpoint import load_checkpoint
+from conftest import ROOT, TINY, TOY, straight_and_resumed
 from mt.commands.info import run_info
 from mt.commands.train import train
 from mt.config import load_config
@@ -172,12 +171,7 @@ def test_a_weighted_mix_resumes_exactly(tmp_path):
             (d / f"{name}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     common = two_corpora(d, "model.dropout=0.1", "train.eval_bleu=false", "train.metric=loss",
                          "train.eval_every=1000", "train.max_tokens=600")
-    cfg = ROOT / "configs" / "toy.yaml"
-    train(cfg, [*common, "train.max_steps=48"], tmp_path / "straight", "cpu", False)
-    train(cfg, [*common, "train.max_steps=17"], tmp_path / "split", "cpu", False)
-    train(cfg, [*common, "train.max_steps=48"], tmp_path / "split", "cpu", True)
-    a = load_checkpoint(tmp_path / "straight" / "last.pt")
-    b = load_checkpoint(tmp_path / "split" / "last.pt")
+    a, b = straight_and_resumed(tmp_path, common, 48, 17)
     assert a["step"] == b["step"] == 48 and a["progress"]["epoch"] >= 2  # across epochs
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name

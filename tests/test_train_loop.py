@@ -33,6 +33,7 @@ from conftest import (
     run_mt,
     small_config,
     snapshot,
+    straight_and_resumed,
 )
 from mt.checkpoint import load_checkpoint
 from mt.commands.train import train
@@ -307,12 +308,7 @@ def test_resume_continues_exactly(tmp_path):
     """Train 2N steps straight, or N then --resume to 2N: the same weights, bit for bit."""
     common = [*TINY, "model.dropout=0.1", "train.eval_bleu=false", "train.metric=loss",
               "train.eval_every=1000"]
-    cfg = ROOT / "configs" / "toy.yaml"
-    train(cfg, [*common, "train.max_steps=24"], tmp_path / "straight", "cpu", False)
-    train(cfg, [*common, "train.max_steps=12"], tmp_path / "split", "cpu", False)
-    train(cfg, [*common, "train.max_steps=24"], tmp_path / "split", "cpu", True)
-    a = load_checkpoint(tmp_path / "straight" / "last.pt")
-    b = load_checkpoint(tmp_path / "split" / "last.pt")
+    a, b = straight_and_resumed(tmp_path, common, 24, 12)
     assert a["step"] == b["step"] == 24
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
