@@ -61,3 +61,8 @@ def test_bench_decode_runs_in_smoke_mode(tiny_run):
     assert "top-p 0.9 / greedy time" in out and "ensemble 2 / one model time" in out
     assert "with itself (no --second" in out
 
+
+
+def test_bench_workers_runs_in_smoke_mode(tiny_run):
+    out = run_benchmark("bench_workers", str(tiny_run))
+    assert "--workers 2 / --workers 1 speed:" in out and "outputs byte-identical: yes" in out
