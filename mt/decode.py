@@ -187,6 +187,9 @@ def sample_seed(seed: int, ids: list[int], copy: int) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1
 
 
+NUCLEUS_FIRST = 64  # topp: the best tokens looked at before sorting a whole row (see draw)
+
+
 def kept(probs: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
     """probs (r, V) sorted best first -> (r, V) bool, what sampling may draw: the decode.topk
     first (topk), or the smallest prefix whose mass reaches decode.topp (topp)."""
@@ -201,10 +204,22 @@ def draw(logits: torch.Tensor, cfg: DecodeConfig, u: torch.Tensor) -> torch.Tens
     the same logits and uniforms give the same token, whatever the rest of the batch."""
     probs = (logits.float() / cfg.temperature).softmax(-1)
     if cfg.sampling == "topk":  # only the k best need sorting
-        probs, ids = probs.topk(min(cfg.topk, probs.size(-1)), dim=-1)
-    else:
-        probs, ids = probs.sort(-1, descending=True)
-    cdf = (probs * kept(probs, cfg)).cumsum(-1)  # (r, V'), cut tokens add nothing
+        return _inverted(*probs.topk(min(cfg.topk, probs.size(-1)), dim=-1), cfg, u)
+    # topp: the nucleus usually lies within the first few tokens, and a row's nucleus is within
+    # its NUCLEUS_FIRST best when their mass reaches p; only the other rows sort the whole
+    # vocabulary. Each row's token depends on its own probabilities alone.
+    top, ids = probs.topk(min(NUCLEUS_FIRST, probs.size(-1)), dim=-1)
+    out = _inverted(top, ids, cfg, u)
+    if (short := top.sum(-1) < cfg.topp).any():
+        out[short] = _inverted(*probs[short].sort(-1, descending=True), cfg, u[short])
+    return out
+
+
+def _inverted(probs: torch.Tensor, ids: torch.Tensor, cfg: DecodeConfig, u: torch.Tensor
+              ) -> torch.Tensor:
+    """probs (r, K) sorted best first with their token ids (r, K) -> (r,) the token at u of the
+    CDF of what `kept` keeps, renormalised."""
+    cdf = (probs * kept(probs, cfg)).cumsum(-1)  # (r, K), cut tokens add nothing
     at = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)
     return ids.gather(1, at.clamp(max=ids.size(1) - 1)).squeeze(1)
 

@@ -133,3 +133,20 @@ def test_translate_samples_in_the_nbest_format(tiny_run, cli, tmp_path, engine):
     assert all(float(score) <= 0 for _, score, _ in rows)
     assert cli(*args).out == r.out  # the default seed, the same samples
     assert_user_error(cli(*args, "--topk", "0"), 3, "--topk 0: decode.topk must be positive")
+
+
+def test_topp_looks_past_its_first_tokens_only_for_rows_that_need_it():
+    """The nucleus from the NUCLEUS_FIRST best tokens equals the one from a full sort, for
+    peaked rows (within them) and flat rows (past them) in one batch."""
+    from mt.decode import NUCLEUS_FIRST, _inverted, draw
+
+    g = torch.Generator().manual_seed(0)
+    peaked = torch.randn(6, 500, generator=g) * 8
+    flat = torch.randn(6, 500, generator=g) * 0.1  # its first 64 hold far less than p
+    logits, u = torch.cat([peaked, flat]), torch.rand(12, generator=g)
+    cfg = DecodeConfig(sampling="topp", topp=0.9)
+    probs = logits.softmax(-1)
+    assert (probs[:6].topk(NUCLEUS_FIRST).values.sum(-1) >= 0.9).all()
+    assert (probs[6:].topk(NUCLEUS_FIRST).values.sum(-1) < 0.9).all()
+    reference = _inverted(*probs.sort(-1, descending=True), cfg, u)
+    assert torch.equal(draw(logits, cfg, u), reference)
