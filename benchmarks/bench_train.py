@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -39,10 +40,10 @@ from benchmarks.harness import (
     trainers,
 )
 from mt.config import Config
-from mt.data import Batch, pad
+from mt.data import Batch
 from mt.model import make_model
 from mt.train.loop import Trainer
-from mt.vocab import BOS, EOS, PAD
+from mt.vocab import PAD
 
 
 def matmul_peak(cfg: Config, rows: int, vocab: int, dtype: torch.dtype) -> float:
@@ -85,11 +86,8 @@ class Naive:
         random.Random(seed).shuffle(order)
         self.batches = []
         for i in range(0, len(order) - sentences + 1, sentences):
-            idx = order[i:i + sentences]
-            self.batches.append(Batch(pad([data.src[j] for j in idx]),
-                                      pad([[BOS] + data.tgt[j] for j in idx]),
-                                      pad([data.tgt[j] + [EOS] for j in idx]),
-                                      sum(len(data.tgt[j]) + 1 for j in idx)))
+            # padded to the longest of the batch
+            self.batches.append(data.collate(np.array(order[i:i + sentences])))
         torch.manual_seed(self.cfg.train.seed)
         self.model = make_model(self.cfg.model, len(base.src_vocab), len(base.tgt_vocab))
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=self.cfg.train.lr,
