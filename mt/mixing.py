@@ -67,7 +67,8 @@ class MixedData(Batched):
     def filter_length(self, max_len: int) -> list[int]:
         """Drop empty and over-long pairs of every corpus and segmentation; the count dropped
         from each corpus (of its first segmentation)."""
-        return [[v.filter_length(max_len) for v in p.variants][0] for p in self.parts]
+        dropped = [[v.filter_length(max_len) for v in p.variants] for p in self.parts]
+        return [counts[0] for counts in dropped]
 
     def plan(self, max_tokens: int, seed: int | None = None, epoch: int = 0) -> BatchPlan:
         """Epoch `epoch`'s batches (see plan_batches) of the pairs it draws: global ids."""

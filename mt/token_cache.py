@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import collections
 import fcntl
+import functools
 import hashlib
 import itertools
 import json
@@ -224,14 +225,16 @@ class Corpora:
     corpora: list[CorpusFiles]
     entries: list[TokenCache]
     tok_dir: Path | None  # None: the kind has no files (spaCy)
+    tok_files: dict[str, bytes]  # what checkpoints carry of the tokenizers (read once)
     data_cfg: DataConfig
 
-    def tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
+    @functools.cached_property
+    def _tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
         return make_tokenizers(self.data_cfg, self.tok_dir or Path("."))
 
-    def tok_files(self) -> dict[str, bytes]:
-        """What checkpoints carry of the tokenizers (e.g. the SentencePiece models)."""
-        return {n: (self.tok_dir / n).read_bytes() for n in tokenizer_files(self.data_cfg)}
+    def tokenizers(self) -> tuple[Tokenizer, Tokenizer]:
+        """Made once: vocabs() and training both ask."""
+        return self._tokenizers
 
     def vocabs(self) -> tuple[Vocab, Vocab]:
         """A new run's vocabularies: a tokenizer's fixed ones, else counted over all corpora
@@ -293,7 +296,7 @@ def open_corpora(d: DataConfig, tok_files: Mapping[str, bytes] | None = None,
     files = {n: (tok_dir / n).read_bytes() for n in tokenizer_files(d)} if tok_dir else {}
     settings = _settings(d, files)
     entries = [open_entry(d, c, tok_dir, settings, workers) for c in corpora]
-    return Corpora(corpora, entries, tok_dir, d)
+    return Corpora(corpora, entries, tok_dir, files, d)
 
 
 def open_entry(d: DataConfig, corpus: CorpusFiles, tok_dir: Path | None, settings: dict,

@@ -327,17 +327,17 @@ def test_given_tokenizer_files_are_used_as_they_are(tmp_path, cache_dir):
     (tmp_path / "b").mkdir()
     parent = open_cache(replace(corpus(tmp_path / "a", n=400), **spm))
     d = replace(corpus(tmp_path / "b", n=800), **spm)
-    files = parent.tok_files()
+    files = parent.tok_files
     tok = parent.tokenizers()[0]
     own = open_cache(d)
-    assert own.tok_files()[JOINT] != files[JOINT]  # trained on other data
+    assert own.tok_files[JOINT] != files[JOINT]  # trained on other data
     given = open_corpora(d, tok_files=files)
-    assert given.tok_files() == files and given.entries[0].path != own.entries[0].path
+    assert given.tok_files == files and given.entries[0].path != own.entries[0].path
     line = (Path(d.dir) / "toy.train.en").read_text(encoding="utf-8").splitlines()[500]
     assert given.tokenizers()[0].tokenize(line) == tok.tokenize(line)
     vocabs = parent.vocabs()
     src = given.data(*vocabs).collate(np.array([500])).src[0].tolist()
     assert vocabs[0].decode(src) == tok.tokenize(line)
-    resumed = open_corpora(d, tok_files=own.tok_files())
+    resumed = open_corpora(d, tok_files=own.tok_files)
     assert resumed.entries[0].path == own.entries[0].path
 

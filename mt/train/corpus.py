@@ -73,7 +73,7 @@ def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group,
     else:
         src_vocab, tgt_vocab = cache.vocabs()
     src_tok, tgt_tok = cache.tokenizers()
-    tok_files = cache.tok_files() if group.main else {}
+    tok_files = cache.tok_files if group.main else {}
     train = cache.data(src_vocab, tgt_vocab)
     dropped = train.filter_length(d.max_len)
     if not len(train):
