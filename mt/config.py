@@ -231,10 +231,24 @@ def _apply_override(raw: dict, item: str) -> None:
     node = raw
     *parents, last = key.split(".")
     for p in parents:
-        node = node.setdefault(p, {})
+        name, index = _indexed(key, p)
+        node = node.setdefault(name, {})
+        if index is not None:  # data.train[1].weight: the second corpus of a list
+            if not isinstance(node, list) or index >= len(node):
+                raise ConfigError(f"--set {key}: '{name}' has no item {index} (it is not a "
+                                  "list, or a shorter one; items count from 0)")
+            node = node[index]
         if not isinstance(node, dict):
             raise ConfigError(f"--set {key}: '{p}' is not a section; give section.key=value")
     node[last] = parsed
+
+
+def _indexed(key: str, part: str) -> tuple[str, int | None]:
+    """'train[1]' -> ('train', 1); 'train' -> ('train', None)."""
+    m = re.fullmatch(r"([^\[\]]+)(?:\[(\d+)\])?", part)
+    if m is None:
+        raise ConfigError(f"--set {key}: bad key part {part!r}; e.g. data.train[0].weight=2")
+    return m[1], None if m[2] is None else int(m[2])
 
 
 def blamer(where: str, overrides: Sequence[str]) -> Callable[[str | tuple[str, ...]], str]:

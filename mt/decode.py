@@ -187,41 +187,53 @@ def sample_seed(seed: int, ids: list[int], copy: int) -> int:
     return int.from_bytes(hashlib.blake2b(key, digest_size=8).digest(), "little") >> 1
 
 
-NUCLEUS_FIRST = 64  # topp: the best tokens looked at before sorting a whole row (see draw)
+NUCLEUS_BINS, BINS_PER_NAT = 2048, 64  # topp: log-probability bins, down to 32 nats (nucleus)
 
 
-def kept(probs: torch.Tensor, cfg: DecodeConfig) -> torch.Tensor:
-    """probs (r, V) sorted best first -> (r, V) bool, what sampling may draw: the decode.topk
-    first (topk), or the smallest prefix whose mass reaches decode.topp (topp)."""
-    if cfg.sampling == "topk":
-        return (torch.arange(probs.size(-1), device=probs.device) < cfg.topk).expand_as(probs)
-    return probs.cumsum(-1) - probs < cfg.topp  # the mass before it has not reached p
+def nucleus(probs: torch.Tensor, p: float, logits: torch.Tensor | None = None) -> torch.Tensor:
+    """probs (r, V) -> (r, V) bool: the smallest set of most likely tokens whose mass reaches p
+    (a token is kept while the mass of those more likely has not reached p); logits: those of
+    probs (their softmax), if at hand.
+
+    Without sorting rows: a flat row's nucleus holds thousands of tokens, and sorting whole rows
+    cost as much as the model's step. Tokens are binned by how far their log-probability lies
+    below the row's best (1/64 nat a bin); the bins' cumulative mass finds the bin where the mass
+    reaches p, and only that bin's few tokens are sorted."""
+    if p >= 1:
+        return probs > 0
+    if logits is None:
+        logits = probs.log()  # -inf where a probability underflowed
+    gap = logits.amax(-1, keepdim=True) - logits  # (r, V) log-probability below the best, >= 0
+    bins = (gap * BINS_PER_NAT).clamp(max=NUCLEUS_BINS - 1).long()
+    mass = probs.new_zeros(probs.size(0), NUCLEUS_BINS).scatter_add_(1, bins, probs)
+    cum = mass.cumsum(-1)  # (r, bins): the mass down to each bin
+    k = (cum < p).sum(-1, keepdim=True).clamp(max=NUCLEUS_BINS - 1)  # (r, 1) the boundary bin
+    above = (cum - mass).gather(1, k)  # (r, 1) the mass of the bins before it
+    inside = bins == k
+    vals, ids = (probs * inside).topk(int(inside.sum(-1).max()), dim=-1)  # its tokens, sorted
+    take = (above + vals.cumsum(-1) - vals < p) & (vals > 0)
+    return (bins < k) | torch.zeros_like(inside).scatter_(1, ids, take)
 
 
 def draw(logits: torch.Tensor, cfg: DecodeConfig, u: torch.Tensor) -> torch.Tensor:
     """logits (r, V), uniforms u (r,) in [0, 1) -> (r,) one token per row from
-    softmax(logits / temperature), cut to `kept` and renormalised, by inverting its CDF at u:
-    the same logits and uniforms give the same token, whatever the rest of the batch."""
-    probs = (logits.float() / cfg.temperature).softmax(-1)
+    softmax(logits / temperature), cut to the decode.topk best or to the decode.topp `nucleus`
+    and renormalised, by inverting its CDF at u (the k best in order, the nucleus in vocabulary
+    order): the same logits and uniforms give the same token, whatever the rest of the batch."""
+    logits = logits.float() / cfg.temperature
+    probs = logits.softmax(-1)
     if cfg.sampling == "topk":  # only the k best need sorting
-        return _inverted(*probs.topk(min(cfg.topk, probs.size(-1)), dim=-1), cfg, u)
-    # topp: the nucleus usually lies within the first few tokens, and a row's nucleus is within
-    # its NUCLEUS_FIRST best when their mass reaches p; only the other rows sort the whole
-    # vocabulary. Each row's token depends on its own probabilities alone.
-    top, ids = probs.topk(min(NUCLEUS_FIRST, probs.size(-1)), dim=-1)
-    out = _inverted(top, ids, cfg, u)
-    if (short := top.sum(-1) < cfg.topp).any():
-        out[short] = _inverted(*probs[short].sort(-1, descending=True), cfg, u[short])
-    return out
+        top, ids = probs.topk(min(cfg.topk, probs.size(-1)), dim=-1)
+        return ids.gather(1, _inverted(top, u)).squeeze(1)
+    return _inverted(probs * nucleus(probs, cfg.topp, logits), u).squeeze(1)
 
 
-def _inverted(probs: torch.Tensor, ids: torch.Tensor, cfg: DecodeConfig, u: torch.Tensor
-              ) -> torch.Tensor:
-    """probs (r, K) sorted best first with their token ids (r, K) -> (r,) the token at u of the
-    CDF of what `kept` keeps, renormalised."""
-    cdf = (probs * kept(probs, cfg)).cumsum(-1)  # (r, K), cut tokens add nothing
+def _inverted(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """weights (r, K) >= 0 -> (r, 1) the column at u of their normalised cumulative sum (never
+    a column of weight 0)."""
+    cdf = weights.cumsum(-1)
     at = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)
-    return ids.gather(1, at.clamp(max=ids.size(1) - 1)).squeeze(1)
+    return at.clamp(max=weights.size(1) - 1)
 
 
 @torch.no_grad()

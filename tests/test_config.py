@@ -65,6 +65,18 @@ def test_set_overrides_are_validated_like_the_file(tmp_path):
         load_config(None, ["train.lr"])
 
 
+def test_set_reaches_into_a_list_of_corpora(tmp_path):
+    path = write(tmp_path, "data:\n  train:\n    - {prefix: a}\n    - {prefix: b, tag: <bt>}\n")
+    cfg = load_config(path, ["data.train[1].weight=2.5", "data.train[1].tag="])
+    assert [(c.prefix, c.weight, c.tag) for c in cfg.data.train] == [("a", 1.0, ""), ("b", 2.5, "")]
+    with pytest.raises(ConfigError, match=r"'train' has no item 2 .*items count from 0"):
+        load_config(path, ["data.train[2].weight=1"])
+    with pytest.raises(ConfigError, match=r"'val' has no item 0"):
+        load_config(path, ["data.val[0].weight=1"])
+    with pytest.raises(ConfigError, match="bad key part 'train\\[x\\]'"):
+        load_config(path, ["data.train[x].weight=1"])
+
+
 def test_invalid_yaml_reports_line(tmp_path):
     with pytest.raises(ConfigError, match=r"c.yaml: line 3"):
         load_config(write(tmp_path, "model:\n  d_model: 64\n  n_heads: 2: 3\n"))

@@ -12,7 +12,7 @@ from test_decode import random_src, small_model
 from conftest import TOY, assert_user_error
 from mt import decode
 from mt.config import ConfigError, DecodeConfig, load_config
-from mt.decode import beam_search, greedy, kept, sample
+from mt.decode import beam_search, greedy, nucleus, sample
 
 LONG = DecodeConfig(max_len_a=0.0, max_len_b=30)  # long outputs: many draws per line
 
@@ -67,12 +67,10 @@ def test_topk_never_draws_outside_the_k_best():
 
 
 def test_topp_keeps_the_smallest_set_that_reaches_p():
-    probs = torch.tensor([[0.5, 0.3, 0.15, 0.05]])
-    for p, size in ((0.3, 1), (0.5, 1), (0.75, 2), (0.9, 3), (0.96, 4), (1.0, 4)):
-        got = kept(probs, DecodeConfig(sampling="topp", topp=p))
-        assert got.tolist() == [[i < size for i in range(4)]], p
-    got = kept(probs, DecodeConfig(sampling="topk", topk=2))
-    assert got.tolist() == [[True, True, False, False]]
+    probs = torch.tensor([[0.05, 0.5, 0.15, 0.3]])  # the set does not depend on the order
+    for p, best in ((0.3, 1), (0.5, 1), (0.75, 2), (0.9, 3), (0.96, 4), (1.0, 4)):
+        got = nucleus(probs, p)
+        assert got.tolist() == [[rank < best for rank in (3, 0, 2, 1)]], p
 
 
 def test_draw_inverts_the_cut_distribution():
@@ -135,18 +133,19 @@ def test_translate_samples_in_the_nbest_format(tiny_run, cli, tmp_path, engine):
     assert_user_error(cli(*args, "--topk", "0"), 3, "--topk 0: decode.topk must be positive")
 
 
-def test_topp_looks_past_its_first_tokens_only_for_rows_that_need_it():
-    """The nucleus from the NUCLEUS_FIRST best tokens equals the one from a full sort, for
-    peaked rows (within them) and flat rows (past them) in one batch."""
-    from mt.decode import NUCLEUS_FIRST, _inverted, draw
-
+def test_the_nucleus_equals_a_full_sorts_for_peaked_and_flat_rows():
+    """Binned, not sorted: the same set as the definition (mass before a token < p) computed
+    over a full sort, for peaked rows (a few tokens), flat rows (hundreds, many in one bin) and
+    rows with underflowing tokens, in one batch."""
     g = torch.Generator().manual_seed(0)
-    peaked = torch.randn(6, 500, generator=g) * 8
-    flat = torch.randn(6, 500, generator=g) * 0.1  # its first 64 hold far less than p
-    logits, u = torch.cat([peaked, flat]), torch.rand(12, generator=g)
-    cfg = DecodeConfig(sampling="topp", topp=0.9)
+    logits = torch.cat([torch.randn(8, 3000, generator=g) * scale for scale in (30, 8, 1, 0.01)])
     probs = logits.softmax(-1)
-    assert (probs[:6].topk(NUCLEUS_FIRST).values.sum(-1) >= 0.9).all()
-    assert (probs[6:].topk(NUCLEUS_FIRST).values.sum(-1) < 0.9).all()
-    reference = _inverted(*probs.sort(-1, descending=True), cfg, u)
-    assert torch.equal(draw(logits, cfg, u), reference)
+    assert (probs[:8] == 0).any()  # underflow
+    for p in (0.1, 0.5, 0.9, 0.99):
+        ordered, ids = probs.sort(-1, descending=True)
+        reference = torch.zeros_like(probs, dtype=torch.bool).scatter_(
+            1, ids, ordered.cumsum(-1) - ordered < p)
+        got = nucleus(probs, p)
+        assert torch.equal(got, reference), (p, (got != reference).sum())
+        sizes = got.sum(-1)
+        assert sizes[:8].max() < sizes[-8:].min()  # peaked rows keep fewer than flat ones
