@@ -1,6 +1,7 @@
 """mt/commands/info.py: `mt info` of runs and checkpoints, good and bad."""
 
 import json
+import re
 
 import pytest
 import torch
@@ -97,3 +98,16 @@ def test_info_shows_the_lineage_base_fine_tuned_averaged(tmp_path, cli):
     save_checkpoint(old, state)
     assert run_info(old)["lineage"] == [{"how": "unknown", "sha256": sha256_of(old), "step": 6}]
     assert "lineage:       no lineage recorded (step 6" in cli("info", old).out
+
+
+def test_peak_memory_is_recorded_at_each_validation_and_shown(tiny_run):
+    records = [json.loads(line) for line in (tiny_run / "metrics.jsonl").read_text().splitlines()]
+    peaks = [e["peak_rss_mib"] for e in records if e["event"] == "valid"]
+    assert len(peaks) >= 2 and peaks == sorted(peaks)  # a high-water mark
+    assert 50 < peaks[0] < 64 * 1024  # torch alone is more than 50 MiB resident
+    info = json.loads(run_mt("info", str(tiny_run), "--json").out)
+    top = max((e for e in records if e["event"] == "valid"), key=lambda e: e["peak_rss_mib"])
+    assert info["peak_memory"] == {"peak_rss_mib": top["peak_rss_mib"], "step": top["step"]}
+    text = run_mt("info", str(tiny_run)).out
+    assert re.search(rf"peak memory: +{top['peak_rss_mib'] / 1024:.2f} GiB resident, by step "
+                     rf"{top['step']}\n", text), text

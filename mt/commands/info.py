@@ -11,6 +11,7 @@ from mt.tokenizers import tokenizer_kind
 from mt.train.corpus import format_mix
 from mt.train.lineage import chain, format_chain, sha256_of
 from mt.train.metrics_log import read_metrics
+from mt.train.memory import MEMORY_KEYS, format_peak
 
 
 def run_info(path: Path) -> dict:
@@ -49,6 +50,7 @@ def run_info(path: Path) -> dict:
                  "test": d.test,
                  "mix": ((run.lineage or {}).get("data") or {}).get("mix") or []},
         "best": best_metric(ckpt.parent, cfg.train.metric),
+        "peak_memory": peak_record(ckpt.parent),
         "checkpoints": checkpoints,
         "lineage": chain(run.lineage, sha256_of(ckpt), run.step),
     }
@@ -71,6 +73,18 @@ def best_metric(run_dir: Path, metric: str) -> dict | None:
         return None
     best = max(valid, key=lambda r: (sign * r[key], -r["step"]))  # the first of equals
     return {"metric": key, "value": best[key], "step": best["step"]}
+
+
+def peak_record(run_dir: Path) -> dict | None:
+    """The validation record of run_dir/metrics.jsonl with the highest peak memory: {key: MiB,
+    "step": step}, or None (no record has one: a run from before they were kept)."""
+    best = None
+    for r in read_metrics(run_dir):
+        for key in MEMORY_KEYS:
+            if r.get("event") == "valid" and isinstance(r.get(key), (int, float)) and (
+                    best is None or r[key] > best[key]):
+                best = {key: r[key], "step": r["step"]}
+    return best
 
 
 def format_info(info: dict) -> str:
@@ -98,6 +112,8 @@ def format_info(info: dict) -> str:
         ("steps trained", str(info["steps_trained"])),
         ("best", f"{best['metric']} {best['value']} at step {best['step']}" if best
                  else "unknown (no validation in metrics.jsonl)"),
+        *([("peak memory", f"{format_peak(info['peak_memory'])}, by step "
+                           f"{info['peak_memory']['step']}")] if info["peak_memory"] else []),
     ]
     lines.append(("lineage", format_chain(info["lineage"])))
     for c in info["checkpoints"]:

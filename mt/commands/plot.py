@@ -1,5 +1,5 @@
-"""`mt plot`: training curves of one or more runs (loss, validation BLEU, learning rate) as
-one PNG, read from each run's metrics.jsonl."""
+"""`mt plot`: training curves of one or more runs (loss, validation BLEU, learning rate, peak
+memory) as one PNG, read from each run's metrics.jsonl."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from pathlib import Path
 from mt.errors import ConfigError, DataError
 from mt.log import warn
 from mt.textio import atomic_write
+from mt.train.memory import MEMORY_KEYS
 from mt.train.metrics_log import METRICS, read_metrics
 
-WIDTH, HEIGHT, DPI = 15, 4, 100  # inches and dots per inch: a 1500 x 400 pixel picture
+WIDTH, HEIGHT, DPI = 20, 4, 100  # inches and dots per inch: a 2000 x 400 pixel picture
 
 
 def series(records: list[dict], event: str, key: str) -> tuple[list[int], list[float]]:
@@ -53,7 +54,7 @@ def plot_runs(runs: list[Path], out: Path) -> Path:
         names = ", ".join(str(r) for r in runs)
         raise DataError(f"{names}: no metrics to plot yet; train first, or wait for the first "
                         f"log line (train.log_every steps)")
-    fig, (loss_ax, bleu_ax, lr_ax) = plt.subplots(1, 3, figsize=(WIDTH, HEIGHT), dpi=DPI)
+    fig, (loss_ax, bleu_ax, lr_ax, mem_ax) = plt.subplots(1, 4, figsize=(WIDTH, HEIGHT), dpi=DPI)
     for i, (run, records) in enumerate(found.items()):
         color = f"C{i % 10}"
         name = (run if run.is_dir() else run.parent).resolve().name  # the run's directory
@@ -62,8 +63,14 @@ def plot_runs(runs: list[Path], out: Path) -> Path:
                      marker=".", label=f"{name} valid")
         bleu_ax.plot(*series(records, "valid", "val_bleu"), color=color, marker=".", label=name)
         lr_ax.plot(*series(records, "train", "lr"), color=color, label=name)
+        for key, style in zip(MEMORY_KEYS, ("-", ":"), strict=True):
+            steps, mib = series(records, "valid", key)
+            if steps:
+                mem_ax.plot(steps, [m / 1024 for m in mib], color=color, linestyle=style,
+                            marker=".", label=f"{name} {key.split('_')[1]}")
     for ax, title in ((loss_ax, "loss (train: label-smoothed; valid: NLL)"),
-                      (bleu_ax, "validation BLEU"), (lr_ax, "learning rate")):
+                      (bleu_ax, "validation BLEU"), (lr_ax, "learning rate"),
+                      (mem_ax, "peak memory, GiB (rss: resident; cuda: allocated)")):
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
         ax.grid(alpha=0.3)

@@ -31,6 +31,7 @@ from mt.train.distributed import Group, epoch_updates
 from mt.train.ema import EMA
 from mt.train.finetune import Parent
 from mt.train.lineage import trained
+from mt.train.memory import format_peak, peak_memory
 from mt.train.run_dir import Claim, claim_run_dir, prune_step_checkpoints, write_run_files
 from mt.train.state import Clock, Progress, resumable_state, resume_from
 from mt.train.step import StepResult, UpdateStep
@@ -294,8 +295,10 @@ class Trainer:
             self._save(step_checkpoint_name(p.step), full=False)
             prune_step_checkpoints(self.run_dir, t.keep_checkpoints)
         self.metrics.pause(time.perf_counter() - clock)
+        memory = peak_memory(self.group.device)
         self.metrics.write({"event": "valid", "step": p.step, "epoch": p.epoch, **result,
-                            "best": p.best})
+                            "best": p.best, **memory})
         shown = " | ".join(f"{k} {v}" for k, v in result.items())
-        log.info(f"step {p.step} | {shown}" + (" | new best" if better else ""))
+        log.info(f"step {p.step} | {shown} | peak {format_peak(memory)}"
+                 + (" | new best" if better else ""))
         return not self.stopping.patience_spent(p)
