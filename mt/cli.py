@@ -231,6 +231,9 @@ def translate(
                                 help="Processes translating chunks of the input, each with "
                                 "the available cores shared out as torch threads; output in "
                                 "order. Not with --engine ctranslate2."),
+    threads: int = typer.Option(0, "--threads", min=0,
+                                help="torch threads of each process; 0: the available cores "
+                                "shared out among the workers."),
     overrides: list[str] = (),
 ) -> None:
     """Translate line by line: exactly one output line per input line, in order.
@@ -257,7 +260,7 @@ def translate(
         raise typer.BadParameter(f"not with --engine {engine}", param_hint="'--workers'")
     translate_file(runs, input, output, device=_device(device), overrides=overrides,
                    nbest=nbest, search=engine, output_format=output_format, workers=workers,
-                   prefix=prefix)
+                   prefix=prefix, threads=threads)
 
 
 @app.command("export")

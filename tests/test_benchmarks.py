@@ -14,6 +14,7 @@ from conftest import ROOT, THREADS
 # benchmark -> a line its smoke run must print
 SMOKE = {
     "bench_attention": "| dtype | call | shape (B, T, L) |",
+    "bench_buckets": "none: buckets / exact lengths: tok/s",
     "bench_cache_load": "|  | page cache, ms | cold, ms |",
     "bench_checkpoint": "ratio load_run with / without:",
     "bench_data": "| 1x | 6,000 | - |",

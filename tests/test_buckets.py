@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 import torch
+from test_decode import small_model
 
 from mt.buckets import LADDER, bucket, plan_bucketed, rows_for, widen
 from mt.data import ParallelData, plan_batches
 from mt.loss import label_smoothed_loss
 from mt.vocab import PAD
-from test_decode import small_model
 
 
 def lengths(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:

@@ -10,8 +10,8 @@ from mt.data import training_corpora
 from mt.tokenizers import tokenizer_kind
 from mt.train.corpus import format_mix
 from mt.train.lineage import chain, format_chain, sha256_of
-from mt.train.metrics_log import read_metrics
 from mt.train.memory import MEMORY_KEYS, format_peak
+from mt.train.metrics_log import read_metrics
 
 
 def run_info(path: Path) -> dict:
