@@ -67,3 +67,8 @@ def test_bench_decode_runs_in_smoke_mode(tiny_run):
 def test_bench_workers_runs_in_smoke_mode(tiny_run):
     out = run_benchmark("bench_workers", str(tiny_run))
     assert "--workers 2 / --workers 1 speed:" in out and "outputs byte-identical: yes" in out
+
+
+def test_bench_contention_runs_in_smoke_mode(tiny_run):
+    out = run_benchmark("bench_contention", str(tiny_run), "--env", "", "GOMP_SPINCOUNT=300000")
+    assert "| `GOMP_SPINCOUNT=300000` | train |" in out and "| mt's own | translate |" in out
