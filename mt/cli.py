@@ -182,6 +182,8 @@ def evaluate(
     engine: str = ENGINE,
     metrics: list[str] = typer.Option([], "--metrics", callback=_one_of("mt.metrics:EXTRA_METRICS"),
                                       help="Add a metric: ter."),
+    threads: int = typer.Option(0, "--threads", min=0,
+                                help="torch threads; 0: torch's default (the cores)."),
     overrides: list[str] = (),
 ) -> None:
     """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
@@ -191,6 +193,10 @@ def evaluate(
     """
     from mt.commands.evaluate import evaluate as run_eval
 
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     r = run_eval(runs, split, src, ref, output, device=_device(device), overrides=overrides,
                  search=engine, metrics=metrics)
     if as_json:
