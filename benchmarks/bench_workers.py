@@ -22,11 +22,12 @@ from benchmarks.harness import MULTI30K, ROOT, alternate, markdown, parse, parse
 from mt.textio import iter_lines
 
 
-def translate(run: str, src: Path, out: Path, workers: int, threads: int) -> tuple[float, int]:
+def translate(run: str, src: Path, out: Path, workers: int, threads: int, beam: int
+              ) -> tuple[float, int]:
     """Seconds and peak resident bytes of one `mt translate --workers N --threads T`."""
     return watched([sys.executable, "-m", "mt", "translate", run, "-i", str(src), "-o", str(out),
-                    "--workers", str(workers), "--threads", str(threads)],
-                   f"mt translate --workers {workers}")
+                    "--workers", str(workers), "--threads", str(threads),
+                    *(["--beam", str(beam)] if beam else [])], f"mt translate --workers {workers}")
 
 
 def main() -> None:
@@ -36,6 +37,7 @@ def main() -> None:
                     help="source lines (default: Multi30k train.de.gz)")
     ap.add_argument("--lines", type=int, default=100_000, help="lines (default 100,000)")
     ap.add_argument("--workers", default="1,2", help="worker counts (default 1,2)")
+    ap.add_argument("--beam", type=int, default=0, help="--beam (default 0: the run's config)")
     ap.add_argument("--threads", type=int, default=0,
                     help="torch threads of each worker (default 0: the cores shared out)")
     args = parse(ap, {"lines": 200, "rounds": 1, "input": ROOT / "data/toy/toy.test.en"})
@@ -45,13 +47,15 @@ def main() -> None:
         lines = itertools.islice(itertools.cycle(list(iter_lines(args.input))), args.lines)
         src.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
         outs = {w: Path(tmp) / f"out.{w}.txt" for w in counts}
-        best = alternate({w: (lambda r, w=w: translate(args.run, src, outs[w], w, args.threads))
+        best = alternate({w: (lambda r, w=w: translate(args.run, src, outs[w], w, args.threads,
+                                                      args.beam))
                           for w in counts}, args.rounds,
                          keep=lambda a, b: (min(a[0], b[0]), max(a[1], b[1])))
         texts = {w: outs[w].read_bytes() for w in counts}
     same = all(t == texts[counts[0]] for t in texts.values())
     print(f"{args.run}: {args.lines:,} lines of {args.input}; fastest of {args.rounds} "
-          f"round(s); {len(os.sched_getaffinity(0))} cores; --threads {args.threads}\n")
+          f"round(s); {len(os.sched_getaffinity(0))} cores; --threads {args.threads}; "
+          f"--beam {args.beam or 'as configured'}\n")
     print(markdown(["workers", "seconds", "lines/s", "peak RSS, MiB"],
                    ([w, f"{s:.1f}", f"{args.lines / s:.0f}", f"{m / 2**20:.0f}"]
                     for w, (s, m) in best.items())))
