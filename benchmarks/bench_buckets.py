@@ -1,7 +1,7 @@
 """Bucketed batches against exact-length ones: training speed, padding, shapes and peak memory.
 
     python -m benchmarks.bench_buckets [--config C] [--steps 1000] [--amp bf16,none] [--rounds 1]
-    python -m benchmarks.bench_buckets --smoke      # the toy corpus, 20 steps
+    python -m benchmarks.bench_buckets --smoke      # the toy corpus, 5 steps
 
 Each contender is a whole `mt train CONFIG --set train.buckets=... --set train.amp=...` process
 of --steps steps from scratch (validation only at the end, no BLEU), as a user runs it; the
@@ -63,13 +63,13 @@ def train(config: str, sets: list[str], steps: int, threads: int, scratch: str) 
 
 
 def main() -> None:
-    ap = parser(__doc__, rounds=1, smoke="20 steps of the toy config, 1 round")
+    ap = parser(__doc__, rounds=1, smoke="5 steps of the toy config, 1 round")
     ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en_30min.yaml"))
     ap.add_argument("--data", default=None, help="data.dir, if not the config's")
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--amp", default="bf16,none", help="train.amp values (default bf16,none)")
     ap.add_argument("--threads", type=int, default=2)
-    args = parse(ap, {"config": SMOKE_DATA["config"], "data": SMOKE_DATA["data"], "steps": 20,
+    args = parse(ap, {"config": SMOKE_DATA["config"], "data": SMOKE_DATA["data"], "steps": 5,
                       "amp": "none", "threads": 1})
     base = [f"data.dir={args.data}"] if args.data else []
     contenders = {(amp, buckets): [*base, f"train.amp={amp}", f"train.buckets={buckets}"]
