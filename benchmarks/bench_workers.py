@@ -1,6 +1,6 @@
 """`mt translate --workers N` against one worker: lines/s and peak memory on a big file.
 
-    python -m benchmarks.bench_workers RUN [--lines 100000] [--workers 1,2] [--rounds 2]
+    python -m benchmarks.bench_workers RUN [--lines 100000] [--workers 1,2] [--threads T]
     python -m benchmarks.bench_workers RUN --smoke      # 200 lines, 1 round
 
 The input is the source side of a corpus (default Multi30k train, German), repeated to --lines
@@ -14,45 +14,20 @@ from __future__ import annotations
 
 import itertools
 import os
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-from benchmarks.harness import MULTI30K, ROOT, alternate, markdown, parse, parser
+from benchmarks.harness import MULTI30K, ROOT, alternate, markdown, parse, parser, watched
 from mt.textio import iter_lines
 
 
-def tree_rss(pid: int) -> int:
-    """Resident bytes of process pid and all its descendants (0 once it has ended)."""
-    total, todo = 0, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/statm") as f:
-                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-            with open(f"/proc/{p}/task/{p}/children") as f:
-                todo += [int(c) for c in f.read().split()]
-        except (OSError, ValueError):
-            continue
-    return total
-
-
-def translate(run: str, src: Path, out: Path, workers: int) -> tuple[float, int]:
-    """Seconds and peak resident bytes of one `mt translate --workers N`."""
-    start = time.perf_counter()
-    p = subprocess.Popen([sys.executable, "-m", "mt", "translate", run, "-i", str(src), "-o",
-                          str(out), "--workers", str(workers)], cwd=ROOT,
-                         stderr=subprocess.PIPE, text=True)
-    peak = 0
-    while p.poll() is None:
-        peak = max(peak, tree_rss(p.pid))
-        time.sleep(0.05)
-    seconds = time.perf_counter() - start
-    if p.returncode:
-        raise SystemExit(f"mt translate --workers {workers} failed: {p.stderr.read()[-2000:]}")
-    return seconds, peak
+def translate(run: str, src: Path, out: Path, workers: int, threads: int, beam: int
+              ) -> tuple[float, int]:
+    """Seconds and peak resident bytes of one `mt translate --workers N --threads T`."""
+    return watched([sys.executable, "-m", "mt", "translate", run, "-i", str(src), "-o", str(out),
+                    "--workers", str(workers), "--threads", str(threads),
+                    *(["--beam", str(beam)] if beam else [])], f"mt translate --workers {workers}")
 
 
 def main() -> None:
@@ -62,6 +37,9 @@ def main() -> None:
                     help="source lines (default: Multi30k train.de.gz)")
     ap.add_argument("--lines", type=int, default=100_000, help="lines (default 100,000)")
     ap.add_argument("--workers", default="1,2", help="worker counts (default 1,2)")
+    ap.add_argument("--beam", type=int, default=0, help="--beam (default 0: the run's config)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch threads of each worker (default 0: the cores shared out)")
     args = parse(ap, {"lines": 200, "rounds": 1, "input": ROOT / "data/toy/toy.test.en"})
     counts = [int(w) for w in args.workers.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -69,13 +47,15 @@ def main() -> None:
         lines = itertools.islice(itertools.cycle(list(iter_lines(args.input))), args.lines)
         src.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
         outs = {w: Path(tmp) / f"out.{w}.txt" for w in counts}
-        best = alternate({w: (lambda r, w=w: translate(args.run, src, outs[w], w))
+        best = alternate({w: (lambda r, w=w: translate(args.run, src, outs[w], w, args.threads,
+                                                      args.beam))
                           for w in counts}, args.rounds,
                          keep=lambda a, b: (min(a[0], b[0]), max(a[1], b[1])))
         texts = {w: outs[w].read_bytes() for w in counts}
     same = all(t == texts[counts[0]] for t in texts.values())
     print(f"{args.run}: {args.lines:,} lines of {args.input}; fastest of {args.rounds} "
-          f"round(s); {len(os.sched_getaffinity(0))} cores\n")
+          f"round(s); {len(os.sched_getaffinity(0))} cores; --threads {args.threads}; "
+          f"--beam {args.beam or 'as configured'}\n")
     print(markdown(["workers", "seconds", "lines/s", "peak RSS, MiB"],
                    ([w, f"{s:.1f}", f"{args.lines / s:.0f}", f"{m / 2**20:.0f}"]
                     for w, (s, m) in best.items())))

@@ -10,6 +10,8 @@ what it measures.
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -55,6 +57,38 @@ def timer(fn: Callable[[], object]) -> Callable[[int], float]:
         fn()
         return time.perf_counter() - start
     return run
+
+
+def tree_rss(pid: int) -> int:
+    """Resident bytes of process pid and all its descendants (0 once it has ended)."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/statm") as f:
+                total += int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            with open(f"/proc/{p}/task/{p}/children") as f:
+                todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return total
+
+
+def watched(command: list[str], what: str, env: Mapping[str, str] | None = None
+            ) -> tuple[float, int]:
+    """Seconds and peak resident bytes (of the process tree, sampled every 50 ms) of one
+    command run from the repository's root; SystemExit with its stderr's end if it fails."""
+    start = time.perf_counter()
+    p = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                         text=True, env=None if env is None else {**os.environ, **env})
+    peak = 0
+    while p.poll() is None:
+        peak = max(peak, tree_rss(p.pid))
+        time.sleep(0.05)
+    seconds = time.perf_counter() - start
+    if p.returncode:
+        raise SystemExit(f"{what} failed: {p.stderr.read()[-2000:]}")
+    return seconds, peak
 
 
 def parser(doc: str, rounds: int, smoke: str) -> argparse.ArgumentParser:

@@ -182,6 +182,8 @@ def evaluate(
     engine: str = ENGINE,
     metrics: list[str] = typer.Option([], "--metrics", callback=_one_of("mt.metrics:EXTRA_METRICS"),
                                       help="Add a metric: ter."),
+    threads: int = typer.Option(0, "--threads", min=0,
+                                help="torch threads; 0: torch's default (the cores)."),
     overrides: list[str] = (),
 ) -> None:
     """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
@@ -191,6 +193,10 @@ def evaluate(
     """
     from mt.commands.evaluate import evaluate as run_eval
 
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
     r = run_eval(runs, split, src, ref, output, device=_device(device), overrides=overrides,
                  search=engine, metrics=metrics)
     if as_json:
@@ -231,6 +237,9 @@ def translate(
                                 help="Processes translating chunks of the input, each with "
                                 "the available cores shared out as torch threads; output in "
                                 "order. Not with --engine ctranslate2."),
+    threads: int = typer.Option(0, "--threads", min=0,
+                                help="torch threads of each process; 0: the available cores "
+                                "shared out among the workers."),
     overrides: list[str] = (),
 ) -> None:
     """Translate line by line: exactly one output line per input line, in order.
@@ -257,7 +266,7 @@ def translate(
         raise typer.BadParameter(f"not with --engine {engine}", param_hint="'--workers'")
     translate_file(runs, input, output, device=_device(device), overrides=overrides,
                    nbest=nbest, search=engine, output_format=output_format, workers=workers,
-                   prefix=prefix)
+                   prefix=prefix, threads=threads)
 
 
 @app.command("export")

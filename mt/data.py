@@ -239,10 +239,10 @@ def plan_batches(src_lens: np.ndarray, tgt_lens: np.ndarray, max_tokens: int,
         pieces.append(chunk)
         bounds.append(start + group_bounds(src_lens[chunk], tgt_lens[chunk] + 1, max_tokens)[1:])
     plan = BatchPlan(np.concatenate(pieces) if pieces else order, np.concatenate(bounds))
-    return _shuffle_batches(plan, rng) if seed is not None else plan
+    return shuffle_batches(plan, rng) if seed is not None else plan
 
 
-def _shuffle_batches(plan: BatchPlan, rng: np.random.Generator) -> BatchPlan:
+def shuffle_batches(plan: BatchPlan, rng: np.random.Generator) -> BatchPlan:
     sizes = np.diff(plan.bounds)
     perm = rng.permutation(len(sizes))
     bounds = np.zeros_like(plan.bounds)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from mt.buckets import plan_bucketed, widen
 from mt.data import Batch, Batched, BatchPlan, ParallelData, plan_batches
 from mt.vocab import PAD
 
@@ -43,8 +44,8 @@ class MixedData(Batched):
     A pair's global id is variant * size + (its corpus's base) + (its index in the corpus).
     """
 
-    def __init__(self, parts: list[Part]):
-        self.parts = parts
+    def __init__(self, parts: list[Part], buckets: bool = False):
+        self.parts, self.buckets = parts, buckets  # buckets: plan and collate by mt.buckets
         n_variants = {len(p.variants) for p in parts}
         assert len(n_variants) == 1, "every corpus has the same number of segmentations"
         self.n_variants = n_variants.pop()
@@ -79,8 +80,8 @@ class MixedData(Batched):
                                      for i in range(len(self.parts))])
             src, tgt = self._lens[v]
             local = chosen - v * self.size
-            p = plan_batches(src[local], tgt[local], max_tokens,
-                             None if seed is None else seed + epoch)
+            planner = plan_bucketed if self.buckets else plan_batches
+            p = planner(src[local], tgt[local], max_tokens, None if seed is None else seed + epoch)
             self._plan = key, BatchPlan(chosen[p.pairs], p.bounds)
         return self._plan[1]
 
@@ -112,9 +113,11 @@ class MixedData(Batched):
                            int(data.tgt_lens[ids].sum())))
         n_tgt = sum(piece[4] for piece in pieces) + len(pairs)
         if len(pieces) == 1:
-            return Batch(*pieces[0][1:4], n_tgt)
-        return Batch(*(_stack([(rows, piece[k]) for rows, *piece in pieces], len(pairs))
-                       for k in range(3)), n_tgt)
+            batch = Batch(*pieces[0][1:4], n_tgt)
+        else:
+            batch = Batch(*(_stack([(rows, piece[k]) for rows, *piece in pieces], len(pairs))
+                            for k in range(3)), n_tgt)
+        return widen(batch) if self.buckets else batch
 
 
 def _stack(pieces: list[tuple[np.ndarray, torch.Tensor]], n: int) -> torch.Tensor:

@@ -256,13 +256,13 @@ class Corpora:
         src = with_tags(src, tags)
         return (src, src) if d.shared_vocab else (src, tgt)
 
-    def data(self, src_vocab: Vocab, tgt_vocab: Vocab) -> MixedData:
+    def data(self, src_vocab: Vocab, tgt_vocab: Vocab, buckets: bool = False) -> MixedData:
         """The training pairs of every corpus, their ids looked up in these vocabularies (a
-        run's), each corpus's tag first in its sources."""
+        run's), each corpus's tag first in its sources; buckets: see MixedData."""
         return MixedData([Part(c.name, [e.data(v) for v in range(e.variants)], c.weight,
                                src_vocab.stoi[c.tag] if c.tag else None,
                                (_remap(e.src_vocab, src_vocab), _remap(e.tgt_vocab, tgt_vocab)))
-                          for c, e in zip(self.corpora, self.entries)])
+                          for c, e in zip(self.corpora, self.entries)], buckets)
 
     def check_tags(self, tags: list[str]) -> None:
         """A tag that the data itself holds would be two things at once: DataError."""

@@ -14,6 +14,7 @@ from conftest import ROOT, THREADS
 # benchmark -> a line its smoke run must print
 SMOKE = {
     "bench_attention": "| dtype | call | shape (B, T, L) |",
+    "bench_buckets": "none: buckets / exact lengths: tok/s",
     "bench_cache_load": "|  | page cache, ms | cold, ms |",
     "bench_checkpoint": "ratio load_run with / without:",
     "bench_data": "| 1x | 6,000 | - |",
@@ -66,3 +67,8 @@ def test_bench_decode_runs_in_smoke_mode(tiny_run):
 def test_bench_workers_runs_in_smoke_mode(tiny_run):
     out = run_benchmark("bench_workers", str(tiny_run))
     assert "--workers 2 / --workers 1 speed:" in out and "outputs byte-identical: yes" in out
+
+
+def test_bench_contention_runs_in_smoke_mode(tiny_run):
+    out = run_benchmark("bench_contention", str(tiny_run), "--env", "GOMP_SPINCOUNT=300000")
+    assert "| `GOMP_SPINCOUNT=300000` | train |" in out and "| translate |" in out

@@ -20,10 +20,10 @@ PACKAGE = ROOT / "mt"
 # decides a module's layer (mt.train.loop is in "train", mt.tokenizers.text in "tokenizers").
 LAYERS = [
     ["errors", "log"],
-    ["textio", "config", "vocab", "device"],
+    ["textio", "config", "vocab", "device", "threads"],
     ["tokenizers"],
-    ["data", "mixing", "token_cache", "filters", "audit", "kernels", "model", "ensemble", "loss",
-     "decode", "align", "metrics"],
+    ["data", "buckets", "mixing", "token_cache", "filters", "audit", "kernels", "model",
+     "ensemble", "loss", "decode", "align", "metrics"],
     ["checkpoint", "translator", "ct2"],
     ["train"],
     ["commands"],

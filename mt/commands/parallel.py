@@ -6,7 +6,6 @@ from __future__ import annotations
 import collections
 import itertools
 import multiprocessing
-import os
 import signal
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -18,26 +17,24 @@ import mt.translator
 from mt.commands.formats import formatted
 from mt.errors import MTError
 from mt.log import warn
+from mt.threads import threads_for
 from mt.translator import Paths, Translator, prefix_mismatch
 
 _translator: Translator | None = None  # a worker's own, loaded once
 
 
-def threads_per_worker(workers: int) -> int:
-    """The available cores shared out: torch threads for each of `workers` processes."""
-    return max(1, len(os.sched_getaffinity(0)) // workers)
-
-
 def parallel_formatted(run_path: Paths, device: str, search: str, overrides: Sequence[str],
                        lines: Iterator[str], output_format: str, nbest: bool, workers: int,
-                       prefixes: Iterator[str] | None = None) -> Iterator[list[str]]:
+                       prefixes: Iterator[str] | None = None, threads: int = 0
+                       ) -> Iterator[list[str]]:
     """What formats.formatted writes, one list per chunk of CHUNK_LINES input lines (one
-    string per line), in input order, from `workers` processes; prefixes: one per line."""
+    string per line), in input order, from `workers` processes of `threads` torch threads
+    each (0: mt.threads.threads_for); prefixes: one per line."""
     # spawn, not fork: a forked child inherits torch's thread pools in whatever state they are.
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker,
                                initargs=(run_path, device, search, tuple(overrides),
-                                         threads_per_worker(workers)))
+                                         threads_for(threads, workers)))
     pending: collections.deque = collections.deque()
     truncated, size = 0, mt.translator.CHUNK_LINES  # the chunks one process would translate
     try:

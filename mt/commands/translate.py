@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator, Sequence
 
+import torch
 from tqdm import tqdm
 
 from mt.commands.formats import formatted
@@ -21,8 +22,8 @@ PROMPT = "> "  # on stderr, before each line typed at a terminal
 
 def translate_file(run_path: Paths, src: str, out: str, device: str = "cpu",
                    overrides: Sequence[str] = (), nbest: bool = False, search: str = "mt",
-                   output_format: str = "text", workers: int = 1, prefix: str | None = None
-                   ) -> int:
+                   output_format: str = "text", workers: int = 1, prefix: str | None = None,
+                   threads: int = 0) -> int:
     """`mt translate`: '-' means stdin/stdout. A file output appears only when complete.
     run_path: one run, or several: an ensemble (mt.ensemble).
 
@@ -31,7 +32,8 @@ def translate_file(run_path: Paths, src: str, out: str, device: str = "cpu",
     the n-best format (`format_nbest`) is written when `nbest` is set or decode.nbest or
     decode.samples is > 1; or jsonl (mt.commands.formats). workers: processes translating
     chunks of the input (mt.commands.parallel); 1 translates here, as does a terminal's input.
-    prefix: a file of target prefixes, one per input line (empty: none).
+    prefix: a file of target prefixes, one per input line (empty: none). threads: torch
+    threads of each process (0: torch's default; with workers, the cores shared out).
     """
     check_input_path(src)
     check_output_path(out)
@@ -48,8 +50,10 @@ def translate_file(run_path: Paths, src: str, out: str, device: str = "cpu",
         decode = open_runs(run_path, overrides)[0].cfg.decode
         nbest = nbest or decode.nbest > 1 or decode.samples > 1
         chunks = parallel_formatted(run_path, device, search, overrides, lines, output_format,
-                                    nbest, workers, prefixes)
+                                    nbest, workers, prefixes, threads)
     else:
+        if threads:  # else torch's own default: the cores, or OMP_NUM_THREADS
+            torch.set_num_threads(threads)
         translator = Translator.load(run_path, device, search, overrides)
         nbest = nbest or translator.decode_cfg.nbest > 1 or translator.decode_cfg.samples > 1
         if interactive:  # someone typing: answer each line, not each chunk of them

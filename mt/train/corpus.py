@@ -74,7 +74,7 @@ def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group,
         src_vocab, tgt_vocab = cache.vocabs()
     src_tok, tgt_tok = cache.tokenizers()
     tok_files = cache.tok_files if group.main else {}
-    train = cache.data(src_vocab, tgt_vocab)
+    train = cache.data(src_vocab, tgt_vocab, cfg.train.buckets)
     dropped = train.filter_length(d.max_len)
     if not len(train):
         raise DataError(f"{' and '.join(map(str, cache.corpora))}: no training pairs left "

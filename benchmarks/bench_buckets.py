@@ -1,0 +1,100 @@
+"""Bucketed batches against exact-length ones: training speed, padding, shapes and peak memory.
+
+    python -m benchmarks.bench_buckets [--config C] [--steps 1000] [--amp bf16,none] [--rounds 1]
+    python -m benchmarks.bench_buckets --smoke      # the toy corpus, 5 steps
+
+Each contender is a whole `mt train CONFIG --set train.buckets=... --set train.amp=...` process
+of --steps steps from scratch (validation only at the end, no BLEU), as a user runs it; the
+contenders take turns, --rounds rounds, each keeping its fastest round and its highest peak.
+Printed per contender: target tokens/s (the log intervals' mean, from metrics.jsonl), the
+padding fraction of source and target positions and the distinct batch shapes of the batches
+those steps train on, wall seconds, and the peak resident memory of the process (sampled every
+50 ms). The peak is what oneDNN's kernel cache adds: it holds kernels built for each new shape.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from benchmarks.harness import ROOT, SMOKE_DATA, alternate, markdown, parse, parser, watched
+from mt.config import load_config
+from mt.train.loop import Trainer
+
+
+def batches_seen(config: str, sets: list[str], steps: int) -> tuple[float, int]:
+    """Padding fraction and distinct (B, S, T) shapes of the first `steps` batches."""
+    cfg = load_config(config, sets)
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = Trainer(replace(cfg, train=replace(cfg.train, threads=1)), Path(tmp) / "r",
+                          "cpu")
+        trainer.prepare_run_dir()
+        trainer.load_data()
+        data, t = trainer.train_data, cfg.train
+        shapes, real, padded, epoch = set(), 0, 0, 0
+        while len(shapes) < steps and steps > 0:
+            plan = data.plan(t.max_tokens, t.seed, epoch)
+            for k in range(min(len(plan), steps)):
+                b = data.collate(plan[k])
+                shapes.add((*b.src.shape, b.tgt_in.size(1)))
+                real += int((b.src != 0).sum() + (b.tgt_in != 0).sum())
+                padded += b.src.numel() + b.tgt_in.numel()
+            steps -= min(len(plan), steps)
+            epoch += 1
+    return 1 - real / padded, len(shapes)
+
+
+def train(config: str, sets: list[str], steps: int, threads: int, scratch: str) -> dict:
+    """One `mt train` process, in a new directory under scratch: seconds, peak RSS and target
+    tokens/s."""
+    out = Path(tempfile.mkdtemp(dir=scratch)) / "run"
+    command = [sys.executable, "-m", "mt", "train", config, "--out", str(out), "--device", "cpu"]
+    for s in [*sets, f"train.max_steps={steps}", "train.max_minutes=0", "train.eval_bleu=false",
+              "train.metric=loss", f"train.eval_every={steps}", "train.eval_epochs=false",
+              f"train.threads={threads}", f"train.log_every={max(1, steps // 10)}"]:
+        command += ["--set", s]
+    seconds, peak = watched(command, "mt train")
+    rates = [r["tok_per_s"] for r in map(json.loads, (out / "metrics.jsonl").open())
+             if r.get("event") == "train"]
+    return {"seconds": seconds, "peak": peak, "tok_s": sum(rates) / len(rates)}
+
+
+def main() -> None:
+    ap = parser(__doc__, rounds=1, smoke="5 steps of the toy config, 1 round")
+    ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en_30min.yaml"))
+    ap.add_argument("--data", default=None, help="data.dir, if not the config's")
+    ap.add_argument("--steps", type=int, default=1000)
+    ap.add_argument("--amp", default="bf16,none", help="train.amp values (default bf16,none)")
+    ap.add_argument("--threads", type=int, default=2)
+    args = parse(ap, {"config": SMOKE_DATA["config"], "data": SMOKE_DATA["data"], "steps": 5,
+                      "amp": "none", "threads": 1})
+    base = [f"data.dir={args.data}"] if args.data else []
+    contenders = {(amp, buckets): [*base, f"train.amp={amp}", f"train.buckets={buckets}"]
+                  for amp in args.amp.split(",") for buckets in ("false", "true")}
+    with tempfile.TemporaryDirectory() as tmp:
+        best = alternate({key: (lambda r, sets=sets: train(args.config, sets, args.steps,
+                                                          args.threads, tmp))
+                          for key, sets in contenders.items()}, args.rounds,
+                         keep=lambda a, b: {"seconds": min(a["seconds"], b["seconds"]),
+                                            "peak": max(a["peak"], b["peak"]),
+                                            "tok_s": max(a["tok_s"], b["tok_s"])})
+    seen = {key: batches_seen(args.config, sets, args.steps) for key, sets in contenders.items()}
+    print(f"{args.config}: {args.steps} steps, {args.threads} thread(s), best of {args.rounds} "
+          "round(s)\n")
+    print(markdown(["amp", "batches", "target tok/s", "padding", "distinct shapes", "wall, s",
+                    "peak RSS, MiB"],
+                   ([amp, "buckets" if b == "true" else "exact lengths",
+                     f"{best[amp, b]['tok_s']:,.0f}", f"{seen[amp, b][0]:.1%}", seen[amp, b][1],
+                     f"{best[amp, b]['seconds']:.1f}", f"{best[amp, b]['peak'] / 2**20:,.0f}"]
+                    for amp, b in best)))
+    for amp in args.amp.split(","):
+        new, old = best[amp, "true"], best[amp, "false"]
+        print(f"\n{amp}: buckets / exact lengths: tok/s {new['tok_s'] / old['tok_s']:.2f}x, "
+              f"peak RSS {new['peak'] / old['peak']:.2f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""mt beside a busy neighbour: `mt translate` and `mt train`, each idle and beside one busy
+process (a plain Python loop, as any other job would be), under thread settings given as
+environment variables.
+
+    python -m benchmarks.bench_contention RUN [--lines 8000] [--steps 300] [--rounds 3] \
+        [--env "" "OMP_WAIT_POLICY=PASSIVE" ...]
+    python -m benchmarks.bench_contention RUN --smoke     # 50 lines, 3 steps, 1 round
+
+Each measurement is a whole process, as a user runs it: `mt translate RUN -i FILE -o OUT`
+(greedy) on --lines source lines of Multi30k train, and `mt train CONFIG` for --steps steps
+(no validation but the last, no BLEU). Every (settings, workload, idle or busy) contender takes
+its turn each round and keeps its fastest. "" is the settings mt chooses itself; a variable
+given (e.g. GOMP_SPINCOUNT=300000, libgomp's own default) is what a user would set to override
+them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from benchmarks.harness import (
+    MULTI30K,
+    ROOT,
+    SMOKE_DATA,
+    alternate,
+    markdown,
+    parse,
+    parser,
+    watched,
+)
+from mt.textio import iter_lines
+
+
+def busy() -> subprocess.Popen:
+    """One process that keeps one core busy until killed."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def measure(command: list[str], env: dict[str, str], neighbour: bool) -> float:
+    other = busy() if neighbour else None
+    try:
+        return watched(command, " ".join(command[2:4]), env)[0]
+    finally:
+        if other is not None:
+            other.kill()
+            other.wait()
+
+
+def environment(setting: str) -> dict[str, str]:
+    """"A=1 B=2" -> {"A": "1", "B": "2"}."""
+    return dict(item.split("=", 1) for item in setting.split())
+
+
+def main() -> None:
+    ap = parser(__doc__, rounds=3, smoke="50 lines, 3 steps of the toy config, 1 round")
+    ap.add_argument("run", help="a run directory or checkpoint to translate with")
+    ap.add_argument("--input", type=Path, default=MULTI30K / "train.de.gz")
+    ap.add_argument("--lines", type=int, default=8000)
+    ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en_30min.yaml"))
+    ap.add_argument("--data", default=None, help="data.dir for training, if not the config's")
+    ap.add_argument("--steps", type=int, default=300, help="training steps (0: no training)")
+    ap.add_argument("--env", nargs="+", default=[""],
+                    help='settings to compare, each "VAR=value ..." ("": mt\'s own)')
+    args = parse(ap, {"lines": 50, "steps": 3, "rounds": 1, "config": SMOKE_DATA["config"],
+                      "data": SMOKE_DATA["data"], "input": ROOT / "data/toy/toy.test.en"})
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "input.txt"
+        lines = itertools.islice(itertools.cycle(list(iter_lines(args.input))), args.lines)
+        src.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+        workloads = {"translate": [sys.executable, "-m", "mt", "translate", args.run, "-i",
+                                   str(src), "-o", str(Path(tmp) / "out.txt"), "--beam", "1"]}
+        if args.steps:
+            train = [sys.executable, "-m", "mt", "train", args.config, "--device", "cpu"]
+            for s in [*([f"data.dir={args.data}"] if args.data else []),
+                      f"train.max_steps={args.steps}", "train.max_minutes=0",
+                      "train.eval_bleu=false", "train.metric=loss",
+                      f"train.eval_every={args.steps}", "train.eval_epochs=false"]:
+                train += ["--set", s]
+            workloads["train"] = train
+
+        def contender(setting: str, work: str, neighbour: bool):
+            def run(r: int) -> float:
+                command = list(workloads[work])
+                if work == "train":  # a new run directory each time
+                    command += ["--out", str(Path(tempfile.mkdtemp(dir=tmp)) / "run")]
+                return measure(command, environment(setting), neighbour)
+            return run
+
+        keys = [(setting, work, neighbour) for setting in args.env for work in workloads
+                for neighbour in (False, True)]
+        best = alternate({key: contender(*key) for key in keys}, args.rounds)
+    print(f"{args.run}: translate {args.lines:,} lines (greedy); train {args.steps} steps of "
+          f"{args.config}; fastest of {args.rounds} round(s)\n")
+    first = args.env[0]
+    rows = []
+    for setting in args.env:
+        for work in workloads:
+            idle, loaded = best[setting, work, False], best[setting, work, True]
+            rows.append([f"`{setting}`" if setting else "mt's own", work, f"{idle:.1f}",
+                         f"{loaded:.1f}", f"{loaded / idle:.2f}x",
+                         f"{idle / best[first, work, False]:.2f}x"])
+    print(markdown(["settings", "workload", "idle, s", "busy neighbour, s", "busy / idle",
+                    f"idle / first idle ({first or 'mt'})"], rows))
+
+
+if __name__ == "__main__":
+    main()
