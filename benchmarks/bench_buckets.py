@@ -24,6 +24,8 @@ from benchmarks.harness import ROOT, SMOKE_DATA, alternate, markdown, parse, par
 from mt.config import load_config
 from mt.train.loop import Trainer
 
+NAMES = {"false": "exact lengths", "true": "buckets"}
+
 
 def batches_seen(config: str, sets: list[str], steps: int) -> tuple[float, int]:
     """Padding fraction and distinct (B, S, T) shapes of the first `steps` batches."""
@@ -47,16 +49,17 @@ def batches_seen(config: str, sets: list[str], steps: int) -> tuple[float, int]:
     return 1 - real / padded, len(shapes)
 
 
-def train(config: str, sets: list[str], steps: int, threads: int, scratch: str) -> dict:
-    """One `mt train` process, in a new directory under scratch: seconds, peak RSS and target
-    tokens/s."""
+def train(config: str, sets: list[str], steps: int, threads: int, scratch: str,
+          env: dict[str, str] | None = None) -> dict:
+    """One `mt train` process (with `env` added to its environment), in a new directory under
+    scratch: seconds, peak RSS and target tokens/s."""
     out = Path(tempfile.mkdtemp(dir=scratch)) / "run"
     command = [sys.executable, "-m", "mt", "train", config, "--out", str(out), "--device", "cpu"]
     for s in [*sets, f"train.max_steps={steps}", "train.max_minutes=0", "train.eval_bleu=false",
               "train.metric=loss", f"train.eval_every={steps}", "train.eval_epochs=false",
               f"train.threads={threads}", f"train.log_every={max(1, steps // 10)}"]:
         command += ["--set", s]
-    seconds, peak = watched(command, "mt train")
+    seconds, peak = watched(command, "mt train", env)
     rates = [r["tok_per_s"] for r in map(json.loads, (out / "metrics.jsonl").open())
              if r.get("event") == "train"]
     return {"seconds": seconds, "peak": peak, "tok_s": sum(rates) / len(rates)}
@@ -69,31 +72,43 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--amp", default="bf16,none", help="train.amp values (default bf16,none)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--capacity", type=int, default=0,
+                    help="also buckets with ONEDNN_PRIMITIVE_CACHE_CAPACITY=N (oneDNN's kernel "
+                    "cache: 1,024 by default)")
     args = parse(ap, {"config": SMOKE_DATA["config"], "data": SMOKE_DATA["data"], "steps": 5,
                       "amp": "none", "threads": 1})
     base = [f"data.dir={args.data}"] if args.data else []
-    contenders = {(amp, buckets): [*base, f"train.amp={amp}", f"train.buckets={buckets}"]
-                  for amp in args.amp.split(",") for buckets in ("false", "true")}
+    kinds = ["false", "true", *([f"cap{args.capacity}"] if args.capacity else [])]
+    contenders = {(amp, kind): [*base, f"train.amp={amp}",
+                                f"train.buckets={'false' if kind == 'false' else 'true'}"]
+                  for amp in args.amp.split(",") for kind in kinds}
+    envs = {kind: ({"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(args.capacity)}
+                   if kind.startswith("cap") else None) for kind in kinds}
     with tempfile.TemporaryDirectory() as tmp:
-        best = alternate({key: (lambda r, sets=sets: train(args.config, sets, args.steps,
-                                                          args.threads, tmp))
-                          for key, sets in contenders.items()}, args.rounds,
+        best = alternate({key: (lambda r, key=key: train(args.config, contenders[key],
+                                                          args.steps, args.threads, tmp,
+                                                          envs[key[1]]))
+                          for key in contenders}, args.rounds,
                          keep=lambda a, b: {"seconds": min(a["seconds"], b["seconds"]),
                                             "peak": max(a["peak"], b["peak"]),
                                             "tok_s": max(a["tok_s"], b["tok_s"])})
-    seen = {key: batches_seen(args.config, sets, args.steps) for key, sets in contenders.items()}
+    seen = {key: batches_seen(args.config, sets, args.steps) for key, sets in contenders.items()
+            if key[1] in NAMES}  # a capacity changes no batch
+    seen.update({key: seen[key[0], "true"] for key in contenders if key not in seen})
     print(f"{args.config}: {args.steps} steps, {args.threads} thread(s), best of {args.rounds} "
           "round(s)\n")
     print(markdown(["amp", "batches", "target tok/s", "padding", "distinct shapes", "wall, s",
                     "peak RSS, MiB"],
-                   ([amp, "buckets" if b == "true" else "exact lengths",
+                   ([amp, NAMES.get(b, f"buckets, cache capacity {args.capacity}"),
                      f"{best[amp, b]['tok_s']:,.0f}", f"{seen[amp, b][0]:.1%}", seen[amp, b][1],
                      f"{best[amp, b]['seconds']:.1f}", f"{best[amp, b]['peak'] / 2**20:,.0f}"]
                     for amp, b in best)))
     for amp in args.amp.split(","):
-        new, old = best[amp, "true"], best[amp, "false"]
-        print(f"\n{amp}: buckets / exact lengths: tok/s {new['tok_s'] / old['tok_s']:.2f}x, "
-              f"peak RSS {new['peak'] / old['peak']:.2f}x")
+        old = best[amp, "false"]
+        for kind in kinds[1:]:
+            new = best[amp, kind]
+            print(f"\n{amp}: {NAMES.get(kind, 'buckets, capacity')} / exact lengths: tok/s "
+                  f"{new['tok_s'] / old['tok_s']:.2f}x, peak RSS {new['peak'] / old['peak']:.2f}x")
 
 
 if __name__ == "__main__":
