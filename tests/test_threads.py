@@ -11,9 +11,11 @@ from mt.threads import SPINCOUNT, available_cores, threads_for
 
 
 def spincount_seen(**env: str) -> str:
-    """GOMP_SPINCOUNT as a process that imports mt, then torch, sees it."""
+    """GOMP_SPINCOUNT as a process that has imported mt sees it (`import mt` loads no torch, so
+    OpenMP, loaded with torch later, reads it)."""
     clean = {k: v for k, v in os.environ.items() if k not in ("GOMP_SPINCOUNT", "OMP_WAIT_POLICY")}
-    code = "import mt, os, torch; print(os.environ.get('GOMP_SPINCOUNT'))"
+    code = ("import mt, os, sys; assert 'torch' not in sys.modules; "
+            "print(os.environ.get('GOMP_SPINCOUNT'))")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=ROOT, env={**clean, **env}, check=True).stdout.strip()
 
