@@ -9,9 +9,9 @@ environment variables.
 Each measurement is a whole process, as a user runs it: `mt translate RUN -i FILE -o OUT`
 (greedy) on --lines source lines of Multi30k train, and `mt train CONFIG` for --steps steps
 (no validation but the last, no BLEU). Every (settings, workload, idle or busy) contender takes
-its turn each round and keeps its fastest. "" is the settings mt chooses itself; a variable
-given (e.g. GOMP_SPINCOUNT=300000, libgomp's own default) is what a user would set to override
-them.
+its turn each round and keeps its fastest. "" is the environment as it is; a variable given
+(e.g. OMP_WAIT_POLICY=PASSIVE, or GOMP_SPINCOUNT=N: how long OpenMP's threads spin before they
+sleep, 300,000 checks by default in libgomp) is added to it.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def main() -> None:
     ap.add_argument("--data", default=None, help="data.dir for training, if not the config's")
     ap.add_argument("--steps", type=int, default=300, help="training steps (0: no training)")
     ap.add_argument("--env", nargs="+", default=[""],
-                    help='settings to compare, each "VAR=value ..." ("": mt\'s own)')
+                    help='settings to compare, each "VAR=value ..." ("": as it is)')
     args = parse(ap, {"lines": 50, "steps": 3, "rounds": 1, "config": SMOKE_DATA["config"],
                       "data": SMOKE_DATA["data"], "input": ROOT / "data/toy/toy.test.en"})
     with tempfile.TemporaryDirectory() as tmp:
@@ -100,11 +100,11 @@ def main() -> None:
     for setting in args.env:
         for work in workloads:
             idle, loaded = best[setting, work, False], best[setting, work, True]
-            rows.append([f"`{setting}`" if setting else "mt's own", work, f"{idle:.1f}",
+            rows.append([f"`{setting}`" if setting else "as it is", work, f"{idle:.1f}",
                          f"{loaded:.1f}", f"{loaded / idle:.2f}x",
                          f"{idle / best[first, work, False]:.2f}x"])
     print(markdown(["settings", "workload", "idle, s", "busy neighbour, s", "busy / idle",
-                    f"idle / first idle ({first or 'mt'})"], rows))
+                    f"idle / first idle ({first or 'as it is'})"], rows))
 
 
 if __name__ == "__main__":

@@ -4,10 +4,6 @@ The Python API is `from mt import Translator` (docs/python.md). It is imported o
 `import mt` (and so `mt --help`) does not load torch.
 """
 
-from mt.threads import wait_briefly
-
-wait_briefly()  # before anything imports torch
-
 __version__ = "0.1.0"
 __all__ = ["Translation", "Translator", "__version__"]
 _LAZY = ("Translation", "Translator")  # from mt.translator
