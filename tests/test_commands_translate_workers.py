@@ -25,7 +25,7 @@ def test_workers_write_the_same_bytes_as_one_process(cli, tmp_path, tiny_run, mo
     src.write_text("\n".join(lines) + "\n")
     monkeypatch.setattr(mt.translator, "CHUNK_LINES", 40)  # 8 chunks, more than are in flight
     outs = {}
-    for workers in ("1", "2", "2 --threads 1"):
+    for workers in ("1", "2", *(["2 --threads 1"] if fmt == "text" else [])):
         out = tmp_path / f"out{len(outs)}.txt"
         to_file = cli("translate", tiny_run, "-i", src, "-o", out, "--workers", *workers.split(),
                       *FORMATS[fmt])
@@ -34,7 +34,7 @@ def test_workers_write_the_same_bytes_as_one_process(cli, tmp_path, tiny_run, mo
         assert to_file.code == to_stdout.code == 0, (to_file.err, to_stdout.err)
         outs[workers] = out.read_bytes()
         assert to_stdout.out.encode("utf-8") == outs[workers]
-    assert outs["2"] == outs["1"] == outs["2 --threads 1"]
+    assert outs["2"] == outs["1"] == outs.get("2 --threads 1", outs["1"])
     if fmt == "nbest":  # indices run over the whole input, not restarting at each chunk
         assert outs["1"].decode().splitlines()[-1].split("\t")[0] == "299"
     else:
