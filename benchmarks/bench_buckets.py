@@ -1,6 +1,7 @@
 """Bucketed batches against exact-length ones: training speed, padding, shapes and peak memory.
 
     python -m benchmarks.bench_buckets [--config C] [--steps 1000] [--amp bf16,none] [--rounds 1]
+    python -m benchmarks.bench_buckets --plan-only --steps 715   # batches only, no training
     python -m benchmarks.bench_buckets --smoke      # the toy corpus, 5 steps
 
 Each contender is a whole `mt train CONFIG --set train.buckets=... --set train.amp=...` process
@@ -72,6 +73,8 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--amp", default="bf16,none", help="train.amp values (default bf16,none)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--plan-only", action="store_true",
+                    help="only the batches' padding and shapes over --steps steps: no training")
     ap.add_argument("--capacity", type=int, default=0,
                     help="also buckets with ONEDNN_PRIMITIVE_CACHE_CAPACITY=N (oneDNN's kernel "
                     "cache: 1,024 by default)")
@@ -84,6 +87,13 @@ def main() -> None:
                   for amp in args.amp.split(",") for kind in kinds}
     envs = {kind: ({"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(args.capacity)}
                    if kind.startswith("cap") else None) for kind in kinds}
+    if args.plan_only:
+        for kind in ("false", "true"):
+            padding, shapes = batches_seen(args.config, contenders[args.amp.split(",")[0], kind],
+                                           args.steps)
+            print(f"{NAMES[kind]}: {args.steps} batches, padding {padding:.1%}, {shapes} "
+                  "distinct shapes")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         best = alternate({key: (lambda r, key=key: train(args.config, contenders[key],
                                                           args.steps, args.threads, tmp,
