@@ -28,8 +28,9 @@ from mt.train.loop import Trainer
 NAMES = {"false": "exact lengths", "true": "buckets"}
 
 
-def batches_seen(config: str, sets: list[str], steps: int) -> tuple[float, int]:
-    """Padding fraction and distinct (B, S, T) shapes of the first `steps` batches."""
+def batches_seen(config: str, sets: list[str], steps: int) -> tuple[float, int, int]:
+    """Padding fraction and distinct (B, S, T) shapes of the first `steps` batches, and the
+    batches of the first epoch."""
     cfg = load_config(config, sets)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(replace(cfg, train=replace(cfg.train, threads=1)), Path(tmp) / "r",
@@ -38,7 +39,8 @@ def batches_seen(config: str, sets: list[str], steps: int) -> tuple[float, int]:
         trainer.load_data()
         data, t = trainer.train_data, cfg.train
         shapes, real, padded, epoch = set(), 0, 0, 0
-        while len(shapes) < steps and steps > 0:
+        per_epoch = len(data.plan(t.max_tokens, t.seed, 0))
+        while steps > 0:
             plan = data.plan(t.max_tokens, t.seed, epoch)
             for k in range(min(len(plan), steps)):
                 b = data.collate(plan[k])
@@ -47,7 +49,7 @@ def batches_seen(config: str, sets: list[str], steps: int) -> tuple[float, int]:
                 padded += b.src.numel() + b.tgt_in.numel()
             steps -= min(len(plan), steps)
             epoch += 1
-    return 1 - real / padded, len(shapes)
+    return 1 - real / padded, len(shapes), per_epoch
 
 
 def train(config: str, sets: list[str], steps: int, threads: int, scratch: str,
@@ -89,10 +91,10 @@ def main() -> None:
                    if kind.startswith("cap") else None) for kind in kinds}
     if args.plan_only:
         for kind in ("false", "true"):
-            padding, shapes = batches_seen(args.config, contenders[args.amp.split(",")[0], kind],
-                                           args.steps)
+            padding, shapes, per_epoch = batches_seen(
+                args.config, contenders[args.amp.split(",")[0], kind], args.steps)
             print(f"{NAMES[kind]}: {args.steps} batches, padding {padding:.1%}, {shapes} "
-                  "distinct shapes")
+                  f"distinct shapes; {per_epoch} batches an epoch")
         return
     with tempfile.TemporaryDirectory() as tmp:
         best = alternate({key: (lambda r, key=key: train(args.config, contenders[key],
