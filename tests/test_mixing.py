@@ -161,16 +161,18 @@ def two_corpora(d: Path, *more: str) -> list[str]:
 
 
 @pytest.mark.slow
-def test_a_weighted_mix_resumes_exactly(tmp_path):
+@pytest.mark.parametrize("buckets", ["false", "true"])
+def test_a_weighted_mix_resumes_exactly(tmp_path, buckets):
     """2N steps straight, or N then --resume: the same weights, bit for bit, with two corpora
-    drawn by weight across epochs."""
+    drawn by weight across epochs, in exact-length or bucketed batches."""
     d = write_toy(tmp_path, 600)
     for name, (a, b) in {"a": (0, 300), "b": (300, 600)}.items():
         for lang in ("en", "de"):
             lines = (d / f"toy.train.{lang}").read_text(encoding="utf-8").splitlines()[a:b]
             (d / f"{name}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
     common = two_corpora(d, "model.dropout=0.1", "train.eval_bleu=false", "train.metric=loss",
-                         "train.eval_every=1000", "train.max_tokens=600")
+                         "train.eval_every=1000", "train.max_tokens=600",
+                         f"train.buckets={buckets}")
     a, b = straight_and_resumed(tmp_path, common, 48, 17)
     assert a["step"] == b["step"] == 48 and a["progress"]["epoch"] >= 2  # across epochs
     for name, tensor in a["model"].items():
