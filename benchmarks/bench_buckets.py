@@ -16,12 +16,20 @@ those steps train on, wall seconds, and the peak resident memory of the process 
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
 
-from benchmarks.harness import ROOT, SMOKE_DATA, alternate, markdown, parse, parser, watched
+from benchmarks.harness import (
+    ROOT,
+    SMOKE_DATA,
+    alternate,
+    markdown,
+    parse,
+    parser,
+    train_command,
+    watched,
+)
 from mt.config import load_config
 from mt.train.loop import Trainer
 
@@ -57,11 +65,8 @@ def train(config: str, sets: list[str], steps: int, threads: int, scratch: str,
     """One `mt train` process (with `env` added to its environment), in a new directory under
     scratch: seconds, peak RSS and target tokens/s."""
     out = Path(tempfile.mkdtemp(dir=scratch)) / "run"
-    command = [sys.executable, "-m", "mt", "train", config, "--out", str(out), "--device", "cpu"]
-    for s in [*sets, f"train.max_steps={steps}", "train.max_minutes=0", "train.eval_bleu=false",
-              "train.metric=loss", f"train.eval_every={steps}", "train.eval_epochs=false",
-              f"train.threads={threads}", f"train.log_every={max(1, steps // 10)}"]:
-        command += ["--set", s]
+    command = train_command(config, steps, [*sets, f"train.threads={threads}",
+                                            f"train.log_every={max(1, steps // 10)}"], out)
     seconds, peak = watched(command, "mt train", env)
     rates = [r["tok_per_s"] for r in map(json.loads, (out / "metrics.jsonl").open())
              if r.get("event") == "train"]

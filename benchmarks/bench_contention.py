@@ -30,6 +30,7 @@ from benchmarks.harness import (
     markdown,
     parse,
     parser,
+    train_command,
     watched,
 )
 from mt.textio import iter_lines
@@ -71,26 +72,19 @@ def main() -> None:
         src = Path(tmp) / "input.txt"
         lines = itertools.islice(itertools.cycle(list(iter_lines(args.input))), args.lines)
         src.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
-        workloads = {"translate": [sys.executable, "-m", "mt", "translate", args.run, "-i",
-                                   str(src), "-o", str(Path(tmp) / "out.txt"), "--beam", "1"]}
-        if args.steps:
-            train = [sys.executable, "-m", "mt", "train", args.config, "--device", "cpu"]
-            for s in [*([f"data.dir={args.data}"] if args.data else []),
-                      f"train.max_steps={args.steps}", "train.max_minutes=0",
-                      "train.eval_bleu=false", "train.metric=loss",
-                      f"train.eval_every={args.steps}", "train.eval_epochs=false"]:
-                train += ["--set", s]
-            workloads["train"] = train
+        translate = [sys.executable, "-m", "mt", "translate", args.run, "-i", str(src), "-o",
+                     str(Path(tmp) / "out.txt"), "--beam", "1"]
+        data = [f"data.dir={args.data}"] if args.data else []
 
         def contender(setting: str, work: str, neighbour: bool):
             def run(r: int) -> float:
-                command = list(workloads[work])
-                if work == "train":  # a new run directory each time
-                    command += ["--out", str(Path(tempfile.mkdtemp(dir=tmp)) / "run")]
+                command = translate if work == "translate" else train_command(
+                    args.config, args.steps, data, Path(tempfile.mkdtemp(dir=tmp)) / "run")
                 return measure(command, environment(setting), neighbour)
             return run
 
-        keys = [(setting, work, neighbour) for setting in args.env for work in workloads
+        works = ["translate", *(["train"] if args.steps else [])]
+        keys = [(setting, work, neighbour) for setting in args.env for work in works
                 for neighbour in (False, True)]
         best = alternate({key: contender(*key) for key in keys}, args.rounds)
     print(f"{args.run}: translate {args.lines:,} lines (greedy); train {args.steps} steps of "
@@ -98,7 +92,7 @@ def main() -> None:
     first = args.env[0]
     rows = []
     for setting in args.env:
-        for work in workloads:
+        for work in works:
             idle, loaded = best[setting, work, False], best[setting, work, True]
             rows.append([f"`{setting}`" if setting else "as it is", work, f"{idle:.1f}",
                          f"{loaded:.1f}", f"{loaded / idle:.2f}x",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -89,6 +90,16 @@ def watched(command: list[str], what: str, env: Mapping[str, str] | None = None
     if p.returncode:
         raise SystemExit(f"{what} failed: {p.stderr.read()[-2000:]}")
     return seconds, peak
+
+
+def train_command(config: str, steps: int, sets: Sequence[str], out: Path) -> list[str]:
+    """`mt train CONFIG --out OUT` on CPU for `steps` steps, validating (loss, no BLEU) only at
+    the end, with the `sets` given."""
+    command = [sys.executable, "-m", "mt", "train", config, "--out", str(out), "--device", "cpu"]
+    for s in [*sets, f"train.max_steps={steps}", "train.max_minutes=0", "train.eval_bleu=false",
+              "train.metric=loss", f"train.eval_every={steps}", "train.eval_epochs=false"]:
+        command += ["--set", s]
+    return command
 
 
 def parser(doc: str, rounds: int, smoke: str) -> argparse.ArgumentParser:
