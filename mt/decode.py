@@ -216,24 +216,68 @@ def nucleus(probs: torch.Tensor, p: float, logits: torch.Tensor | None = None) -
 
 
 def draw(logits: torch.Tensor, cfg: DecodeConfig, u: torch.Tensor) -> torch.Tensor:
-    """logits (r, V), uniforms u (r,) in [0, 1) -> (r,) one token per row from
+    """logits (r, V), uniforms u (r, 2) in [0, 1) -> (r,) one token per row from
     softmax(logits / temperature), cut to the decode.topk best or to the decode.topp `nucleus`
-    and renormalised, by inverting its CDF at u (the k best in order, the nucleus in vocabulary
-    order): the same logits and uniforms give the same token, whatever the rest of the batch."""
-    logits = logits.float() / cfg.temperature
+    and renormalised: the same logits and uniforms give the same token, whatever the rest of
+    the batch.
+
+    Top-k inverts the k best's CDF at u[:, 0]. Top-p draws first and cuts after: a token drawn
+    from the whole row at u[:, 0] is kept when it lies in the nucleus (the mass of the tokens
+    more likely than it is below p), which it does with probability >= p; so a kept token has
+    the nucleus's distribution, and only the rows that drew outside it (u[:, 1] inverts their
+    nucleus) pay for finding the nucleus. A token of probability above 1 - p needs no check:
+    the others together hold less than p.
+    """
+    logits = logits.float()
+    if cfg.temperature != 1.0:
+        logits = logits / cfg.temperature
     probs = logits.softmax(-1)
     if cfg.sampling == "topk":  # only the k best need sorting
         top, ids = probs.topk(min(cfg.topk, probs.size(-1)), dim=-1)
-        return ids.gather(1, _inverted(top, u)).squeeze(1)
-    return _inverted(probs * nucleus(probs, cfg.topp, logits), u).squeeze(1)
+        return ids.gather(1, _inverted(top, u[:, 0])).squeeze(1)
+    token = _inverted(probs, u[:, 0])  # (r, 1)
+    mine = probs.gather(1, token)
+    check = (mine <= 1 - cfg.topp).squeeze(1).nonzero().squeeze(1)
+    if check.numel():
+        rows, mine = probs[check], mine[check]
+        more_likely = torch.where(rows > mine, rows, 0.0).sum(-1)
+        out = (more_likely >= cfg.topp).nonzero().squeeze(1)
+        if out.numel():
+            cut = rows[out] * nucleus(rows[out], cfg.topp)
+            token[check[out]] = _inverted(cut, u[check[out], 1])
+    return token.squeeze(1)
 
 
 def _inverted(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-    """weights (r, K) >= 0 -> (r, 1) the column at u of their normalised cumulative sum (never
-    a column of weight 0)."""
-    cdf = weights.cumsum(-1)
-    at = torch.searchsorted(cdf, (u * cdf[:, -1])[:, None], right=True)
-    return at.clamp(max=weights.size(1) - 1)
+    """weights (r, K) >= 0, u (r,) -> (r, 1) the column where their cumulative sum passes u
+    times its total: the first column whose cumulative sum exceeds it, so never one of weight
+    0 (rounding that overshoots the total takes the last column of weight > 0).
+
+    Over vocabulary-sized rows, like `argmax`: a cumulative sum over chunk sums finds the
+    chunk, one over the chunk's CHUNK weights the column; a row's cumulative sum is a serial
+    pass that costs more than the rest together."""
+    r, K = weights.shape
+    if K < 4 * CHUNK:
+        return _passes(weights, weights.cumsum(-1), u[:, None] * weights.sum(-1, keepdim=True))
+    whole = K - K % CHUNK
+    sums = weights[:, :whole].view(r, -1, CHUNK).sum(-1)  # (r, K // CHUNK)
+    if whole < K:
+        sums = torch.cat([sums, weights[:, whole:].sum(-1, keepdim=True)], dim=1)
+    cum = sums.cumsum(-1)
+    target = u[:, None] * cum[:, -1:]  # (r, 1)
+    chunk = _passes(sums, cum, target)  # (r, 1)
+    cols = chunk * CHUNK + torch.arange(CHUNK, device=weights.device)  # (r, CHUNK)
+    inside = weights.gather(1, cols.clamp(max=K - 1)) * (cols < K)  # the last chunk is short
+    local = _passes(inside, inside.cumsum(-1), target - (cum - sums).gather(1, chunk))
+    return cols.gather(1, local)
+
+
+def _passes(weights: torch.Tensor, cum: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """weights (r, K) >= 0, their cumulative sums, target (r, 1) -> (r, 1) the first column
+    whose cumulative sum exceeds target; the last of weight > 0 where none does."""
+    at = torch.searchsorted(cum, target, right=True)
+    last = ((weights > 0) * torch.arange(1, weights.size(1) + 1, device=weights.device)).amax(-1)
+    return torch.minimum(at, (last - 1).clamp(min=0)[:, None])
 
 
 @torch.no_grad()
@@ -242,19 +286,20 @@ def sample(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig,
     """src (B, S) -> B * decode.samples sampled outputs (decode.samples per sentence, in
     turn), greedy's loop with `draw` for argmax.
 
-    Each output draws one uniform per step from its own CPU torch.Generator, seeded by
-    `sample_seed`; so an output depends on decode.seed, its source line, its number and the
+    Each output draws two uniforms per step (`draw`) from its own CPU torch.Generator, seeded
+    by `sample_seed`; so an output depends on decode.seed, its source line, its number and the
     model's logits only (on CPU, those do not depend on the batch either).
     """
     n = cfg.samples
     limits = with_prefix(max_lengths(src != PAD, cfg.max_len_a, cfg.max_len_b,
                                      model.cfg.max_positions), prefix)
-    uniforms = torch.zeros(src.size(0) * n, int(limits.max()) + 1)  # (B * n, steps)
+    uniforms = torch.zeros(src.size(0) * n, int(limits.max()) + 1, 2)  # (B * n, steps, 2)
     for s, (ids, limit) in enumerate(zip(src.tolist(), limits.tolist(), strict=True)):
         ids = [i for i in ids if i != PAD]
         for j in range(n):
             g = torch.Generator().manual_seed(sample_seed(cfg.seed, ids, j))
-            uniforms[s * n + j, : limit + 1] = torch.rand(limit + 1, generator=g)
+            for k in range(2):  # the first stream as it always was: top-k's draws unchanged
+                uniforms[s * n + j, : limit + 1, k] = torch.rand(limit + 1, generator=g)
     uniforms = uniforms.to(src.device)
 
     def choose(scores: torch.Tensor, rows: torch.Tensor, t: int) -> torch.Tensor:

@@ -73,11 +73,23 @@ def test_topp_keeps_the_smallest_set_that_reaches_p():
         assert got.tolist() == [[rank < best for rank in (3, 0, 2, 1)]], p
 
 
-def test_draw_inverts_the_cut_distribution():
-    logits = torch.tensor([0.5, 0.3, 0.15, 0.05]).log().expand(4, -1)
-    u = torch.tensor([0.0, 0.6, 0.7, 0.99])  # in the renormalised 0.5/0.8 and 0.3/0.8
+def test_draw_keeps_a_draw_inside_the_nucleus_and_redraws_one_outside():
+    logits = torch.tensor([0.5, 0.3, 0.15, 0.05]).log().expand(4, -1)  # nucleus of 0.75: 0, 1
+    u = torch.tensor([[0.0, 0.9], [0.6, 0.9], [0.9, 0.7], [0.99, 0.1]])
     cfg = DecodeConfig(sampling="topp", topp=0.75)
-    assert decode.draw(logits, cfg, u).tolist() == [0, 0, 1, 1]
+    # rows 0, 1: the first uniform draws 0 and 1 from the whole row, both inside: kept;
+    # rows 2, 3: it draws 2 and 3, outside: the second inverts the cut 0.5/0.8, 0.3/0.8
+    assert decode.draw(logits, cfg, u).tolist() == [0, 1, 1, 0]
+
+
+def test_topp_draws_follow_the_renormalised_nucleus():
+    probs = torch.tensor([0.4, 0.25, 0.2, 0.1, 0.05])  # nucleus of 0.8: 0, 1, 2 (0.85)
+    n = 40_000
+    u = torch.rand(n, 2, generator=torch.Generator().manual_seed(0))
+    got = decode.draw(probs.log().expand(n, -1), DecodeConfig(sampling="topp", topp=0.8), u)
+    freq = torch.bincount(got, minlength=5).float() / n
+    want = torch.tensor([0.4, 0.25, 0.2, 0.0, 0.0]) / 0.85
+    assert (freq - want).abs().max() < 0.01, freq
 
 
 @pytest.mark.parametrize("n", [1, 2, 3])
