@@ -20,6 +20,7 @@ needs_multi30k = pytest.mark.skipif(not MULTI30K.is_dir(), reason="needs ../shar
 
 
 @needs_multi30k
+@pytest.mark.slow  # copies and counts real Multi30k files
 def test_multi30k_copied_from_local_dir_with_counts_checked(tmp_path):
     r = run_mt("data", "multi30k", "--from", str(MULTI30K), "--dest", str(tmp_path / "m"))
     assert r.code == 0, r.err
@@ -31,6 +32,7 @@ def test_multi30k_copied_from_local_dir_with_counts_checked(tmp_path):
 
 
 @needs_multi30k
+@pytest.mark.slow  # copies real Multi30k files
 def test_multi30k_wrong_line_count_is_an_error(tmp_path):
     src = tmp_path / "src"
     shutil.copytree(MULTI30K, src)
@@ -40,8 +42,8 @@ def test_multi30k_wrong_line_count_is_an_error(tmp_path):
     assert_user_error(r, 4, "val.en.gz", "1 lines, expected 1014")
 
 
-def test_multi30k_missing_source_dir(tmp_path):
-    r = run_mt("data", "multi30k", "--from", str(tmp_path / "none"), "--dest", str(tmp_path / "m"))
+def test_multi30k_missing_source_dir(tmp_path, cli):
+    r = cli("data", "multi30k", "--from", str(tmp_path / "none"), "--dest", str(tmp_path / "m"))
     assert_user_error(r, 4, "not found")
 
 

@@ -25,11 +25,11 @@ def test_plot_one_run_and_several_overlaid(tiny_run, tmp_path):
     assert two.read_bytes() != one.read_bytes()  # a second legend entry at least
 
 
-def test_plot_of_a_run_without_metrics(tmp_path):
+def test_plot_of_a_run_without_metrics(tmp_path, cli):
     empty = tmp_path / "fresh"
     empty.mkdir()
     out = tmp_path / "c.png"
-    assert_user_error(run_mt("plot", str(empty), "-o", str(out)), 4, str(empty),
+    assert_user_error(cli("plot", str(empty), "-o", str(out)), 4, str(empty),
                       "no metrics to plot yet")
     (empty / "metrics.jsonl").write_text('{"event": "train", "st')  # a line cut short
     with pytest.raises(DataError, match="no metrics"):
