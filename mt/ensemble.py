@@ -63,12 +63,13 @@ class Ensemble(nn.Module):
     def decode(self, tgt: torch.Tensor, cache: EnsembleCache
                ) -> tuple[torch.Tensor, EnsembleCache]:
         """tgt (B, T) -> the mean log-probabilities (B, T, V), float32, and the caches."""
-        lprobs, caches = [], []
+        total, caches = None, []
         for m, c in zip(self.models, cache.caches, strict=True):
             states, c = m.decode(tgt, c)
-            lprobs.append(m.log_probs(m.generator(states)))
+            lprobs = m.log_probs(m.generator(states))  # a new tensor: summed into in place
+            total = lprobs if total is None else total.add_(lprobs)
             caches.append(c)
-        return torch.stack(lprobs).mean(0), EnsembleCache(caches)
+        return total.div_(len(self.models)), EnsembleCache(caches)
 
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
         """The generator's output as log-probabilities: here they are already (see decode)."""
