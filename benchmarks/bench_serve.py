@@ -50,9 +50,9 @@ class Served:
     stop(): url, and every line of its stderr so far in log."""
 
     def __init__(self, run: str | Path, *args: str, env: dict | None = None,
-                 timeout: float = 300):
+                 timeout: float = 300, cwd: Path = ROOT):
         command = [sys.executable, "-m", "mt", "serve", str(run), "--port", "0", *args]
-        self.process = subprocess.Popen(command, cwd=ROOT, stdin=subprocess.DEVNULL,
+        self.process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         text=True, env={**os.environ, **(env or {})})
         self.log: list[str] = []
