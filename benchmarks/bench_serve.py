@@ -253,9 +253,9 @@ def main() -> None:
           "(target 0.8x)")
     print(f"lines/s under load / one request at a time: {alone.seconds / load.seconds:.2f}x")
     wrong, lost = load.wrong + alone.wrong, load.refused + alone.refused
-    print(f"responses correct: {'all' if not wrong else 'NOT all'} of {2 * args.rounds} "
-          f"rounds x {len(requests):,} requests; wrong {len(wrong)}, lost {lost}; server exit "
-          f"code {code}")
+    print(f"responses correct: {'all' if not wrong else 'NOT all'} of "
+          f"{2 * args.rounds * len(requests):,} (2 server contenders x {args.rounds} round(s) x "
+          f"{len(requests):,} requests); wrong {len(wrong)}, lost {lost}; server exit code {code}")
     for w in wrong[:5]:
         print(f"wrong: {w}")
     if wrong or lost or code:
