@@ -37,7 +37,7 @@ from urllib.parse import urlsplit
 
 import torch
 
-from benchmarks.harness import MULTI30K, ROOT, TOY, alternate, markdown, parse, parser
+from benchmarks.harness import ROOT, TOY, add_run_args, alternate, markdown, parse, parser
 from mt.textio import iter_lines
 from mt.threads import threads_for
 from mt.translator import Translator
@@ -201,9 +201,7 @@ def percentile(values: list[float], q: float) -> float:
 
 def main() -> None:
     ap = parser(__doc__, rounds=2, smoke="toy lines, 4 clients x 3 requests, 1 round")
-    ap.add_argument("run", help="a run directory or checkpoint")
-    ap.add_argument("--input", type=Path, default=MULTI30K / "test_2016_flickr.de.gz",
-                    help="source lines (default: Multi30k test_2016_flickr.de.gz)")
+    add_run_args(ap, "test_2016_flickr.de.gz")
     ap.add_argument("--clients", type=int, default=32, help="clients at once (default 32)")
     ap.add_argument("--requests", type=int, default=25, help="requests a client (default 25)")
     ap.add_argument("--threads", type=int, default=0,
