@@ -5,6 +5,7 @@ concurrent clients, attention, the request log, and SIGTERM in the middle of a l
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import signal
@@ -17,6 +18,7 @@ import pytest
 
 from benchmarks.bench_serve import Client, Served, make_plans, send_all
 from conftest import ROOT, THREADS, TOY, TWO_LINES, assert_user_error
+from mt.config import DecodeConfig
 from mt.errors import ConfigError
 from mt.serve.batcher import Batcher, Job
 from mt.translator import Translation, Translator
@@ -95,6 +97,64 @@ def test_batcher_stops_gathering_at_max_lines():
     assert [texts(f) for f in futures] == [["A", "B"], ["C", "D"], ["E"]]
     assert [c[0] for c in upper.calls] == [["a", "b", "c", "d"], ["e"]]
     batcher.close()
+
+
+# -- the app in this process, on a stand-in translator ----------------------------------------
+
+
+class Slow(Upper):
+    """Upper taking its time, with what the app asks of a Translator; the line "bug" fails as a
+    bug in mt would."""
+
+    decode_cfg, model = DecodeConfig(), None
+
+    def check_options(self, attention=False, **options) -> DecodeConfig:
+        return self.decode_cfg
+
+    def translate_nbest(self, lines, prefix=None, *, attention=False, **options):
+        time.sleep(1.5)
+        if lines == ["bug"]:
+            raise RuntimeError("a bug")
+        return super().translate_nbest(lines, prefix, attention=attention, **options)
+
+
+@contextlib.contextmanager
+def serving(app):
+    """app on uvicorn in a thread, on a free loopback port: its URL."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+    thread.start()
+    while not server.started:
+        assert thread.is_alive()
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join()
+
+
+def test_a_slow_translation_does_not_hold_up_the_other_answers_and_a_bug_is_a_json_500():
+    from mt.serve.app import Limits, create_app
+
+    with serving(create_app(Slow(), {"path": "slow"}, Limits(), wait_ms=0)) as url:
+        found = []
+        slow = threading.Thread(target=lambda: found.append(Client(url).translate(["a"])))
+        slow.start()
+        time.sleep(0.3)  # the worker is in translate_nbest now
+        start = time.perf_counter()
+        assert Client(url).request("GET", "/health")[0] == 200
+        assert Client(url).request("GET", "/info")[1]["path"] == "slow"
+        assert time.perf_counter() - start < 1.0 and slow.is_alive()
+        slow.join()
+        assert found == [[{"src": "a", "text": "A", "score": -1.0}]]
+        status, answer = Client(url).request("POST", "/translate", {"text": "bug"})
+    assert status == 500 and answer == {"error": "internal error (RuntimeError): a bug in mt; "
+                                                 "the server's log has the traceback"}
 
 
 # -- the command's errors: one line and an exit code, before the model loads -----------------
