@@ -18,7 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from benchmarks.harness import MULTI30K, ROOT, alternate, markdown, parse, parser, watched
+from benchmarks.harness import ROOT, add_run_args, alternate, markdown, parse, parser, watched
 from mt.textio import iter_lines
 
 
@@ -32,9 +32,7 @@ def translate(run: str, src: Path, out: Path, workers: int, threads: int, beam: 
 
 def main() -> None:
     ap = parser(__doc__, rounds=2, smoke="200 lines, 1 round")
-    ap.add_argument("run", help="a run directory or checkpoint")
-    ap.add_argument("--input", type=Path, default=MULTI30K / "train.de.gz",
-                    help="source lines (default: Multi30k train.de.gz)")
+    add_run_args(ap, "train.de.gz")
     ap.add_argument("--lines", type=int, default=100_000, help="lines (default 100,000)")
     ap.add_argument("--workers", default="1,2", help="worker counts (default 1,2)")
     ap.add_argument("--beam", type=int, default=0, help="--beam (default 0: the run's config)")

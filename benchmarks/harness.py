@@ -131,6 +131,14 @@ def add_data_args(ap: argparse.ArgumentParser, threads: bool = True) -> None:
         ap.add_argument("--threads", type=int, default=1)
 
 
+def add_run_args(ap: argparse.ArgumentParser, default_input: str) -> None:
+    """The options of a benchmark that translates: RUN, and --input, its source lines (default:
+    Multi30k's file named default_input)."""
+    ap.add_argument("run", help="a run directory or checkpoint")
+    ap.add_argument("--input", type=Path, default=MULTI30K / default_input,
+                    help=f"source lines (default: Multi30k {default_input})")
+
+
 SMOKE_DATA = {"config": str(TOY_CONFIG), "data": str(TOY)}  # add_data_args' smoke defaults
 
 

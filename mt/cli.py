@@ -269,6 +269,41 @@ def translate(
                    prefix=prefix, threads=threads)
 
 
+@app.command()
+@_config_overrides()
+def serve(
+    run: Path = typer.Argument(..., help="Run directory (uses best.pt), checkpoint file, or "
+                               "with --engine ctranslate2 an `mt export` directory.",
+                               metavar="RUN"),
+    host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; 0.0.0.0: "
+                             "every interface (reachable from other machines)."),
+    port: int = typer.Option(8000, "--port", min=0, max=65535,
+                             help="Port to listen on; 0: one the system picks (printed)."),
+    device: str = DEVICE,
+    engine: str = ENGINE,
+    threads: int = typer.Option(0, "--threads", min=0,
+                                help="torch threads; 0: torch's default (the cores)."),
+    max_lines: int = typer.Option(100, "--max-lines", min=1,
+                                  help="Lines one request may hold (413 beyond)."),
+    max_chars: int = typer.Option(20_000, "--max-chars", min=1, help="Characters one request "
+                                  "may hold, its lines and prefixes together (413 beyond)."),
+    batch_wait_ms: float = typer.Option(5.0, "--batch-wait-ms", min=0.0, help="How long a "
+                                        "request waits for others to be translated with it."),
+    overrides: list[str] = (),
+) -> None:
+    """Keep the model loaded and translate over HTTP: POST /translate (JSON), GET /health,
+    GET /info, and a page at / to try it (docs/serve.md).
+
+    Requests that arrive together are translated together. The decoding options here are the
+    server's defaults; a request may give its own. SIGTERM or Ctrl-C answers the requests in
+    flight, then exits 0. Needs the serve extra: pip install "mt[serve]".
+    """
+    from mt.commands.serve import serve as run_server
+
+    run_server(run, host, port, _device(device), engine, overrides, threads, max_lines,
+               max_chars, batch_wait_ms)
+
+
 @app.command("export")
 def export_model(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),

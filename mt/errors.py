@@ -35,6 +35,13 @@ class FileSystemError(MTError):
     exit_code = 7
 
 
+class ServerError(MTError):
+    """`mt serve` cannot listen where it was told: the port is taken, not allowed, or the host
+    is not an address of this machine."""
+
+    exit_code = 8
+
+
 _ADVICE = {
     errno.ENOSPC: "free some disk space and try again",
     errno.EDQUOT: "free some space within your disk quota and try again",

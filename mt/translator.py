@@ -30,10 +30,21 @@ CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory 
 
 
 @dataclass
+class Attention:
+    """The cross-attention behind one translation, layers and heads averaged (as mt.align
+    uses it): weights (T, S), row j the step that predicts output token j."""
+
+    src_tokens: list[str]  # the source's tokens (after a tag), as the tokenizer wrote them
+    out_tokens: list[str]  # the output's tokens, before detokenizing
+    weights: list[list[float]]  # (T, S), each row summing to 1
+
+
+@dataclass
 class Translation:
     text: str  # detokenized, on one line
     score: float  # length-penalised log-probability (see mt.decode); 0.0 for an empty input
     alignment: str | None = None  # with decode.align: Pharaoh `i-j` word pairs (mt.align)
+    attention: Attention | None = None  # with translate_nbest(..., attention=True)
 
 
 def format_nbest(index: int, translations: list[Translation]) -> str:
@@ -45,6 +56,27 @@ def format_nbest(index: int, translations: list[Translation]) -> str:
 def _aligned(t: Translation) -> str:
     """The text, and a tab and the alignment when there is one."""
     return t.text if t.alignment is None else f"{t.text}\t{t.alignment}"
+
+
+def record(src: str, translations: list[Translation], nbest: bool) -> dict:
+    """One input line's JSON object (`mt translate --format jsonl`, `mt serve`): {"src",
+    "text", "score"} of the best translation, its "alignment" (with decode.align) and
+    "attention" (when asked for), and with nbest every translation, best first, as
+    "nbest": [{"text", "score"}, ...] (each with its "alignment")."""
+    best = translations[0]
+    fields = {"src": src, **_fields(best)}
+    if best.attention is not None:
+        fields["attention"] = dataclasses.asdict(best.attention)
+    if nbest:
+        fields["nbest"] = [_fields(t) for t in translations]
+    return fields
+
+
+def _fields(t: Translation) -> dict:
+    fields = {"text": t.text, "score": t.score}
+    if t.alignment is not None:
+        fields["alignment"] = t.alignment
+    return fields
 
 
 class Search(Protocol):
@@ -244,26 +276,40 @@ class Translator:
         only, e.g. beam=5."""
         return [best[0].text for best in self._translate_list(lines, prefix, False, decode)]
 
-    def translate_nbest(self, lines: list[str], prefix: list[str] | None = None, **decode
-                        ) -> list[list[Translation]]:
+    def translate_nbest(self, lines: list[str], prefix: list[str] | None = None, *,
+                        attention: bool = False, **decode) -> list[list[Translation]]:
         """Up to decode.nbest distinct scored translations per input, best first, in input
         order; prefix as for translate; decode: options for this call only, e.g. beam=5,
-        nbest=3.
+        nbest=3. attention: give each translation its cross-attention (Translation.attention;
+        mt's own search only).
 
         An empty (or all-whitespace) input has one translation: the empty one, scored 0.0.
         """
-        return self._translate_list(lines, prefix, True, decode)
+        self.check_options(attention)
+        return self._translate_list(lines, prefix, True, decode, attention)
 
     def _translate_list(self, lines: list[str], prefix: list[str] | None, scored: bool,
-                        options: dict) -> list[list[Translation]]:
+                        options: dict, attention: bool = False) -> list[list[Translation]]:
         if prefix is not None and len(prefix) != len(lines):
             raise prefix_mismatch(len(lines), len(prefix))
-        return self._translate(lines, scored, self._cfg(options), prefix)
+        return self._translate(lines, scored, self._cfg(options), prefix, attention)
+
+    def check_options(self, attention: bool = False, **decode) -> DecodeConfig:
+        """The decoding config a translate_nbest call with these arguments would use; the
+        ConfigError the call would raise for an unknown key, a wrong type or a value out of
+        range, or for attention without mt's own search."""
+        if attention:
+            self._check_attention("attention weights")
+        return self._cfg(decode)
 
     def _check_align(self, cfg: DecodeConfig) -> None:
-        if cfg.align and self.model is None:
-            raise ConfigError("decode.align: word alignments come from mt's own search (its "
-                              "cross-attention), not CTranslate2's; use --engine mt")
+        if cfg.align:
+            self._check_attention("decode.align: word alignments")
+
+    def _check_attention(self, what: str) -> None:
+        if self.model is None:
+            raise ConfigError(f"{what} come from mt's own search (its cross-attention), not "
+                              "CTranslate2's; use --engine mt")
 
     def _cfg(self, options: dict) -> DecodeConfig:
         """The decoding config of one call: decode_cfg with its options."""
@@ -280,7 +326,8 @@ class Translator:
         return cfg
 
     def _translate(self, lines: list[str], scored: bool, cfg: DecodeConfig,
-                   prefixes: list[str] | None = None) -> list[list[Translation]]:
+                   prefixes: list[str] | None = None, attention: bool = False
+                   ) -> list[list[Translation]]:
         ids, tokens = [], []
         lead = [self._tag_id(cfg.tag)] if cfg.tag else []
         room = self.max_src - len(lead)
@@ -307,9 +354,9 @@ class Translator:
             found = self.search.search(src, cfg, scored, prefix)
             for i, hyps in zip(group, found, strict=True):
                 out[i] = [Translation(self.detokenize(h.tokens), h.score) for h in hyps]
-            if cfg.align:
-                self._align(src, [tokens[i] for i in group], found, [out[i] for i in group],
-                            len(lead))
+            if cfg.align or attention:
+                self._attend(src, [tokens[i] for i in group], found, [out[i] for i in group],
+                             len(lead), cfg.align, attention)
         return out
 
     def _tag_id(self, tag: str) -> int:
@@ -320,19 +367,25 @@ class Translator:
             raise ConfigError(f"decode.tag {tag}: not a tag of this model ({have})")
         return self.run.src_vocab.stoi[tag]
 
-    def _align(self, src: torch.Tensor, tokens: list[list[str]], found: list[list[Hypothesis]],
-               out: list[list[Translation]], lead: int = 0) -> None:
+    def _attend(self, src: torch.Tensor, tokens: list[list[str]], found: list[list[Hypothesis]],
+                out: list[list[Translation]], lead: int, alignment: bool, attention: bool
+                ) -> None:
         """Give each translation of a batch (src (B, S), each row's source tokens after `lead`
-        tag tokens) its word alignment (mt.align), from one more teacher-forced pass over all
-        of them."""
+        tag tokens) its word alignment (mt.align) and/or its cross-attention, from one more
+        teacher-forced pass over all of them."""
         rows = [b for b, hyps in enumerate(found) for _ in hyps]
         outputs = [h.tokens for hyps in found for h in hyps]
         weights = align.cross_attention(self.model, src[rows], outputs)
         words = [align.token_words(t, self.src_tok.detokenize) for t in tokens]
         translations = (t for ts in out for t in ts)
         for b, y, w, t in zip(rows, outputs, weights, translations, strict=True):
-            tgt = align.token_words(self.run.tgt_vocab.decode(y), self.tgt_tok.detokenize)
-            t.alignment = align.pharaoh(align.word_alignment(w[:, lead:], words[b], tgt))
+            out_tokens, w = self.run.tgt_vocab.decode(y), w[:, lead:]  # (T, S) without the tag
+            if alignment:
+                tgt = align.token_words(out_tokens, self.tgt_tok.detokenize)
+                t.alignment = align.pharaoh(align.word_alignment(w, words[b], tgt))
+            if attention:  # 4 decimals: enough to draw, and a third of the JSON
+                t.attention = Attention(tokens[b], out_tokens,
+                                        [[round(v, 4) for v in row] for row in w.tolist()])
 
     def detokenize(self, ids: list[int]) -> str:
         """Output ids to one line of text."""

@@ -7,5 +7,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 . .venv/bin/activate
+# The page's browser test (tests/test_serve_browser.py) drives Debian's Chromium and its driver:
+# installed here where this user may (root, or sudo without a password); else that test skips.
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
+  install="apt-get update -q && apt-get install -y -q chromium chromium-driver"
+  (bash -c "$install" || sudo -n bash -c "$install") >/dev/null 2>&1 \
+    || echo "no chromium: the browser test will skip"
+fi
 ruff check .
 python -m pytest -m "" -n auto --maxprocesses 4 "$@"

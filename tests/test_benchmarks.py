@@ -69,6 +69,12 @@ def test_bench_workers_runs_in_smoke_mode(tiny_run):
     assert "--workers 2 / --workers 1 speed:" in out and "outputs byte-identical: yes" in out
 
 
+def test_bench_serve_runs_in_smoke_mode(tiny_run):
+    out = run_benchmark("bench_serve", str(tiny_run))
+    assert "| 4 clients at once |" in out and "| one client, one request at a time |" in out
+    assert "responses correct: all of 24 " in out and "lost 0; server exit code 0" in out
+
+
 def test_bench_contention_runs_in_smoke_mode(tiny_run):
     out = run_benchmark("bench_contention", str(tiny_run), "--env", "GOMP_SPINCOUNT=300000")
     assert "| `GOMP_SPINCOUNT=300000` | train |" in out and "| translate |" in out

@@ -25,7 +25,7 @@ LAYERS = [
     ["data", "buckets", "mixing", "token_cache", "filters", "audit", "kernels", "model",
      "ensemble", "loss", "decode", "align", "metrics"],
     ["checkpoint", "translator", "ct2"],
-    ["train"],
+    ["train", "serve"],
     ["commands"],
     ["cli", "__main__"],
 ]

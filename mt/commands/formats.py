@@ -7,7 +7,7 @@ import collections
 import json
 from collections.abc import Iterator
 
-from mt.translator import Translation, Translator, format_nbest
+from mt.translator import Translation, Translator, format_nbest, record
 
 
 def formatted(translator: Translator, lines: Iterator[str], output_format: str, nbest: bool,
@@ -37,19 +37,7 @@ def formatted(translator: Translator, lines: Iterator[str], output_format: str, 
             yield text + "\n"
 
 
-def _fields(t: Translation) -> dict:
-    fields = {"text": t.text, "score": t.score}
-    if t.alignment is not None:
-        fields["alignment"] = t.alignment
-    return fields
-
-
 def format_jsonl(src: str, translations: list[Translation], nbest: bool) -> str:
-    """One JSON line: {"src", "text", "score"} of the best translation, and with nbest every
-    translation, best first, as "nbest": [{"text", "score"}, ...]; each with its "alignment"
-    (Pharaoh pairs, a string) with decode.align."""
-    record = {"src": src, **_fields(translations[0])}
-    if nbest:
-        record["nbest"] = [_fields(t) for t in translations]
+    """One JSON line: the input line's `record` (mt.translator)."""
     # ASCII (non-ASCII as \u escapes): no reader can split a line on U+2028 or U+0085.
-    return json.dumps(record) + "\n"
+    return json.dumps(record(src, translations, nbest)) + "\n"

@@ -1,0 +1,264 @@
+"""`mt serve` under load: N clients at once, each sending M requests of 1-8 lines, against one
+client sending the same requests one at a time, and against the Translator on the same lines
+in this process (what `mt translate --format jsonl` does: scored, in length-sorted chunks) with
+the same torch threads.
+
+    python -m benchmarks.bench_serve RUN [--input FILE] [--clients 32] [--requests 25]
+        [--threads T] [--batch-wait-ms 5] [--rounds 2] [--seed 0]
+    python -m benchmarks.bench_serve RUN --smoke   # toy lines, 4 clients x 3 requests, 1 round
+
+The lines are drawn at random (--seed) from --input (default Multi30k test_2016_flickr,
+German). The server is one `mt serve RUN --port 0 --threads T` process on loopback, started
+once; clients are threads here, each with its own keep-alive connection. Every response is
+checked against the Translator's translation of its lines: one wrong or missing answer fails
+the run (exit 1). Reported: requests/s, lines/s, and the 50th and 99th percentile latency of a
+request; then lines/s under load against the Translator's (the issue's target: 0.8x) and
+against one client. The contenders take turns, --rounds rounds, each keeping its fastest.
+Its helpers (Served, Client, send_all) also drive the server in tests/test_serve.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import http.client
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import torch
+
+from benchmarks.harness import ROOT, TOY, add_run_args, alternate, markdown, parse, parser
+from mt.textio import iter_lines
+from mt.threads import threads_for
+from mt.translator import Translator
+
+LISTENING = re.compile(r"^serving .* on (http://\S+)/ ")
+
+
+class Served:
+    """`mt serve RUN ARGS --port 0` in a subprocess, from the line saying where it listens to
+    stop(): url, and every line of its stderr so far in log."""
+
+    def __init__(self, run: str | Path, *args: str, env: dict | None = None,
+                 timeout: float = 300, cwd: Path = ROOT):
+        command = [sys.executable, "-m", "mt", "serve", str(run), "--port", "0", *args]
+        self.process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                        text=True, env={**os.environ, **(env or {})})
+        self.log: list[str] = []
+        self.url = ""
+        started = threading.Event()
+
+        def read() -> None:
+            for line in self.process.stderr:
+                self.log.append(line.rstrip("\n"))
+                found = LISTENING.match(line)
+                if found:
+                    self.url = found.group(1)
+                    started.set()
+            started.set()  # it ended
+
+        threading.Thread(target=read, daemon=True).start()
+        if not started.wait(timeout) or not self.url:
+            self.process.kill()
+            raise RuntimeError("mt serve did not start:\n" + "\n".join(self.log[-30:]))
+
+    def stop(self, timeout: float = 120) -> int:
+        """SIGTERM, and its exit code once it has ended."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def __enter__(self) -> Served:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+class Client:
+    """Requests to one server: over one keep-alive connection, or (keep_alive False) a new
+    connection for each, closed after its answer."""
+
+    def __init__(self, url: str, keep_alive: bool = True, timeout: float = 300):
+        parts = urlsplit(url)
+        self.host, self.port, self.timeout = parts.hostname, parts.port, timeout
+        self.keep_alive = keep_alive
+        self.connection: http.client.HTTPConnection | None = None
+
+    def request(self, method: str, path: str, body: bytes | dict | None = None,
+                headers: dict | None = None) -> tuple[int, dict | str]:
+        """(status, the JSON answer, or the text of one that is not JSON)."""
+        if isinstance(body, dict):
+            body = json.dumps(body).encode()
+        if self.connection is None:
+            self.connection = http.client.HTTPConnection(self.host, self.port,
+                                                         timeout=self.timeout)
+        sent = {"Connection": "keep-alive" if self.keep_alive else "close", **(headers or {})}
+        try:
+            self.connection.request(method, path, body, sent)
+            response = self.connection.getresponse()
+            data = response.read().decode("utf-8")
+        finally:
+            if not self.keep_alive:
+                self.close()
+        try:
+            return response.status, json.loads(data)
+        except json.JSONDecodeError:
+            return response.status, data
+
+    def translate(self, lines: list[str], **options) -> list[dict]:
+        status, answer = self.request("POST", "/translate", {"text": lines, **options})
+        if status != 200:
+            raise RuntimeError(f"POST /translate: {status} {answer}")
+        return answer["translations"]
+
+    def close(self) -> None:
+        if self.connection is not None:
+            self.connection.close()
+            self.connection = None
+
+
+@dataclass
+class Outcome:
+    """What a set of clients got: the seconds until the last finished, each answered request's
+    latency, and the requests refused (the connection failed before any answer)."""
+
+    seconds: float
+    latencies: list[float] = field(default_factory=list)
+    wrong: list[str] = field(default_factory=list)  # answers that differ from expected
+    refused: int = 0
+
+
+def send_all(url: str, plans: Sequence[Sequence[list[str]]], expected: dict[str, str],
+             keep_alive: bool = True, stop_on_refusal: bool = False) -> Outcome:
+    """One client thread per plan, sending its requests in turn; each answer's texts are
+    checked against expected (line -> translation). A refused connection (ConnectionError, or
+    an answer that never began) counts in refused; with stop_on_refusal the client stops."""
+    outcome, lock = Outcome(0.0), threading.Lock()
+
+    def client(plan: Sequence[list[str]]) -> None:
+        c = Client(url, keep_alive)
+        for lines in plan:
+            start = time.perf_counter()
+            try:
+                found = c.translate(lines)
+            except (ConnectionError, http.client.RemoteDisconnected):
+                c.close()
+                with lock:
+                    outcome.refused += 1
+                if stop_on_refusal:
+                    return
+                continue
+            ms = (time.perf_counter() - start) * 1000
+            texts = [t["text"] for t in found]
+            with lock:
+                outcome.latencies.append(ms)
+                if texts != [expected[line] for line in lines]:
+                    outcome.wrong.append(f"{lines} -> {texts}")
+        c.close()
+
+    threads = [threading.Thread(target=client, args=(plan,)) for plan in plans]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    outcome.seconds = time.perf_counter() - start
+    return outcome
+
+
+def make_plans(lines: list[str], clients: int, requests: int, seed: int = 0,
+               most: int = 8) -> list[list[list[str]]]:
+    """Per client, `requests` requests of 1 to `most` lines drawn at random from lines."""
+    rng = random.Random(seed)
+    return [[rng.choices(lines, k=rng.randint(1, most)) for _ in range(requests)]
+            for _ in range(clients)]
+
+
+def faster(a: Outcome, b: Outcome) -> Outcome:
+    """alternate()'s keep: the faster round's times, with every round's wrong and refused."""
+    kept = a if a.seconds <= b.seconds else b
+    return dataclasses.replace(kept, wrong=a.wrong + b.wrong, refused=a.refused + b.refused)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q / 100 * len(ordered)))] if ordered else 0.0
+
+
+def main() -> None:
+    ap = parser(__doc__, rounds=2, smoke="toy lines, 4 clients x 3 requests, 1 round")
+    add_run_args(ap, "test_2016_flickr.de.gz")
+    ap.add_argument("--clients", type=int, default=32, help="clients at once (default 32)")
+    ap.add_argument("--requests", type=int, default=25, help="requests a client (default 25)")
+    ap.add_argument("--threads", type=int, default=0,
+                    help="torch threads of the server and the Translator (default: the cores)")
+    ap.add_argument("--batch-wait-ms", type=float, default=5.0,
+                    help="the server's --batch-wait-ms (default 5)")
+    ap.add_argument("--seed", type=int, default=0, help="draws the requests' lines")
+    args = parse(ap, {"clients": 4, "requests": 3, "rounds": 1,
+                      "input": TOY / "toy.test.en"})
+    threads = threads_for(args.threads)
+    torch.set_num_threads(threads)
+    plans = make_plans(list(iter_lines(args.input)), args.clients, args.requests, args.seed)
+    requests = [lines for plan in plans for lines in plan]
+    all_lines = [line for lines in requests for line in lines]
+    translator = Translator.load(args.run)
+    expected = {}
+    with Served(args.run, "--threads", str(threads), "--batch-wait-ms",
+                str(args.batch_wait_ms)) as served:
+        for lines in requests[:4]:  # warm-up, untimed
+            Client(served.url).translate(lines)
+
+        def translate(r: int) -> Outcome:
+            start = time.perf_counter()
+            found = list(translator.translate_nbest_stream(all_lines))  # as mt translate
+            expected.update((line, ts[0].text) for line, ts in zip(all_lines, found))
+            return Outcome(time.perf_counter() - start)
+
+        best = alternate({
+            "Translator (mt translate)": translate,
+            f"{args.clients} clients at once": lambda r: send_all(served.url, plans, expected),
+            "one client, one request at a time": lambda r: send_all(served.url, [requests],
+                                                                    expected),
+        }, args.rounds, keep=faster)
+        code = served.stop()
+    print(f"{args.run}: {len(requests):,} requests ({args.clients} clients x {args.requests}), "
+          f"{len(all_lines):,} lines of {args.input}; {threads} thread(s); --batch-wait-ms "
+          f"{args.batch_wait_ms}; fastest of {args.rounds} round(s)\n")
+    print(markdown(["contender", "seconds", "requests/s", "lines/s", "p50 ms", "p99 ms"], (
+        [name, f"{o.seconds:.2f}", f"{len(requests) / o.seconds:.1f}",
+         f"{len(all_lines) / o.seconds:.1f}",
+         *([f"{percentile(o.latencies, 50):.0f}", f"{percentile(o.latencies, 99):.0f}"]
+           if o.latencies else ["-", "-"])] for name, o in best.items())))
+    load, alone, base = (best[k] for k in (f"{args.clients} clients at once",
+                                           "one client, one request at a time",
+                                           "Translator (mt translate)"))
+    print(f"\nlines/s under load / Translator (mt translate): {base.seconds / load.seconds:.2f}x "
+          "(target 0.8x)")
+    print(f"lines/s under load / one request at a time: {alone.seconds / load.seconds:.2f}x")
+    wrong, lost = load.wrong + alone.wrong, load.refused + alone.refused
+    print(f"responses correct: {'all' if not wrong else 'NOT all'} of "
+          f"{2 * args.rounds * len(requests):,} (2 server contenders x {args.rounds} round(s) x "
+          f"{len(requests):,} requests); wrong {len(wrong)}, lost {lost}; server exit code {code}")
+    for w in wrong[:5]:
+        print(f"wrong: {w}")
+    if wrong or lost or code:
+        raise SystemExit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+"""`mt serve RUN`: keep a Translator loaded and answer HTTP on host:port (mt.serve) until
+SIGTERM or Ctrl-C, which answer the requests in flight first and end with exit 0."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from mt.commands.info import run_info, tokenizer_info
+from mt.errors import MTError
+from mt.log import info
+from mt.serve import require
+from mt.translator import Translator
+
+
+def serve(run_path: Path, host: str = "127.0.0.1", port: int = 8000, device: str = "cpu",
+          search: str = "mt", overrides: Sequence[str] = (), threads: int = 0,
+          max_lines: int = 100, max_chars: int = 20_000, wait_ms: float = 5.0) -> dict:
+    """Serve until stopped; returns the count of requests begun and answered.
+
+    The port is taken before the model loads (a ServerError, exit 8, if it cannot be); then
+    one line says where the server listens: `serving RUN on http://HOST:PORT/ ...`.
+    overrides: `key=value` items over the run's config (the server's decoding defaults; a
+    request may change them for itself). threads: torch threads (0: torch's default).
+    """
+    require()  # the missing extra: one line, before anything else
+    from mt.serve.app import Limits, create_app
+    from mt.serve.server import bind, url
+    from mt.serve.server import serve as run_server
+
+    sock = bind(host, port)
+    with sock:
+        if threads:
+            torch.set_num_threads(threads)
+        translator = Translator.load(run_path, device, search, overrides)
+        app = create_app(translator, model_info(run_path, translator),
+                         Limits(max_lines, max_chars), wait_ms)
+        address = url(host, sock.getsockname()[1])
+        run_server(app, sock,
+                   on_start=lambda: info(f"serving {run_path} on {address}/ (the API: "
+                                         f"{address}/docs); SIGTERM or Ctrl-C stops"),
+                   on_stop=lambda: info(f"stopping: answering the {app.in_flight} request(s) "
+                                        "in flight first"))
+    info(f"stopped: answered {app.answered} of {app.begun} request(s)")
+    return {"begun": app.begun, "answered": app.answered}
+
+
+def model_info(path: Path, translator: Translator) -> dict:
+    """`mt info --json`'s object for a run or checkpoint; for a CTranslate2 export (which has
+    no checkpoint) what its config and vocabularies say."""
+    try:
+        return run_info(path)
+    except MTError:
+        run = translator.run
+        return {"path": str(path), "step": run.step, "export": "ctranslate2",
+                "vocab": {"src": len(run.src_vocab), "tgt": len(run.tgt_vocab)},
+                "tokenizer": tokenizer_info(run.cfg.data)}

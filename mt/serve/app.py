@@ -1,0 +1,250 @@
+"""The HTTP side of `mt serve` (FastAPI): POST /translate, GET /health, GET /info, the page at
+GET /, every error as JSON `{"error": "..."}` with a status that says what the client did wrong,
+and one log line per request.
+
+Statuses: 400 a body that is not JSON; 422 an unknown field, a wrong type or a bad value (the
+decoding options are checked as `--set decode.KEY` is); 413 more lines or characters than the
+server's limits (--max-lines, --max-chars); 404 and 405 as usual; 500 only for a bug in mt.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import sys
+import time
+import typing
+from dataclasses import dataclass
+from importlib import resources
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from starlette.exceptions import HTTPException
+
+from mt.config import DecodeConfig
+from mt.errors import MTError
+from mt.serve.batcher import Batcher, Job
+from mt.translator import Translator, record
+
+# Decoding options that stay the server's: batch_tokens bounds its memory, and the weights'
+# dtype is chosen when the model loads. A request may give every other DecodeConfig field.
+SERVER_ONLY = ("batch_tokens", "dtype")
+OPTIONS = tuple(k for k in typing.get_type_hints(DecodeConfig) if k not in SERVER_ONLY)
+
+
+@dataclass
+class Limits:
+    """What one request may hold (413 beyond)."""
+
+    max_lines: int = 100
+    max_chars: int = 20_000  # characters of all its lines and prefixes
+
+    @property
+    def max_body(self) -> int:
+        """Bytes of a request body: max_chars characters written as JSON `\\u` escapes (a
+        surrogate pair is 12 bytes), plus room for the rest of the object."""
+        return 12 * self.max_chars + 65_536
+
+
+def request_model() -> type[BaseModel]:
+    """The body of POST /translate: text, prefix and attention, and each decoding option in
+    OPTIONS, typed as DecodeConfig types it (null or absent: the server's). Strict: "5" is not
+    a number; unknown fields are refused."""
+    hints = typing.get_type_hints(DecodeConfig)
+    options = {key: (hints[key] | None, None) for key in OPTIONS}
+    return create_model(
+        "TranslateRequest", __config__=ConfigDict(extra="forbid", strict=True),
+        text=(str | list[str], ...), prefix=(str | list[str] | None, None),
+        attention=(bool, False), **options)
+
+
+TranslateRequest = request_model()
+
+
+class ClientError(Exception):
+    """A request the client must change: answered with status and {"error": message}."""
+
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: float
+               ) -> RequestLog:
+    """The ASGI app: FastAPI's routes inside the request log. info: GET /info's object (what
+    `mt info --json` says of the model, and how this server decodes). The batcher's worker
+    starts with the app's lifespan and, when it ends, answers what is queued, then stops."""
+    state: dict[str, Batcher] = {}
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        state["batcher"] = Batcher(translator, wait_ms)
+        yield
+        await asyncio.to_thread(state["batcher"].close)
+
+    app = FastAPI(title="mt serve", lifespan=lifespan,
+                  description="Translate with a model kept loaded; see docs/serve.md.")
+    page = resources.files("mt.serve").joinpath("page.html").read_text(encoding="utf-8")
+    schema = {"content": {"application/json": {"schema": TranslateRequest.model_json_schema()}},
+              "required": True}
+
+    @app.post("/translate", openapi_extra={"requestBody": schema})
+    async def translate(request: Request) -> JSONResponse:
+        """Translate one line ("text": "...") or several (["...", ...]), in input order."""
+        try:
+            req = TranslateRequest.model_validate_json(await read_body(request, limits))
+            lines, prefix = as_lines(req.text), as_prefix(req.prefix, req.text)
+            request.state.lines = len(lines)
+            check_limits(lines, prefix, limits)
+            options = {k: getattr(req, k) for k in OPTIONS if getattr(req, k) is not None}
+            cfg = translator.check_options(req.attention, **options)
+            job = Job(lines, options, prefix, req.attention)
+            found = await asyncio.wrap_future(state["batcher"].submit(job))
+        except ValidationError as e:
+            return error(*validation_message(e))
+        except ClientError as e:
+            return error(e.status, str(e))
+        except MTError as e:  # a bad option value, an unknown tag: what --set would refuse
+            # named as the request names them: `beam`, not `decode.beam`
+            return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
+        nbest = cfg.nbest > 1 or cfg.samples > 1
+        return JSONResponse({"translations": [record(src, ts, nbest)
+                                              for src, ts in zip(lines, found, strict=True)]})
+
+    @app.get("/health")
+    async def health() -> dict:
+        """ok, with what the batcher has translated and holds queued."""
+        b = state["batcher"]
+        return {"status": "ok", "queued": b.queued, "requests": b.requests, "lines": b.lines,
+                "translator_calls": b.calls}
+
+    @app.get("/info")
+    async def model_info() -> dict:
+        """What `mt info --json` says of the model, and "serve": decoding and limits."""
+        return {**info, "serve": {"decode": dataclasses.asdict(translator.decode_cfg),
+                                  "options": list(OPTIONS), **dataclasses.asdict(limits),
+                                  "attention": translator.model is not None}}
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def index() -> HTMLResponse:
+        return HTMLResponse(page)
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, e: HTTPException) -> JSONResponse:
+        return error(e.status_code, f"{e.detail}: {request.method} {request.url.path}",
+                     e.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, e: RequestValidationError) -> JSONResponse:
+        return error(422, "; ".join(str(x.get("msg")) for x in e.errors()))
+
+    @app.exception_handler(Exception)
+    async def bug(request: Request, e: Exception) -> JSONResponse:
+        # uvicorn logs the traceback (Starlette raises the exception again after this answer)
+        return error(500, f"internal error ({type(e).__name__}): a bug in mt; the server's "
+                          "log has the traceback")
+
+    return RequestLog(app)
+
+
+def error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+async def read_body(request: Request, limits: Limits) -> bytes:
+    """The body, or a 413 ClientError past limits.max_body. A larger body is still read to
+    its end (and dropped), so the client, still sending, gets the answer and not a reset."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size <= limits.max_body:
+            chunks.append(chunk)
+    if size > limits.max_body:
+        raise ClientError(413, f"a body of {size:,} bytes: more than this server takes "
+                               f"({limits.max_body:,}, from --max-chars {limits.max_chars:,})")
+    return b"".join(chunks)
+
+
+def as_lines(text: str | list[str]) -> list[str]:
+    return [text] if isinstance(text, str) else text
+
+
+def as_prefix(prefix: str | list[str] | None, text: str | list[str]) -> list[str] | None:
+    """A prefix per line, shaped as text is: a string for a string, a list as long for a list."""
+    if prefix is None:
+        return None
+    if isinstance(text, str) != isinstance(prefix, str) or len(as_lines(prefix)) != len(
+            as_lines(text)):
+        what = "a string" if isinstance(text, str) else f"a list of {len(text)} strings"
+        raise ClientError(422, f"prefix: give one prefix per line of text: {what} (\"\" for "
+                               "none)")
+    return as_lines(prefix)
+
+
+def check_limits(lines: list[str], prefix: list[str] | None, limits: Limits) -> None:
+    if len(lines) > limits.max_lines:
+        raise ClientError(413, f"text: {len(lines)} lines, more than this server takes in one "
+                               f"request ({limits.max_lines}, --max-lines); send them in parts")
+    chars = sum(map(len, lines)) + sum(map(len, prefix or []))
+    if chars > limits.max_chars:
+        raise ClientError(413, f"text: {chars:,} characters, more than this server takes in one "
+                               f"request ({limits.max_chars:,}, --max-chars); send them in parts")
+
+
+def validation_message(e: ValidationError) -> tuple[int, str]:
+    """400 for a body that is not JSON; else 422 and the first wrong field: where (`text[2]`)
+    and what is wrong with it (each way it could have been right, for a union)."""
+    errors = e.errors()
+    if any(x["type"] == "json_invalid" for x in errors):
+        return 400, f"the body is not JSON ({errors[0]['msg']})"
+    fields = ", ".join(TranslateRequest.model_fields)
+    unknown = [x["loc"][0] for x in errors if x["type"] == "extra_forbidden"]
+    if unknown:  # first: a misspelt field is also a missing one
+        return 422, f"{unknown[0]}: unknown field; the fields are {fields}"
+    field = errors[0]["loc"][0] if errors[0]["loc"] else None
+    if field is None:  # not an object
+        return 422, f"the body: {errors[0]['msg']}, with the fields {fields}"
+    mine = [x for x in errors if x["loc"] and x["loc"][0] == field]
+    where = field + "".join(f"[{i}]" for x in mine[-1:] for i in x["loc"][1:] if isinstance(i, int))
+    messages = list(dict.fromkeys(x["msg"] for x in mine))
+    return 422, f"{where}: {' or '.join(messages)}"
+
+
+class RequestLog:
+    """ASGI middleware around the app: one line per request on stderr, `METHOD PATH | status |
+    lines N | T ms` (N: the lines a translate request held), and the count of requests begun and
+    answered, for the line the server ends with."""
+
+    def __init__(self, app):
+        self.app = app
+        self.begun = self.answered = 0
+
+    @property
+    def in_flight(self) -> int:
+        return self.begun - self.answered
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http":  # lifespan
+            return await self.app(scope, receive, send)
+        start, status, done = time.perf_counter(), 500, False
+        state = scope.setdefault("state", {})  # request.state: the endpoint puts "lines" there
+        self.begun += 1
+
+        async def sending(message) -> None:
+            nonlocal status, done
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+            if message["type"] == "http.response.body" and not message.get("more_body"):
+                done = True
+
+        try:
+            await self.app(scope, receive, sending)
+        finally:
+            self.answered += done
+            ms = (time.perf_counter() - start) * 1000
+            print(f"{scope['method']} {scope['path']} | {status} | lines {state.get('lines', 0)} "
+                  f"| {ms:.1f} ms", file=sys.stderr, flush=True)

@@ -1,0 +1,86 @@
+"""The socket and uvicorn. The socket is bound before the model loads, so a port that is taken is
+a one-line error at once (not after the load, and not uvicorn's traceback); SIGTERM or Ctrl-C
+stops accepting, answers every request already read, lets the batcher finish, and returns.
+"""
+
+from __future__ import annotations
+
+import errno
+import signal
+import socket
+from collections.abc import Callable
+
+import uvicorn
+
+from mt.errors import ServerError
+
+BACKLOG = 2048  # connections the kernel holds for uvicorn to accept (uvicorn's default)
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_ADVICE = {
+    errno.EADDRINUSE: "another program listens there; stop it or give another --port",
+    errno.EACCES: "ports below 1024 need privileges; give a --port above 1023",
+    errno.EADDRNOTAVAIL: "not an address of this machine; give one of its addresses, e.g. "
+                         "--host 127.0.0.1",
+}
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to host:port (port 0: one the system picks), not yet listening; a
+    ServerError for a host that is not an address or a port that cannot be had."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except (socket.gaierror, UnicodeError) as e:
+        raise ServerError(f"--host {host}: {getattr(e, 'strerror', None) or e}; give an address "
+                          "or name of this machine, e.g. 127.0.0.1") from None
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # restart at once, as uvicorn
+    try:
+        sock.bind(address)
+    except OSError as e:
+        sock.close()
+        advice = _ADVICE.get(e.errno)
+        raise ServerError(f"{url(host, port)}: {e.strerror or e}" + (f"; {advice}" if advice
+                                                                      else "")) from None
+    return sock
+
+
+def url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling once that it is stopping."""
+
+    def __init__(self, config: uvicorn.Config, on_stop: Callable[[], None]):
+        super().__init__(config)
+        self.on_stop = on_stop
+
+    def handle_exit(self, sig, frame) -> None:
+        if not self.should_exit:
+            self.on_stop()
+        super().handle_exit(sig, frame)
+
+
+def _stopped(signum, frame) -> None:
+    """The signal handler while the server runs and just after: uvicorn (0.29 and later) raises
+    the signal that stopped it again once it has stopped; it has stopped gracefully by then,
+    which is a normal end (exit 0), not an interruption."""
+
+
+def serve(app, sock: socket.socket, on_start: Callable[[], None],
+          on_stop: Callable[[], None]) -> None:
+    """Serve app on sock (bound) until SIGTERM or Ctrl-C: then stop accepting, answer every
+    request already read, end the app's lifespan, and return. A second Ctrl-C stops at once.
+    on_start: called once listening (a client may connect from then on, and is answered as soon
+    as uvicorn runs); on_stop: called once, when the signal comes."""
+    sock.listen(BACKLOG)
+    on_start()
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
+                            backlog=BACKLOG)
+    handlers = {s: signal.signal(s, _stopped) for s in STOP_SIGNALS}
+    try:
+        _Server(config, on_stop).run(sockets=[sock])
+    finally:
+        for s, h in handlers.items():
+            signal.signal(s, h)

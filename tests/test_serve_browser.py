@@ -1,0 +1,97 @@
+"""mt serve's page (mt/serve/page.html) in a real headless browser: Chromium and its WebDriver
+from the system's packages (scripts/test.sh installs them where it can), driven by Selenium, at
+a phone's width. Skipped, saying why, where there is no Chromium.
+
+MT_SCREENSHOT=docs/serve.png saves the page as the test leaves it (the README's picture).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from benchmarks.bench_serve import Client, Served
+from conftest import ROOT, THREADS
+
+CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
+PHONE = (412, 915)  # CSS pixels of a common phone screen
+SENTENCE = "Yesterday we saw forty two red dogs."
+
+
+@pytest.fixture
+def browser():
+    if not (CHROMIUM.exists() and DRIVER.exists()):
+        pytest.skip(f"no {CHROMIUM} and {DRIVER}: apt-get install chromium chromium-driver "
+                    "(scripts/test.sh does where it can) to test the page in a browser")
+    webdriver = pytest.importorskip("selenium.webdriver")
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = str(CHROMIUM)  # given, with the driver: nothing is downloaded
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--disable-background-networking", "--disable-component-update",
+                "--disable-sync", "--no-first-run"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(executable_path=str(DRIVER)), options=options)
+    phone(driver, PHONE[1])
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def phone(driver, height: int) -> None:
+    """Show pages as a phone does: PHONE's width, touch-screen layout, 2 pixels a CSS pixel.
+    (A headless window cannot be made that narrow, nor taller than its screen.)"""
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {
+        "width": PHONE[0], "height": height, "deviceScaleFactor": 2, "mobile": True})
+
+
+def test_the_page_translates_and_draws_the_attention(tiny_run, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 120)
+    shutil.copytree(tiny_run, tmp_path / "runs" / "toy")  # the page names runs/toy, as a user's
+    with Served("runs/toy", env=THREADS, cwd=tmp_path) as served:
+        [want] = Client(served.url).translate([SENTENCE], attention=True)
+        browser.get(served.url + "/")
+        wait.until(lambda d: d.find_element(By.ID, "beam").get_attribute("value"))  # /info read
+        assert browser.find_element(By.ID, "model").text.startswith("en → de: runs/toy")
+        browser.find_element(By.ID, "source").send_keys(SENTENCE)
+        browser.find_element(By.ID, "translate").click()
+        wait.until(lambda d: d.find_element(By.ID, "translation").text)
+        assert browser.find_element(By.ID, "translation").text == want["text"]
+        canvas = browser.find_element(By.ID, "heatmap")
+        wait.until(lambda d: canvas.get_attribute("data-drawn") == "true")
+        # The cells (pixels bluer than grey: not the labels) fill much of the canvas, and the
+        # strongest weights are dark.
+        blue, dark, total = browser.execute_script("""
+            const c = arguments[0], px = c.getContext("2d").getImageData(0, 0, c.width,
+                                                                        c.height).data;
+            let blue = 0, dark = 0;
+            for (let k = 0; k < px.length; k += 4) {
+              if (px[k + 2] > px[k] + 5) blue++;
+              if (px[k + 2] > px[k] + 50 && px[k] < 100) dark++;
+            }
+            return [blue, dark, c.width * c.height];""", canvas)
+        assert 0.15 < blue / total < 0.95 and dark > 0, (blue, dark, total)
+        att = want["attention"]
+        assert canvas.size["height"] >= 16 * len(att["out_tokens"])  # a row per output token
+        # usable on the phone: nothing wider than its screen
+        width = browser.execute_script("return [document.documentElement.scrollWidth, "
+                                       "window.innerWidth]")
+        assert width[0] <= width[1], width
+        shot = os.environ.get("MT_SCREENSHOT")
+        if shot:  # the whole page, at the phone's width
+            phone(browser, browser.execute_script("return document.body.scrollHeight"))
+            browser.save_screenshot(str(ROOT / shot))
+            phone(browser, PHONE[1])
+        browser.find_element(By.ID, "source").send_keys("\nToday you have eight cats.")
+        browser.find_element(By.ID, "translate").click()  # two lines: both, and no heatmap
+        wait.until(lambda d: "\n" in d.find_element(By.ID, "translation").text)
+        assert not browser.find_element(By.ID, "attention").is_displayed()
+        assert served.stop() == 0
