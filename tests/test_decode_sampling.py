@@ -66,6 +66,27 @@ def test_topk_never_draws_outside_the_k_best():
     assert outside_argmax > 0  # it does sample, not only take the argmax
 
 
+def test_topp_never_draws_outside_the_nucleus():
+    model, p, temperature = small_model(16, 3), 0.6, 2.0
+    steps: list[torch.Tensor] = []
+    hook = model.generator.register_forward_hook(lambda mod, args, out: steps.append(out[0]))
+    outside_argmax = 0
+    try:
+        for s in range(6):
+            steps.clear()
+            src = random_src(1, 5, 16, s)
+            out = sample(model, src, sampled(sampling="topp", topp=p, temperature=temperature,
+                                             seed=s))[0]
+            for t, token in enumerate(out):
+                probs = (steps[t].float() / temperature).softmax(-1)
+                more_likely = probs[probs > probs[token]].sum()
+                assert more_likely < p, (s, t, token, float(more_likely))
+                outside_argmax += token != int(probs.argmax())
+    finally:
+        hook.remove()
+    assert outside_argmax > 0  # it does sample, not only take the argmax
+
+
 def test_topp_keeps_the_smallest_set_that_reaches_p():
     probs = torch.tensor([[0.05, 0.5, 0.15, 0.3]])  # the set does not depend on the order
     for p, best in ((0.3, 1), (0.5, 1), (0.75, 2), (0.9, 3), (0.96, 4), (1.0, 4)):
