@@ -140,6 +140,7 @@ class Outcome:
     latencies: list[float] = field(default_factory=list)
     wrong: list[str] = field(default_factory=list)  # answers that differ from expected
     refused: int = 0
+    calls: int = 0  # the server's Translator calls for them (GET /health), if counted
 
 
 def send_all(url: str, plans: Sequence[Sequence[list[str]]], expected: dict[str, str],
@@ -229,21 +230,29 @@ def main() -> None:
             expected.update((line, ts[0].text) for line, ts in zip(all_lines, found))
             return Outcome(time.perf_counter() - start)
 
+        def counted(plans_: list) -> Outcome:
+            """send_all, with the server's Translator calls it took."""
+            before = Client(served.url).request("GET", "/health")[1]["translator_calls"]
+            outcome = send_all(served.url, plans_, expected)
+            after = Client(served.url).request("GET", "/health")[1]["translator_calls"]
+            return dataclasses.replace(outcome, calls=after - before)
+
         best = alternate({
             "Translator (mt translate)": translate,
-            f"{args.clients} clients at once": lambda r: send_all(served.url, plans, expected),
-            "one client, one request at a time": lambda r: send_all(served.url, [requests],
-                                                                    expected),
+            f"{args.clients} clients at once": lambda r: counted(plans),
+            "one client, one request at a time": lambda r: counted([requests]),
         }, args.rounds, keep=faster)
         code = served.stop()
     print(f"{args.run}: {len(requests):,} requests ({args.clients} clients x {args.requests}), "
           f"{len(all_lines):,} lines of {args.input}; {threads} thread(s); --batch-wait-ms "
           f"{args.batch_wait_ms}; fastest of {args.rounds} round(s)\n")
-    print(markdown(["contender", "seconds", "requests/s", "lines/s", "p50 ms", "p99 ms"], (
+    print(markdown(["contender", "seconds", "requests/s", "lines/s", "p50 ms", "p99 ms",
+                    "lines a call"], (
         [name, f"{o.seconds:.2f}", f"{len(requests) / o.seconds:.1f}",
          f"{len(all_lines) / o.seconds:.1f}",
          *([f"{percentile(o.latencies, 50):.0f}", f"{percentile(o.latencies, 99):.0f}"]
-           if o.latencies else ["-", "-"])] for name, o in best.items())))
+           if o.latencies else ["-", "-"]),
+         f"{len(all_lines) / o.calls:.1f}" if o.calls else "-"] for name, o in best.items())))
     load, alone, base = (best[k] for k in (f"{args.clients} clients at once",
                                            "one client, one request at a time",
                                            "Translator (mt translate)"))

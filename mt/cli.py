@@ -287,8 +287,9 @@ def serve(
                                   help="Lines one request may hold (413 beyond)."),
     max_chars: int = typer.Option(20_000, "--max-chars", min=1, help="Characters one request "
                                   "may hold, its lines and prefixes together (413 beyond)."),
-    batch_wait_ms: float = typer.Option(5.0, "--batch-wait-ms", min=0.0, help="How long a "
-                                        "request waits for others to be translated with it."),
+    batch_wait_ms: float = typer.Option(5.0, "--batch-wait-ms", min=0.0, help="How long the "
+                                        "worker waits, after each request that arrives, for "
+                                        "another to translate with it (ten waits at most)."),
     overrides: list[str] = (),
 ) -> None:
     """Keep the model loaded and translate over HTTP: POST /translate (JSON), GET /health,

@@ -90,6 +90,20 @@ def test_batcher_skips_cancelled_requests_and_close_answers_what_is_queued():
     assert [c[0] for c in upper.calls] == [["a", "c"]]
 
 
+def test_batcher_waits_for_a_gap_not_a_fixed_time_after_the_first():
+    upper = Upper()
+    batcher = Batcher(upper, wait_ms=300)
+    futures = []
+    for line in "abcde":  # 100 ms apart: 400 ms in all, more than one wait
+        futures.append(batcher.submit(Job([line], {})))
+        time.sleep(0.1)
+    time.sleep(1.0)  # a gap longer than the wait: the next request is another call
+    futures.append(batcher.submit(Job(["f"], {})))
+    assert [texts(f) for f in futures] == [[c] for c in "ABCDEF"]
+    assert [c[0] for c in upper.calls] == [list("abcde"), ["f"]]
+    batcher.close()
+
+
 def test_batcher_stops_gathering_at_max_lines():
     upper = Upper()
     batcher = Batcher(upper, wait_ms=300, max_lines=3)

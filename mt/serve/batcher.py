@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 
 from mt.translator import CHUNK_LINES, Translation, Translator
 
+GATHER_WAITS = 10  # a gathering lasts at most this many waits (--batch-wait-ms)
+
 
 @dataclass
 class Job:
@@ -37,7 +39,8 @@ class Job:
 class Batcher:
     """A queue of Jobs and the worker thread that translates them (started here).
 
-    wait_ms: how long the worker waits, after a job arrives, for more to translate with it.
+    wait_ms: how long the worker waits, after each job that arrives, for another to translate
+    with it (GATHER_WAITS of them at most).
     max_lines: it stops gathering at this many lines (the chunk mt translate sorts a file in).
     """
 
@@ -74,16 +77,21 @@ class Batcher:
                 self._translate(group)
 
     def _gather(self) -> tuple[list[Job], bool]:
-        """The next jobs, oldest first: the first to come, then those that come within the wait
-        (at once if already queued), up to max_lines; and whether the queue was closed."""
+        """The next jobs, oldest first: the first to come, then those that follow it, each
+        within the wait of the one before (at once if already queued), for at most GATHER_WAITS
+        waits in all and up to max_lines; and whether the queue was closed.
+
+        Waiting for a gap rather than a fixed time after the first: clients answered together
+        send their next requests together, over more than one wait when there are many of
+        them, and a burst split in two is translated in two calls, the second one small."""
         first = self._queue.get()
         if first is None:
             return [], True
         jobs, lines = [first], len(first.lines)
-        deadline = time.monotonic() + self.wait
+        last = time.monotonic() + GATHER_WAITS * self.wait
         while lines < self.max_lines:
             try:
-                job = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+                job = self._queue.get(timeout=max(0.0, min(self.wait, last - time.monotonic())))
             except queue.Empty:
                 break
             if job is None:
