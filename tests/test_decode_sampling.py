@@ -47,43 +47,39 @@ def test_seed_fixes_the_samples_and_batching_does_not_change_them():
         assert sample(model, alone, cfg) == first[3 * i: 3 * i + 3]
 
 
-def test_topk_never_draws_outside_the_k_best():
-    model, k = small_model(16, 2), 3
+def drawn(seed_model: int, cfg: DecodeConfig) -> list[tuple[torch.Tensor, int]]:
+    """(the step's logits (V,), the token drawn) at every step of one sampled output for each of
+    6 random sources, on a small random model, the seed going with the source."""
+    model = small_model(16, seed_model)
     steps: list[torch.Tensor] = []
     hook = model.generator.register_forward_hook(lambda mod, args, out: steps.append(out[0]))
-    outside_argmax = 0
+    found = []
     try:
         for s in range(6):
             steps.clear()
-            src = random_src(1, 5, 16, s)
-            out = sample(model, src, sampled(topk=k, temperature=3.0, seed=s))[0]
-            for t, token in enumerate(out):
-                best = steps[t].topk(k).indices.tolist()
-                assert token in best, (s, t, token, best)
-                outside_argmax += token != best[0]
+            out = sample(model, random_src(1, 5, 16, s), dataclasses.replace(cfg, seed=s))[0]
+            found += [(steps[t], token) for t, token in enumerate(out)]
     finally:
         hook.remove()
+    return found
+
+
+def test_topk_never_draws_outside_the_k_best():
+    k, outside_argmax = 3, 0
+    for logits, token in drawn(2, sampled(topk=k, temperature=3.0)):
+        best = logits.topk(k).indices.tolist()
+        assert token in best, (token, best)
+        outside_argmax += token != best[0]
     assert outside_argmax > 0  # it does sample, not only take the argmax
 
 
 def test_topp_never_draws_outside_the_nucleus():
-    model, p, temperature = small_model(16, 3), 0.6, 2.0
-    steps: list[torch.Tensor] = []
-    hook = model.generator.register_forward_hook(lambda mod, args, out: steps.append(out[0]))
-    outside_argmax = 0
-    try:
-        for s in range(6):
-            steps.clear()
-            src = random_src(1, 5, 16, s)
-            out = sample(model, src, sampled(sampling="topp", topp=p, temperature=temperature,
-                                             seed=s))[0]
-            for t, token in enumerate(out):
-                probs = (steps[t].float() / temperature).softmax(-1)
-                more_likely = probs[probs > probs[token]].sum()
-                assert more_likely < p, (s, t, token, float(more_likely))
-                outside_argmax += token != int(probs.argmax())
-    finally:
-        hook.remove()
+    p, temperature, outside_argmax = 0.6, 2.0, 0
+    for logits, token in drawn(3, sampled(sampling="topp", topp=p, temperature=temperature)):
+        probs = (logits.float() / temperature).softmax(-1)
+        more_likely = probs[probs > probs[token]].sum()
+        assert more_likely < p, (token, float(more_likely))
+        outside_argmax += token != int(probs.argmax())
     assert outside_argmax > 0  # it does sample, not only take the argmax
 
 
