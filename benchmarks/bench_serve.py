@@ -230,12 +230,16 @@ def main() -> None:
             expected.update((line, ts[0].text) for line, ts in zip(all_lines, found))
             return Outcome(time.perf_counter() - start)
 
+        def calls() -> int:
+            """The server's Translator calls so far (GET /health, on a connection of its own)."""
+            return Client(served.url, keep_alive=False).request("GET", "/health")[1][
+                "translator_calls"]
+
         def counted(plans_: list) -> Outcome:
             """send_all, with the server's Translator calls it took."""
-            before = Client(served.url).request("GET", "/health")[1]["translator_calls"]
-            outcome = send_all(served.url, plans_, expected)
-            after = Client(served.url).request("GET", "/health")[1]["translator_calls"]
-            return dataclasses.replace(outcome, calls=after - before)
+            before = calls()
+            return dataclasses.replace(send_all(served.url, plans_, expected),
+                                       calls=calls() - before)
 
         best = alternate({
             "Translator (mt translate)": translate,

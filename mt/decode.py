@@ -258,7 +258,8 @@ def _inverted(weights: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     pass that costs more than the rest together."""
     r, K = weights.shape
     if K < 4 * CHUNK:
-        return _passes(weights, weights.cumsum(-1), u[:, None] * weights.sum(-1, keepdim=True))
+        cum = weights.cumsum(-1)
+        return _passes(weights, cum, u[:, None] * cum[:, -1:])
     whole = K - K % CHUNK
     sums = weights[:, :whole].view(r, -1, CHUNK).sum(-1)  # (r, K // CHUNK)
     if whole < K:
