@@ -94,11 +94,11 @@ def atomic_write(path: Path, write) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as e:
         raise FileSystemError(os_error_message(e, path)) from None
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
-    try:
+    try:  # from here on, any failure or signal removes tmp
+        os.close(fd)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
         write(tmp)
         with open(tmp, "rb") as f:
             os.fsync(f.fileno())
