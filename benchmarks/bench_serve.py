@@ -4,7 +4,8 @@ in this process (what `mt translate --format jsonl` does: scored, in length-sort
 the same torch threads.
 
     python -m benchmarks.bench_serve RUN [--input FILE] [--clients 32] [--requests 25]
-        [--threads T] [--batch-wait-ms 5] [--rounds 2] [--seed 0]
+        [--threads T] [--batch-wait-ms 5] [--server-set KEY=VALUE] [--no-single] [--rounds 2]
+        [--seed 0]
     python -m benchmarks.bench_serve RUN --smoke   # toy lines, 4 clients x 3 requests, 1 round
 
 The lines are drawn at random (--seed) from --input (default Multi30k test_2016_flickr,
@@ -210,6 +211,11 @@ def main() -> None:
     ap.add_argument("--batch-wait-ms", type=float, default=5.0,
                     help="the server's --batch-wait-ms (default 5)")
     ap.add_argument("--seed", type=int, default=0, help="draws the requests' lines")
+    ap.add_argument("--no-single", action="store_true",
+                    help="leave out one client, one request at a time (the slowest contender)")
+    ap.add_argument("--server-set", action="append", default=[], metavar="KEY=VALUE",
+                    help="the server's --set (not the Translator's), e.g. "
+                         "decode.batch_tokens=16384; repeatable")
     args = parse(ap, {"clients": 4, "requests": 3, "rounds": 1,
                       "input": TOY / "toy.test.en"})
     threads = threads_for(args.threads)
@@ -219,8 +225,9 @@ def main() -> None:
     all_lines = [line for lines in requests for line in lines]
     translator = Translator.load(args.run)
     expected = {}
+    sets = [a for item in args.server_set for a in ("--set", item)]
     with Served(args.run, "--threads", str(threads), "--batch-wait-ms",
-                str(args.batch_wait_ms)) as served:
+                str(args.batch_wait_ms), *sets) as served:
         for lines in requests[:4]:  # warm-up, untimed
             Client(served.url).translate(lines)
 
@@ -241,15 +248,16 @@ def main() -> None:
             return dataclasses.replace(send_all(served.url, plans_, expected),
                                        calls=calls() - before)
 
-        best = alternate({
-            "Translator (mt translate)": translate,
-            f"{args.clients} clients at once": lambda r: counted(plans),
-            "one client, one request at a time": lambda r: counted([requests]),
-        }, args.rounds, keep=faster)
+        contenders = {"Translator (mt translate)": translate,
+                      f"{args.clients} clients at once": lambda r: counted(plans)}
+        if not args.no_single:
+            contenders["one client, one request at a time"] = lambda r: counted([requests])
+        best = alternate(contenders, args.rounds, keep=faster)
         code = served.stop()
     print(f"{args.run}: {len(requests):,} requests ({args.clients} clients x {args.requests}), "
           f"{len(all_lines):,} lines of {args.input}; {threads} thread(s); --batch-wait-ms "
-          f"{args.batch_wait_ms}; fastest of {args.rounds} round(s)\n")
+          f"{args.batch_wait_ms}{''.join(' --set ' + x for x in args.server_set)}; fastest "
+          f"of {args.rounds} round(s)\n")
     print(markdown(["contender", "seconds", "requests/s", "lines/s", "p50 ms", "p99 ms",
                     "lines a call"], (
         [name, f"{o.seconds:.2f}", f"{len(requests) / o.seconds:.1f}",
@@ -257,16 +265,18 @@ def main() -> None:
          *([f"{percentile(o.latencies, 50):.0f}", f"{percentile(o.latencies, 99):.0f}"]
            if o.latencies else ["-", "-"]),
          f"{len(all_lines) / o.calls:.1f}" if o.calls else "-"] for name, o in best.items())))
-    load, alone, base = (best[k] for k in (f"{args.clients} clients at once",
-                                           "one client, one request at a time",
-                                           "Translator (mt translate)"))
+    load, base = best[f"{args.clients} clients at once"], best["Translator (mt translate)"]
+    served = [o for name, o in best.items() if name != "Translator (mt translate)"]
     print(f"\nlines/s under load / Translator (mt translate): {base.seconds / load.seconds:.2f}x "
           "(target 0.8x)")
-    print(f"lines/s under load / one request at a time: {alone.seconds / load.seconds:.2f}x")
-    wrong, lost = load.wrong + alone.wrong, load.refused + alone.refused
+    if not args.no_single:
+        alone = best["one client, one request at a time"]
+        print(f"lines/s under load / one request at a time: {alone.seconds / load.seconds:.2f}x")
+    wrong, lost = [w for o in served for w in o.wrong], sum(o.refused for o in served)
     print(f"responses correct: {'all' if not wrong else 'NOT all'} of "
-          f"{2 * args.rounds * len(requests):,} (2 server contenders x {args.rounds} round(s) x "
-          f"{len(requests):,} requests); wrong {len(wrong)}, lost {lost}; server exit code {code}")
+          f"{len(served) * args.rounds * len(requests):,} ({len(served)} server contender(s) x "
+          f"{args.rounds} round(s) x {len(requests):,} requests); wrong {len(wrong)}, lost "
+          f"{lost}; server exit code {code}")
     for w in wrong[:5]:
         print(f"wrong: {w}")
     if wrong or lost or code:
