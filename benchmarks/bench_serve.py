@@ -44,6 +44,8 @@ from mt.threads import threads_for
 from mt.translator import Translator
 
 LISTENING = re.compile(r"^serving .* on (http://\S+)/ ")
+BASE = "Translator (mt translate)"  # the contenders that are not clients under load
+SINGLE = "one client, one request at a time"
 
 
 class Served:
@@ -248,16 +250,16 @@ def main() -> None:
             return dataclasses.replace(send_all(served.url, plans_, expected),
                                        calls=calls() - before)
 
-        contenders = {"Translator (mt translate)": translate,
-                      f"{args.clients} clients at once": lambda r: counted(plans)}
+        under_load = f"{args.clients} clients at once"
+        contenders = {BASE: translate, under_load: lambda r: counted(plans)}
         if not args.no_single:
-            contenders["one client, one request at a time"] = lambda r: counted([requests])
+            contenders[SINGLE] = lambda r: counted([requests])
         best = alternate(contenders, args.rounds, keep=faster)
         code = served.stop()
     print(f"{args.run}: {len(requests):,} requests ({args.clients} clients x {args.requests}), "
           f"{len(all_lines):,} lines of {args.input}; {threads} thread(s); --batch-wait-ms "
-          f"{args.batch_wait_ms}{''.join(' --set ' + x for x in args.server_set)}; fastest "
-          f"of {args.rounds} round(s)\n")
+          f"{args.batch_wait_ms}{''.join(' ' + a for a in sets)}; fastest of {args.rounds} "
+          "round(s)\n")
     print(markdown(["contender", "seconds", "requests/s", "lines/s", "p50 ms", "p99 ms",
                     "lines a call"], (
         [name, f"{o.seconds:.2f}", f"{len(requests) / o.seconds:.1f}",
@@ -265,16 +267,16 @@ def main() -> None:
          *([f"{percentile(o.latencies, 50):.0f}", f"{percentile(o.latencies, 99):.0f}"]
            if o.latencies else ["-", "-"]),
          f"{len(all_lines) / o.calls:.1f}" if o.calls else "-"] for name, o in best.items())))
-    load, base = best[f"{args.clients} clients at once"], best["Translator (mt translate)"]
-    served = [o for name, o in best.items() if name != "Translator (mt translate)"]
+    load, base = best[under_load], best[BASE]
+    outcomes = [o for name, o in best.items() if name != BASE]  # the server's
     print(f"\nlines/s under load / Translator (mt translate): {base.seconds / load.seconds:.2f}x "
           "(target 0.8x)")
     if not args.no_single:
-        alone = best["one client, one request at a time"]
+        alone = best[SINGLE]
         print(f"lines/s under load / one request at a time: {alone.seconds / load.seconds:.2f}x")
-    wrong, lost = [w for o in served for w in o.wrong], sum(o.refused for o in served)
+    wrong, lost = [w for o in outcomes for w in o.wrong], sum(o.refused for o in outcomes)
     print(f"responses correct: {'all' if not wrong else 'NOT all'} of "
-          f"{len(served) * args.rounds * len(requests):,} ({len(served)} server contender(s) x "
+          f"{len(outcomes) * args.rounds * len(requests):,} ({len(outcomes)} server contender(s) x "
           f"{args.rounds} round(s) x {len(requests):,} requests); wrong {len(wrong)}, lost "
           f"{lost}; server exit code {code}")
     for w in wrong[:5]:
