@@ -183,7 +183,8 @@ def evaluate(
     metrics: list[str] = typer.Option([], "--metrics", callback=_one_of("mt.metrics:EXTRA_METRICS"),
                                       help="Add a metric: ter."),
     threads: int = typer.Option(0, "--threads", min=0,
-                                help="torch threads; 0: torch's default (the cores)."),
+                                help="torch threads, fixed; 0: the cores, fewer while other "
+                                "processes keep some busy."),
     overrides: list[str] = (),
 ) -> None:
     """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
@@ -192,11 +193,9 @@ def evaluate(
     extra) on lowercased Moses tokens, each with its signature; --metrics ter adds TER.
     """
     from mt.commands.evaluate import evaluate as run_eval
+    from mt.threads import follow_load
 
-    if threads:
-        import torch
-
-        torch.set_num_threads(threads)
+    follow_load(threads)
     r = run_eval(runs, split, src, ref, output, device=_device(device), overrides=overrides,
                  search=engine, metrics=metrics)
     if as_json:
@@ -239,7 +238,8 @@ def translate(
                                 "order. Not with --engine ctranslate2."),
     threads: int = typer.Option(0, "--threads", min=0,
                                 help="torch threads of each process; 0: the available cores "
-                                "shared out among the workers."),
+                                "shared out among the workers (one worker: fewer while other "
+                                "processes keep some busy)."),
     overrides: list[str] = (),
 ) -> None:
     """Translate line by line: exactly one output line per input line, in order.
@@ -282,7 +282,8 @@ def serve(
     device: str = DEVICE,
     engine: str = ENGINE,
     threads: int = typer.Option(0, "--threads", min=0,
-                                help="torch threads; 0: torch's default (the cores)."),
+                                help="torch threads, fixed; 0: the cores, fewer while other "
+                                "processes keep some busy."),
     max_lines: int = typer.Option(100, "--max-lines", min=1,
                                   help="Lines one request may hold (413 beyond)."),
     max_chars: int = typer.Option(20_000, "--max-chars", min=1, help="Characters one request "

@@ -123,7 +123,9 @@ class TrainConfig:
     compile: bool = False  # torch.compile the model for training (dynamic shapes)
     keep_checkpoints: int = 0  # also keep the last N validation-step weights as ckpt.STEP.pt
     max_minutes: float = 0.0  # wall-clock budget for training (resumes included); 0 = none
-    threads: int = 0  # CPU threads for torch; 0 = torch's default
+    # CPU threads for torch, fixed; 0: the cores, fewer while other processes keep some busy
+    # (mt.threads.Governor; a run is then reproducible only on an otherwise idle machine)
+    threads: int = 0
     tensorboard: bool = False  # also write metrics as TensorBoard scalars to RUN/tb
     # Exponential moving average of the weights (mt.train.ema); 0 = off. When on, validation,
     # best.pt and ckpt.STEP.pt use the average; last.pt keeps the raw weights and the average.

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import os
+import time
+
+import torch
 
 
 def available_cores() -> int:
@@ -13,3 +17,88 @@ def available_cores() -> int:
 def threads_for(threads: int = 0, workers: int = 1) -> int:
     """threads if given (> 0), else the available cores shared out among `workers` processes."""
     return threads if threads > 0 else max(1, available_cores() // workers)
+
+
+class Governor:
+    """torch's threads follow the cores other processes leave free.
+
+    OpenMP's threads meet at the end of every parallel region, and libgomp's wait first spins
+    (about 300,000 checks) before it sleeps. With more runnable threads than cores, one of ours
+    is descheduled while the others spin for it, so every region can cost a time slice: beside
+    one busy process, translation on 2 cores ran 9x slower. Passive waiting avoids that but
+    halves the idle speed of small regions (docs/benchmarks.md#a-busy-neighbour). So the
+    spinning stays, and at most every `every` seconds `tick` measures the cores others keep busy
+    (the cores' busy time in /proc/stat less this process's CPU time, both over the interval)
+    and gives torch the rest, from 1 to `cap`. A thread's count is its own in OpenMP: call tick
+    from the thread that runs the work. Off where /proc/stat is not there (not Linux).
+    """
+
+    def __init__(self, cap: int, every: float = 1.0):
+        self.cap, self.every = cap, every
+        self.cores = set(os.sched_getaffinity(0))
+        self.threads = cap
+        self.changes = 0  # how many times tick changed the count
+        self._last = self._sample()
+
+    def _sample(self) -> tuple[float, float, int, int] | None:
+        """(wall s, this process's CPU s, the cores' total and idle jiffies), or None."""
+        try:
+            with open("/proc/stat") as f:
+                lines = [line.split() for line in f if line.startswith("cpu")]
+        except OSError:
+            return None
+        total = idle = 0
+        for name, *values in lines:
+            if name != "cpu" and int(name[3:]) in self.cores:
+                # user nice system idle iowait irq softirq steal (guests are inside user)
+                v = [int(x) for x in values[:8]]
+                total, idle = total + sum(v), idle + v[3] + v[4]
+        t = os.times()
+        return time.monotonic(), t.user + t.system, total, idle
+
+    def others(self, before: tuple, after: tuple) -> float:
+        """Cores' worth of time other processes were busy on this process's cores."""
+        wall, cpu = after[0] - before[0], after[1] - before[1]
+        total, idle = after[2] - before[2], after[3] - before[3]
+        if wall <= 0 or total <= 0:
+            return 0.0
+        busy = len(self.cores) * (total - idle) / total
+        return max(0.0, busy - cpu / wall)
+
+    def want(self, others: float) -> int:
+        """Threads for the cores left: a neighbour that keeps half a core busy or more takes
+        a thread's core."""
+        return max(1, min(self.cap, math.floor(len(self.cores) - others + 0.5)))
+
+    def tick(self) -> None:
+        if self._last is None or time.monotonic() - self._last[0] < self.every:
+            return
+        now = self._sample()
+        threads = self.want(self.others(self._last, now)) if now else self.threads
+        self._last = now
+        if threads != self.threads:
+            self.threads, self.changes = threads, self.changes + 1
+        if torch.get_num_threads() != self.threads:  # also a new thread's first tick
+            torch.set_num_threads(self.threads)
+
+
+_governor: Governor | None = None
+
+
+def follow_load(threads: int = 0) -> None:
+    """threads > 0: exactly that many torch threads. 0: torch's default count (the cores, or
+    OMP_NUM_THREADS) as a cap, and a Governor that lowers it while other processes keep cores
+    busy. For a process's command (mt.commands), not for library code."""
+    global _governor
+    if threads > 0:
+        torch.set_num_threads(threads)
+        _governor = None
+    else:
+        cap = torch.get_num_threads()
+        _governor = Governor(cap) if cap > 1 else None
+
+
+def tick() -> None:
+    """Let the Governor adjust this thread's torch threads, if follow_load started one."""
+    if _governor is not None:
+        _governor.tick()

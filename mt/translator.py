@@ -25,6 +25,7 @@ from mt.ensemble import Ensemble
 from mt.errors import ConfigError, DataError
 from mt.log import warn
 from mt.model import Seq2Seq
+from mt.threads import tick
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
 
@@ -347,6 +348,7 @@ class Translator:
         sizes = np.array([K * len(ids[i]) for i in order], dtype=np.int64)
         bounds = group_bounds(sizes, np.zeros_like(sizes), cfg.batch_tokens)
         for group in (order[a:b] for a, b in zip(bounds[:-1], bounds[1:])):
+            tick()  # threads follow the free cores, where the command asked for it
             src = pad([ids[i] for i in group]).to(self.device)
             prefix = None
             if any(forced[i] for i in group if forced):

@@ -1,6 +1,16 @@
 """mt/threads.py: how many threads each process takes."""
 
-from mt.threads import available_cores, threads_for
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from mt import threads
+from mt.threads import Governor, available_cores, follow_load, threads_for
 
 
 def test_threads_for_shares_the_cores_out():
@@ -8,3 +18,60 @@ def test_threads_for_shares_the_cores_out():
     assert threads_for(3) == 3
     assert threads_for(0) == cores and threads_for(0, 2) == max(1, cores // 2)
     assert threads_for(0, 10 * cores) == 1
+
+
+def test_governor_gives_torch_the_cores_others_leave(monkeypatch):
+    """Two cores: a neighbour busy on one of them over a 1 s interval takes a thread away; when it
+    stops, the thread comes back; explicit threads are fixed and no governor runs."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    samples = iter([
+        (0.0, 0.0, 0, 0),
+        (1.0, 1.3, 200, 0),  # both cores busy, 1.3 of them ours: a neighbour on 0.7
+        (2.0, 2.3, 400, 0),  # one thread of ours, the neighbour on the other core
+        (3.0, 4.3, 600, 0),  # the neighbour gone: 2 cores, all ours
+    ])
+    monkeypatch.setattr(Governor, "_sample", lambda self: next(samples))
+    clock = iter([1.0, 2.0, 3.0])
+    monkeypatch.setattr("mt.threads.time.monotonic", lambda: next(clock))
+    g = Governor(cap=2)
+    try:
+        g.tick()
+        assert (g.threads, torch.get_num_threads()) == (1, 1)
+        g.tick()
+        assert g.threads == 1
+        g.tick()
+        assert (g.threads, torch.get_num_threads(), g.changes) == (2, 2, 2)
+    finally:
+        torch.set_num_threads(1)
+    assert Governor.want(g, 0.4) == 2 and Governor.want(g, 0.6) == 1 and Governor.want(g, 5) == 1
+
+
+def test_follow_load_fixed_or_governed():
+    try:
+        follow_load(3)
+        assert torch.get_num_threads() == 3 and threads._governor is None
+        follow_load(0)  # the cap is torch's count: 3
+        assert threads._governor is not None and threads._governor.cap == 3
+        torch.set_num_threads(1)
+        follow_load(0)  # nothing to lower
+        assert threads._governor is None
+    finally:
+        torch.set_num_threads(1)
+        threads._governor = None
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="Linux's /proc/stat")
+def test_governor_sees_a_busy_neighbour():
+    """A real process busy on one of this process's cores for a second is counted as others'."""
+    core = min(os.sched_getaffinity(0))
+    other = subprocess.Popen([sys.executable, "-c", "while True: pass"],
+                             preexec_fn=lambda: os.sched_setaffinity(0, {core}))
+    try:
+        g = Governor(cap=1)
+        time.sleep(0.3)  # the neighbour started
+        before = g._sample()
+        time.sleep(1.0)
+        assert g.others(before, g._sample()) > 0.8
+    finally:
+        other.kill()
+        other.wait()

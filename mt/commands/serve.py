@@ -3,16 +3,21 @@ SIGTERM or Ctrl-C, which answer the requests in flight first and end with exit 0
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
-
-import torch
 
 from mt.commands.info import run_info, tokenizer_info
 from mt.errors import MTError
 from mt.log import info
 from mt.serve import require
+from mt.threads import follow_load
 from mt.translator import Translator
+
+# A call holds the lines of the requests in flight: a few hundred of mixed lengths, where a file
+# is sorted 2,000 lines at a time. Cut by the file's token budget they made about 3 batches a
+# call; one batch a call gave 1.40x the lines/s (docs/benchmarks.md#serving-under-load).
+CALL_BUDGET = 16  # times the run's decode.batch_tokens, unless --set decode.batch_tokens
 
 
 def serve(run_path: Path, host: str = "127.0.0.1", port: int = 8000, device: str = "cpu",
@@ -23,7 +28,8 @@ def serve(run_path: Path, host: str = "127.0.0.1", port: int = 8000, device: str
     The port is taken before the model loads (a ServerError, exit 8, if it cannot be); then
     one line says where the server listens: `serving RUN on http://HOST:PORT/ ...`.
     overrides: `key=value` items over the run's config (the server's decoding defaults; a
-    request may change them for itself). threads: torch threads (0: torch's default).
+    request may change them for itself; decode.batch_tokens is CALL_BUDGET times the run's
+    unless given). threads: torch threads (0: mt.threads.follow_load).
     """
     require()  # the missing extra: one line, before anything else
     from mt.serve.app import Limits, create_app
@@ -32,9 +38,11 @@ def serve(run_path: Path, host: str = "127.0.0.1", port: int = 8000, device: str
 
     sock = bind(host, port)
     with sock:
-        if threads:
-            torch.set_num_threads(threads)
+        follow_load(threads)
         translator = Translator.load(run_path, device, search, overrides)
+        if not any(o.split("=", 1)[0].strip() == "decode.batch_tokens" for o in overrides):
+            budget = CALL_BUDGET * translator.decode_cfg.batch_tokens
+            translator.decode_cfg = dataclasses.replace(translator.decode_cfg, batch_tokens=budget)
         app = create_app(translator, model_info(run_path, translator),
                          Limits(max_lines, max_chars), wait_ms)
         address = url(host, sock.getsockname()[1])
