@@ -1,16 +1,20 @@
 """Bucketed batches against exact-length ones: training speed, padding, shapes and peak memory.
 
     python -m benchmarks.bench_buckets [--config C] [--steps 1000] [--amp bf16,none] [--rounds 1]
+        [--capacity N]
     python -m benchmarks.bench_buckets --plan-only --steps 715   # batches only, no training
     python -m benchmarks.bench_buckets --smoke      # the toy corpus, 5 steps
 
 Each contender is a whole `mt train CONFIG --set train.buckets=... --set train.amp=...` process
-of --steps steps from scratch (validation only at the end, no BLEU), as a user runs it; the
-contenders take turns, --rounds rounds, each keeping its fastest round and its highest peak.
+of --steps steps from scratch (validation only at the end, no BLEU), as a user runs it: exact
+lengths with oneDNN's kernel cache at its own default (1,024 kernels), as mt trained before
+buckets, against mt's defaults (buckets, a cache of mt.cli.ONEDNN_CACHE kernels); --capacity N
+adds buckets with a cache of N. The contenders take turns, --rounds rounds, each keeping its
+fastest round and its highest peak.
 Printed per contender: target tokens/s (the log intervals' mean, from metrics.jsonl), the
 padding fraction of source and target positions and the distinct batch shapes of the batches
 those steps train on, wall seconds, and the peak resident memory of the process (sampled every
-50 ms). The peak is what oneDNN's kernel cache adds: it holds kernels built for each new shape.
+50 ms).
 """
 
 from __future__ import annotations
@@ -30,10 +34,11 @@ from benchmarks.harness import (
     train_command,
     watched,
 )
+from mt.cli import ONEDNN_CACHE
 from mt.config import load_config
 from mt.train.loop import Trainer
 
-NAMES = {"false": "exact lengths", "true": "buckets"}
+NAMES = {"false": "exact lengths, cache 1,024", "true": f"buckets, cache {ONEDNN_CACHE}"}
 
 
 def batches_seen(config: str, sets: list[str], steps: int) -> tuple[float, int, int]:
@@ -84,7 +89,7 @@ def main() -> None:
                     help="only the batches' padding and shapes over --steps steps: no training")
     ap.add_argument("--capacity", type=int, default=0,
                     help="also buckets with ONEDNN_PRIMITIVE_CACHE_CAPACITY=N (oneDNN's kernel "
-                    "cache: 1,024 by default)")
+                    f"cache: 1,024 kernels by default, {ONEDNN_CACHE} in mt)")
     args = parse(ap, {"config": SMOKE_DATA["config"], "data": SMOKE_DATA["data"], "steps": 5,
                       "amp": "none", "threads": 1})
     base = [f"data.dir={args.data}"] if args.data else []
@@ -92,8 +97,8 @@ def main() -> None:
     contenders = {(amp, kind): [*base, f"train.amp={amp}",
                                 f"train.buckets={'false' if kind == 'false' else 'true'}"]
                   for amp in args.amp.split(",") for kind in kinds}
-    envs = {kind: ({"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(args.capacity)}
-                   if kind.startswith("cap") else None) for kind in kinds}
+    envs = {"false": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"}, "true": None,
+            f"cap{args.capacity}": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(args.capacity)}}
     if args.plan_only:
         for kind in ("false", "true"):
             padding, shapes, per_epoch = batches_seen(
@@ -116,7 +121,7 @@ def main() -> None:
           "round(s)\n")
     print(markdown(["amp", "batches", "target tok/s", "padding", "distinct shapes", "wall, s",
                     "peak RSS, MiB"],
-                   ([amp, NAMES.get(b, f"buckets, cache capacity {args.capacity}"),
+                   ([amp, NAMES.get(b, f"buckets, cache {args.capacity}"),
                      f"{best[amp, b]['tok_s']:,.0f}", f"{seen[amp, b][0]:.1%}", seen[amp, b][1],
                      f"{best[amp, b]['seconds']:.1f}", f"{best[amp, b]['peak'] / 2**20:,.0f}"]
                     for amp, b in best)))
@@ -124,7 +129,8 @@ def main() -> None:
         old = best[amp, "false"]
         for kind in kinds[1:]:
             new = best[amp, kind]
-            print(f"\n{amp}: {NAMES.get(kind, 'buckets, capacity')} / exact lengths: tok/s "
+            which = "buckets" if kind == "true" else f"buckets, cache {args.capacity}"
+            print(f"\n{amp}: {which} / exact lengths: tok/s "
                   f"{new['tok_s'] / old['tok_s']:.2f}x, peak RSS {new['peak'] / old['peak']:.2f}x")
 
 

@@ -1,9 +1,10 @@
 """mt beside a busy neighbour: `mt translate` and `mt train`, each idle and beside one busy
-process (a plain Python loop, as any other job would be), under thread settings given as
+process (a plain Python loop, as any other job would be), with the torch threads given
+(--threads: 0 is mt's default, following the load) and under thread settings given as
 environment variables.
 
     python -m benchmarks.bench_contention RUN [--lines 8000] [--steps 300] [--rounds 3] \
-        [--env "" "OMP_WAIT_POLICY=PASSIVE" ...]
+        [--threads 0 2] [--env "" "OMP_WAIT_POLICY=PASSIVE" ...]
     python -m benchmarks.bench_contention RUN --smoke     # 50 lines, 3 steps, 1 round
 
 Each measurement is a whole process, as a user runs it: `mt translate RUN -i FILE -o OUT`
@@ -64,6 +65,9 @@ def main() -> None:
     ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en_30min.yaml"))
     ap.add_argument("--data", default=None, help="data.dir for training, if not the config's")
     ap.add_argument("--steps", type=int, default=300, help="training steps (0: no training)")
+    ap.add_argument("--threads", type=int, nargs="+", default=[0],
+                    help="torch threads to compare: mt translate --threads N, train.threads=N "
+                    "(0: mt's default, following the load)")
     ap.add_argument("--env", nargs="+", default=[""],
                     help='settings to compare, each "VAR=value ..." ("": as it is)')
     args = parse(ap, {"lines": 50, "steps": 3, "rounds": 1, "config": SMOKE_DATA["config"],
@@ -76,29 +80,38 @@ def main() -> None:
                      str(Path(tmp) / "out.txt"), "--beam", "1"]
         data = [f"data.dir={args.data}"] if args.data else []
 
-        def contender(setting: str, work: str, neighbour: bool):
+        def contender(setting: tuple[str, int], work: str, neighbour: bool):
+            env, threads = setting
+
             def run(r: int) -> float:
-                command = translate if work == "translate" else train_command(
-                    args.config, args.steps, data, Path(tempfile.mkdtemp(dir=tmp)) / "run")
-                return measure(command, environment(setting), neighbour)
+                command = [*translate, "--threads", str(threads)] if work == "translate" else \
+                    train_command(args.config, args.steps, [*data, f"train.threads={threads}"],
+                                  Path(tempfile.mkdtemp(dir=tmp)) / "run")
+                return measure(command, environment(env), neighbour)
             return run
 
         works = ["translate", *(["train"] if args.steps else [])]
-        keys = [(setting, work, neighbour) for setting in args.env for work in works
+        settings = [(env, threads) for env in args.env for threads in args.threads]
+        keys = [(setting, work, neighbour) for setting in settings for work in works
                 for neighbour in (False, True)]
         best = alternate({key: contender(*key) for key in keys}, args.rounds)
     print(f"{args.run}: translate {args.lines:,} lines (greedy); train {args.steps} steps of "
           f"{args.config}; fastest of {args.rounds} round(s)\n")
-    first = args.env[0]
+    first = settings[0]
     rows = []
-    for setting in args.env:
+    for setting in settings:
         for work in works:
             idle, loaded = best[setting, work, False], best[setting, work, True]
-            rows.append([f"`{setting}`" if setting else "as it is", work, f"{idle:.1f}",
-                         f"{loaded:.1f}", f"{loaded / idle:.2f}x",
-                         f"{idle / best[first, work, False]:.2f}x"])
+            rows.append([name(setting), work, f"{idle:.1f}", f"{loaded:.1f}",
+                         f"{loaded / idle:.2f}x", f"{idle / best[first, work, False]:.2f}x"])
     print(markdown(["settings", "workload", "idle, s", "busy neighbour, s", "busy / idle",
-                    f"idle / first idle ({first or 'as it is'})"], rows))
+                    f"idle / first idle ({name(first)})"], rows))
+
+
+def name(setting: tuple[str, int]) -> str:
+    env, threads = setting
+    return (f"threads {threads}" if threads else "threads following the load") + (
+        f", `{env}`" if env else "")
 
 
 if __name__ == "__main__":

@@ -209,7 +209,8 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=32, help="clients at once (default 32)")
     ap.add_argument("--requests", type=int, default=25, help="requests a client (default 25)")
     ap.add_argument("--threads", type=int, default=0,
-                    help="torch threads of the server and the Translator (default: the cores)")
+                    help="torch threads of the server and the Translator (default 0: the "
+                    "cores for the Translator; the server's default, following the load)")
     ap.add_argument("--batch-wait-ms", type=float, default=5.0,
                     help="the server's --batch-wait-ms (default 5)")
     ap.add_argument("--seed", type=int, default=0, help="draws the requests' lines")
@@ -228,7 +229,7 @@ def main() -> None:
     translator = Translator.load(args.run)
     expected = {}
     sets = [a for item in args.server_set for a in ("--set", item)]
-    with Served(args.run, "--threads", str(threads), "--batch-wait-ms",
+    with Served(args.run, "--threads", str(args.threads), "--batch-wait-ms",
                 str(args.batch_wait_ms), *sets) as served:
         for lines in requests[:4]:  # warm-up, untimed
             Client(served.url).translate(lines)
@@ -257,7 +258,8 @@ def main() -> None:
         best = alternate(contenders, args.rounds, keep=faster)
         code = served.stop()
     print(f"{args.run}: {len(requests):,} requests ({args.clients} clients x {args.requests}), "
-          f"{len(all_lines):,} lines of {args.input}; {threads} thread(s); --batch-wait-ms "
+          f"{len(all_lines):,} lines of {args.input}; {threads} thread(s)"
+          f"{'' if args.threads else ' (the server: following the load)'}; --batch-wait-ms "
           f"{args.batch_wait_ms}{''.join(' ' + a for a in sets)}; fastest of {args.rounds} "
           "round(s)\n")
     print(markdown(["contender", "seconds", "requests/s", "lines/s", "p50 ms", "p99 ms",

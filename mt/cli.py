@@ -494,10 +494,17 @@ def _literal_help(command):
     return command
 
 
+ONEDNN_CACHE = 16
+
+
 def main() -> None:
     """Run the app. User errors become one `error: ...` line and an exit code (docs/errors.md);
     --debug or MT_DEBUG=1 prints the traceback before that line, with the same exit code.
     Anything else is a bug in mt and keeps its traceback."""
+    # oneDNN keeps up to 1,024 kernels, one per op and shape, each with its scratch memory:
+    # beyond a GB after a few hundred bf16 training steps (docs/benchmarks.md#memory). Read
+    # when oneDNN first runs, so set before any command does; the user's setting wins.
+    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_CACHE))
     for s in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(s) is not signal.SIG_IGN:  # a background job keeps ignoring Ctrl-C
             signal.signal(s, _interrupt)

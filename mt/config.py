@@ -101,7 +101,8 @@ class ModelConfig:
 class TrainConfig:
     seed: int = 1
     max_tokens: int = 4096  # batch budget: padded source + target tokens
-    buckets: bool = False  # batches of a few fixed shapes (lengths on a ladder: mt.buckets)
+    buckets: bool = True  # batches of a few fixed shapes (lengths on a ladder: mt.buckets);
+    #                        false: exact lengths, sorted in pools
     max_epochs: int = 20
     max_steps: int = 0  # 0 = no limit
     lr: float = 5e-4  # peak learning rate, reached after warmup

@@ -326,11 +326,14 @@ class Seq2Seq(nn.Module):
         cache = self.start_cache(self.encode(src, src_mask), src_mask)
         return self.decode(tgt_in, cache, need_weights=True)[2]
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        """Teacher-forced logits (B, T, V) for training."""
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, project: bool = True
+                ) -> torch.Tensor:
+        """Teacher-forced logits (B, T, V); without `project`, the decoder states (B, T, D)
+        that the generator would project (mt.loss projects them a slice at a time)."""
         src_mask = self.src_mask(src)
         memory = self.encode(src, src_mask)
-        return self.generator(self.decode(tgt_in, self.start_cache(memory, src_mask))[0])
+        states = self.decode(tgt_in, self.start_cache(memory, src_mask))[0]
+        return self.generator(states) if project else states
 
 
 def make_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:

@@ -94,7 +94,8 @@ def test_widened_batches_give_the_same_loss_and_gradients():
     results = []
     for b in (batch, wide):
         model.zero_grad()
-        loss, _ = label_smoothed_loss(model(b.src, b.tgt_in), b.tgt_out, 0.1)
+        loss, _ = label_smoothed_loss(model(b.src, b.tgt_in, project=False),
+                                      model.generator.weight, b.tgt_out, 0.1)
         loss.backward()
         results.append((loss.detach(), [p.grad.clone() for p in model.parameters()]))
     (loss0, grads0), (loss1, grads1) = results

@@ -5,6 +5,7 @@ Most cases run `mt` in this process (the `cli` fixture), which is the same `main
 command but spares a Python start per case; --debug runs it in a subprocess."""
 
 import errno
+import os
 import re
 import shutil
 import sys
@@ -14,7 +15,7 @@ import pytest
 
 import mt.commands.translate
 from conftest import CONFIG, Result, assert_user_error, make_weights_only, own_signals, run_mt
-from mt.cli import main
+from mt.cli import ONEDNN_CACHE, main
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -160,3 +161,16 @@ def test_pointers_to_the_docs_name_files_that_exist():
     named = {m for p in (root / "mt").rglob("*.py")
              for m in re.findall(r"docs/[\w-]+\.md", p.read_text(encoding="utf-8"))}
     assert named and all((root / m).is_file() for m in named), named
+
+
+@pytest.mark.parametrize("given", [None, "512"])
+def test_onednn_cache_is_bounded_unless_the_environment_says(monkeypatch, given):
+    """mt bounds oneDNN's kernel cache for its own process (docs/training.md#memory); a value
+    in the environment wins."""
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    if given:
+        monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", given)
+    monkeypatch.setattr(sys, "argv", ["mt", "--help"])
+    with pytest.raises(SystemExit), own_signals():
+        main()
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == (given or str(ONEDNN_CACHE))

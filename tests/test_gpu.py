@@ -180,8 +180,8 @@ def throughput(name, overrides, vocab, tokens, peak, compiled=False) -> tuple[st
 
     def step(batch):
         with torch.autocast("cuda", dtype=dtype):
-            logits = net(batch.src, batch.tgt_in)
-        loss, _ = label_smoothed_loss(logits, batch.tgt_out, 0.1)
+            states = net(batch.src, batch.tgt_in, project=False)
+        loss, _ = label_smoothed_loss(states, model.generator.weight, batch.tgt_out, 0.1, dtype)
         (loss / batch.n_tgt_tokens).backward()
         opt.step()
         opt.zero_grad(set_to_none=True)

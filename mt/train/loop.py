@@ -32,13 +32,15 @@ from mt.train.distributed import Group, epoch_updates
 from mt.train.ema import EMA
 from mt.train.finetune import Parent
 from mt.train.lineage import trained
-from mt.train.memory import format_peak, peak_memory
+from mt.train.memory import format_peak, peak_memory, release_freed
 from mt.train.run_dir import Claim, claim_run_dir, prune_step_checkpoints, write_run_files
 from mt.train.state import Clock, Progress, resumable_state, resume_from
 from mt.train.step import StepResult, UpdateStep
 from mt.train.stopping import Stopping, StopReason
 from mt.train.training_log import TrainingLog
 from mt.train.validate import validate
+
+RELEASE_EVERY = 3  # updates between returns of freed memory (release_freed): see memory.py
 
 
 class Trainer:
@@ -221,6 +223,8 @@ class Trainer:
             if not idle:
                 tokens += sum(b.n_tgt_tokens for b in micro) * self.world
             p.position = min(p.position + stride, n)
+            if p.step % RELEASE_EVERY == 0:
+                release_freed()
             bar.update()
             if p.step % 10 == 0:  # host-side counts: no device sync
                 rate = tokens / max(time.perf_counter() - clock, 1e-9)
@@ -286,6 +290,7 @@ class Trainer:
         """Validate, save last (and best, and ckpt.STEP.pt); False when patience is spent."""
         t, p = self.cfg.train, self.progress
         clock = time.perf_counter()
+        release_freed()  # decoding's peak comes on top of what training left
         result = self.validate()
         self.checkpointed_at, self.last_result = p.step, result
         better = self.stopping.improved(p, result)
@@ -295,6 +300,7 @@ class Trainer:
         if t.keep_checkpoints and self.group.main:  # ckpt.STEP.pt, for `mt average`
             self._save(step_checkpoint_name(p.step), full=False)
             prune_step_checkpoints(self.run_dir, t.keep_checkpoints)
+        release_freed()  # what decoding and saving freed
         self.metrics.pause(time.perf_counter() - clock)
         memory = peak_memory(self.group.device)
         self.metrics.write({"event": "valid", "step": p.step, "epoch": p.epoch, **result,

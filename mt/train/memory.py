@@ -4,6 +4,8 @@ oneDNN's kernel cache), memory allocated by torch on CUDA."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import resource
 import sys
 
@@ -28,3 +30,23 @@ def format_peak(record: dict) -> str:
         if isinstance(record.get(key), (int, float)):
             return f"{record[key] / 1024:.2f} GiB {kind}"
     return ""
+
+
+def _libc_trim():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+_trim = _libc_trim() if sys.platform.startswith("linux") else None
+
+
+def release_freed() -> None:
+    """Give the memory glibc holds freed back to the system. Batches of different shapes free
+    and allocate blocks of different sizes, and glibc keeps the freed ones between others:
+    hundreds of MB after a few updates, which the next batch may not fit in. The next
+    allocations fault the pages in again, so it costs speed when called too often
+    (docs/benchmarks.md#memory-and-batch-shapes). A no-op where the C library is not glibc."""
+    if _trim is not None:
+        _trim(0)

@@ -88,8 +88,9 @@ class UpdateStep:
                      scale: torch.Tensor | float) -> torch.Tensor:
         """Forward and backward of one batch (on the device); returns its stats."""
         with torch.autocast(self.group.device.type, dtype=self.amp, enabled=self.amp is not None):
-            logits = net(batch.src, batch.tgt_in)
-        loss, nll = label_smoothed_loss(logits, batch.tgt_out, self.cfg.label_smoothing)
+            states = net(batch.src, batch.tgt_in, project=False)
+        loss, nll = label_smoothed_loss(states, self.model.generator.weight, batch.tgt_out,
+                                        self.cfg.label_smoothing, self.amp)
         self.scaler.scale(loss * scale).backward()
         tokens = (batch.tgt_out != PAD).sum().float()
         return torch.stack([loss.detach(), nll, tokens]) * (scale != 0)

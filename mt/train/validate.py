@@ -35,8 +35,8 @@ def validate(cfg: Config, model: Seq2Seq, corpus: Corpus, step: int, group: Grou
     for batch in corpus.val.batches(cfg.train.max_tokens)[group.rank::group.world]:
         batch = to_device(batch, group.device)
         with torch.autocast(group.device.type, dtype=amp, enabled=amp is not None):
-            logits = model(batch.src, batch.tgt_in)
-        nll = label_smoothed_loss(logits, batch.tgt_out, 0.0)[1]
+            states = model(batch.src, batch.tgt_in, project=False)
+        nll = label_smoothed_loss(states, model.generator.weight, batch.tgt_out, 0.0, amp)[1]
         sums += torch.stack([nll, (batch.tgt_out != PAD).sum().float()])
     group.sum(sums)
     nll_sum, n = sums.tolist()
