@@ -19,6 +19,9 @@ def threads_for(threads: int = 0, workers: int = 1) -> int:
     return threads if threads > 0 else max(1, available_cores() // workers)
 
 
+FIRST_LOOK = 0.25  # seconds before the first measurement
+
+
 class Governor:
     """torch's threads follow the cores other processes leave free.
 
@@ -38,6 +41,7 @@ class Governor:
         self.cores = set(os.sched_getaffinity(0))
         self.threads = cap
         self.changes = 0  # how many times tick changed the count
+        self.wait = min(FIRST_LOOK, every)  # a neighbour busy from the start is seen soon
         self._last = self._sample()
 
     def _sample(self) -> tuple[float, float, int, int] | None:
@@ -71,8 +75,9 @@ class Governor:
         return max(1, min(self.cap, math.floor(len(self.cores) - others + 0.5)))
 
     def tick(self) -> None:
-        if self._last is None or time.monotonic() - self._last[0] < self.every:
+        if self._last is None or time.monotonic() - self._last[0] < self.wait:
             return
+        self.wait = self.every
         now = self._sample()
         threads = self.want(self.others(self._last, now)) if now else self.threads
         self._last = now
