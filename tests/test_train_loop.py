@@ -207,7 +207,8 @@ def test_cpu_bf16_autocast_trains(data, tmp_path):
     t = trainer(data, tmp_path / "run", "train.amp=bf16")
     batch = t.train_data.batches(400, seed=1)[0]
     seen = []
-    hook = t.model.generator.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    linear = next(m for m in t.model.decoder.modules() if isinstance(m, torch.nn.Linear))
+    hook = linear.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
     losses = [float(t.step(batch)) for _ in range(20)]
     hook.remove()
     assert seen[0] == torch.bfloat16  # the matrix products ran in bf16
