@@ -502,8 +502,9 @@ def main() -> None:
     --debug or MT_DEBUG=1 prints the traceback before that line, with the same exit code.
     Anything else is a bug in mt and keeps its traceback."""
     # oneDNN keeps up to 1,024 kernels, one per op and shape, each with its scratch memory:
-    # beyond a GB after a few hundred bf16 training steps (docs/benchmarks.md#memory). Read
-    # when oneDNN first runs, so set before any command does; the user's setting wins.
+    # beyond a GB after a few hundred bf16 training steps
+    # (docs/benchmarks.md#memory-and-batch-shapes). Read when oneDNN first runs, so set
+    # before any command does; the user's setting wins.
     os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_CACHE))
     for s in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(s) is not signal.SIG_IGN:  # a background job keeps ignoring Ctrl-C

@@ -26,20 +26,20 @@ class _ProjectedCE(torch.autograd.Function):
         (autocast's, or float32); with `grads`, both gradients for backward. -> (loss sum,
         NLL sum) over non-pad rows, in float32 (float64 for float64)."""
         N, V = states.size(0), weight.size(0)
+        size = SLICE_ELEMENTS if states.device.type == "cpu" else GPU_SLICE_ELEMENTS
+        rows = max(1, size // V)
+        h = states.to(dtype)
+        if N % rows and N > rows:  # the last slice padded: every slice of one shape, whose
+            pad = rows - N % rows   # kernels oneDNN builds once (mt.cli.ONEDNN_CACHE)
+            h, target = F.pad(h, (0, 0, 0, pad)), F.pad(target, (0, pad), value=PAD)
         keep = target != PAD
-        h, w = states.to(dtype), weight.to(dtype)
+        w = weight.to(dtype)
         # fp16's gradients would underflow without the loss scale, unknown here: float32.
         gdt = torch.float32 if dtype == torch.float16 else dtype
         hg, wg = h.to(gdt), w.to(gdt)
         acc = torch.promote_types(dtype, torch.float32)  # the softmax's and the sums' dtype
         loss = states.new_zeros((), dtype=acc)
         nll = loss.clone()
-        size = SLICE_ELEMENTS if states.device.type == "cpu" else GPU_SLICE_ELEMENTS
-        rows = max(1, size // V)
-        if N % rows and N > rows:  # the last slice padded: every slice of one shape, whose
-            pad = rows - N % rows   # kernels oneDNN builds once (mt.cli.ONEDNN_CACHE)
-            h, hg = (F.pad(x, (0, 0, 0, pad)) for x in (h, hg))
-            target, keep = F.pad(target, (0, pad), value=PAD), F.pad(keep, (0, pad))
         if grads:
             grad_h = torch.empty(h.size(0), weight.size(1), dtype=gdt, device=states.device)
             grad_w = torch.zeros(weight.shape, dtype=acc, device=states.device)
