@@ -90,16 +90,18 @@ class Governor:
 _governor: Governor | None = None
 
 
-def follow_load(threads: int = 0) -> None:
-    """threads > 0: exactly that many torch threads. 0: torch's default count (the cores, or
-    OMP_NUM_THREADS) as a cap, and a Governor that lowers it while other processes keep cores
-    busy. For a process's command (mt.commands), not for library code."""
+def follow_load(threads: int = 0, cap: int | None = None) -> None:
+    """threads > 0: exactly that many torch threads. 0: a cap (default torch's count: the
+    cores, or OMP_NUM_THREADS) and a Governor that lowers it while other processes keep cores
+    busy. Call it from the thread that runs the model. For a process's command (mt.commands),
+    not for library code."""
     global _governor
     if threads > 0:
         torch.set_num_threads(threads)
         _governor = None
     else:
-        cap = torch.get_num_threads()
+        cap = cap or torch.get_num_threads()
+        torch.set_num_threads(cap)
         _governor = Governor(cap) if cap > 1 else None
 
 

@@ -113,6 +113,21 @@ def test_batcher_stops_gathering_at_max_lines():
     batcher.close()
 
 
+def test_batcher_calls_setup_first_and_translates_in_its_own_thread():
+    seen = []
+
+    class Where(Upper):
+        def translate_nbest(self, lines, prefix=None, **kw):
+            seen.append(("translate", threading.current_thread().name))
+            return super().translate_nbest(lines, prefix, **kw)
+
+    batcher = Batcher(Where(), wait_ms=10,
+                      setup=lambda: seen.append(("setup", threading.current_thread().name)))
+    assert texts(batcher.submit(Job(["a"], {}))) == ["A"]
+    batcher.close()
+    assert seen == [("setup", "mt-batcher"), ("translate", "mt-batcher")]
+
+
 # -- the app in this process, on a stand-in translator ----------------------------------------
 
 

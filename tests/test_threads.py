@@ -55,6 +55,8 @@ def test_follow_load_fixed_or_governed():
         torch.set_num_threads(1)
         follow_load(0)  # nothing to lower
         assert threads._governor is None
+        follow_load(0, cap=2)  # a cap given (mt serve's worker: its main thread keeps one)
+        assert torch.get_num_threads() == 2 and threads._governor.cap == 2
     finally:
         torch.set_num_threads(1)
         threads._governor = None

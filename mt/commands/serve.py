@@ -7,6 +7,8 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+import torch
+
 from mt.commands.info import run_info, tokenizer_info
 from mt.errors import MTError
 from mt.log import info
@@ -38,13 +40,19 @@ def serve(run_path: Path, host: str = "127.0.0.1", port: int = 8000, device: str
 
     sock = bind(host, port)
     with sock:
-        follow_load(threads)
+        # The batcher's thread runs the model, and is to be the only one with a team of OpenMP
+        # threads: libgomp hardly spins when it manages more threads than there are cores, so
+        # a second team makes every parallel region wake sleeping threads (1.4x the time of a
+        # translation, docs/serve.md#threads). The model loads on one thread here.
+        cap = torch.get_num_threads()
+        torch.set_num_threads(1)
         translator = Translator.load(run_path, device, search, overrides)
         if not any(o.split("=", 1)[0].strip() == "decode.batch_tokens" for o in overrides):
             budget = CALL_BUDGET * translator.decode_cfg.batch_tokens
             translator.decode_cfg = dataclasses.replace(translator.decode_cfg, batch_tokens=budget)
         app = create_app(translator, model_info(run_path, translator),
-                         Limits(max_lines, max_chars), wait_ms)
+                         Limits(max_lines, max_chars), wait_ms,
+                         setup=lambda: follow_load(threads, cap))
         address = url(host, sock.getsockname()[1])
         run_server(app, sock,
                    on_start=lambda: info(f"serving {run_path} on {address}/ (the API: "

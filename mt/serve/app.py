@@ -15,6 +15,7 @@ import dataclasses
 import sys
 import time
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 
@@ -72,16 +73,17 @@ class ClientError(Exception):
         self.status = status
 
 
-def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: float
-               ) -> RequestLog:
+def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: float,
+               setup: Callable[[], None] | None = None) -> RequestLog:
     """The ASGI app: FastAPI's routes inside the request log. info: GET /info's object (what
     `mt info --json` says of the model, and how this server decodes). The batcher's worker
-    starts with the app's lifespan and, when it ends, answers what is queued, then stops."""
+    starts with the app's lifespan (first calling setup, in its thread) and, when it ends,
+    answers what is queued, then stops."""
     state: dict[str, Batcher] = {}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        state["batcher"] = Batcher(translator, wait_ms)
+        state["batcher"] = Batcher(translator, wait_ms, setup=setup)
         yield
         await asyncio.to_thread(state["batcher"].close)
 

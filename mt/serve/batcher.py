@@ -12,6 +12,7 @@ from __future__ import annotations
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
@@ -42,11 +43,12 @@ class Batcher:
     wait_ms: how long the worker waits, after each job that arrives, for another to translate
     with it (GATHER_WAITS of them at most).
     max_lines: it stops gathering at this many lines (the chunk mt translate sorts a file in).
+    setup: called first in the worker thread (its torch threads: mt.threads.follow_load).
     """
 
     def __init__(self, translator: Translator, wait_ms: float = 5.0,
-                 max_lines: int = CHUNK_LINES):
-        self.translator = translator
+                 max_lines: int = CHUNK_LINES, setup: Callable[[], None] | None = None):
+        self.translator, self.setup = translator, setup
         self.wait, self.max_lines = wait_ms / 1000, max_lines
         self.requests = self.lines = self.calls = 0  # translated so far (GET /health)
         self._queue: queue.Queue[Job | None] = queue.Queue()  # None: closed
@@ -67,6 +69,8 @@ class Batcher:
         self._thread.join()
 
     def _run(self) -> None:
+        if self.setup is not None:
+            self.setup()
         closed = False
         while not closed:
             jobs, closed = self._gather()
