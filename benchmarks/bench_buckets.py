@@ -1,16 +1,17 @@
 """Bucketed batches against exact-length ones: training speed, padding, shapes and peak memory.
 
     python -m benchmarks.bench_buckets [--config C] [--steps 1000] [--amp bf16,none] [--rounds 1]
-        [--capacity N]
+        [--env "K=V [K2=V2]" ...]
     python -m benchmarks.bench_buckets --plan-only --steps 715   # batches only, no training
     python -m benchmarks.bench_buckets --smoke      # the toy corpus, 5 steps
 
 Each contender is a whole `mt train CONFIG --set train.buckets=... --set train.amp=...` process
 of --steps steps from scratch (validation only at the end, no BLEU), as a user runs it: exact
 lengths with oneDNN's kernel cache at its own default (1,024 kernels), as mt trained before
-buckets, against mt's defaults (buckets, a cache of mt.cli.ONEDNN_CACHE kernels); --capacity N
-adds buckets with a cache of N. The contenders take turns, --rounds rounds, each keeping its
-fastest round and its highest peak.
+buckets, against mt's defaults (buckets, a cache of mt.cli.ONEDNN_CACHE kernels); each --env
+setting adds mt's defaults with those variables in the environment (oneDNN's cache as
+ONEDNN_PRIMITIVE_CACHE_CAPACITY=N; glibc's malloc as GLIBC_TUNABLES=glibc.malloc.X=N). The
+contenders take turns, --rounds rounds, each keeping its fastest round and its highest peak.
 Printed per contender: target tokens/s (the log intervals' mean, from metrics.jsonl), the
 padding fraction of source and target positions and the distinct batch shapes of the batches
 those steps train on, wall seconds, and the peak resident memory of the process (sampled every
@@ -28,6 +29,7 @@ from benchmarks.harness import (
     ROOT,
     SMOKE_DATA,
     alternate,
+    environment,
     markdown,
     parse,
     parser,
@@ -87,18 +89,20 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--plan-only", action="store_true",
                     help="only the batches' padding and shapes over --steps steps: no training")
-    ap.add_argument("--capacity", type=int, default=0,
-                    help="also buckets with ONEDNN_PRIMITIVE_CACHE_CAPACITY=N (oneDNN's kernel "
-                    f"cache: 1,024 kernels by default, {ONEDNN_CACHE} in mt)")
+    ap.add_argument("--env", nargs="+", default=[], metavar="SETTING",
+                    help="also buckets with these variables, one contender a setting, e.g. "
+                    "ONEDNN_PRIMITIVE_CACHE_CAPACITY=64 (oneDNN's kernel cache: 1,024 kernels "
+                    f"by default, {ONEDNN_CACHE} in mt) or "
+                    "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4194304")
     args = parse(ap, {"config": SMOKE_DATA["config"], "data": SMOKE_DATA["data"], "steps": 5,
                       "amp": "none", "threads": 1})
     base = [f"data.dir={args.data}"] if args.data else []
-    kinds = ["false", "true", *([f"cap{args.capacity}"] if args.capacity else [])]
+    kinds = ["false", "true", *args.env]
     contenders = {(amp, kind): [*base, f"train.amp={amp}",
                                 f"train.buckets={'false' if kind == 'false' else 'true'}"]
                   for amp in args.amp.split(",") for kind in kinds}
     envs = {"false": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"}, "true": None,
-            f"cap{args.capacity}": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(args.capacity)}}
+            **{setting: environment(setting) for setting in args.env}}
     if args.plan_only:
         for kind in ("false", "true"):
             padding, shapes, per_epoch = batches_seen(
@@ -115,13 +119,13 @@ def main() -> None:
                                             "peak": max(a["peak"], b["peak"]),
                                             "tok_s": max(a["tok_s"], b["tok_s"])})
     seen = {key: batches_seen(args.config, sets, args.steps) for key, sets in contenders.items()
-            if key[1] in NAMES}  # a capacity changes no batch
-    seen.update({key: seen[key[0], "true"] for key in contenders if key not in seen})
+            if key[1] in NAMES}  # an environment changes no batch
+    seen.update({key: seen[key[0], "true"] for key in contenders if key not in seen})  # --env
     print(f"{args.config}: {args.steps} steps, {args.threads} thread(s), best of {args.rounds} "
           "round(s)\n")
     print(markdown(["amp", "batches", "target tok/s", "padding", "distinct shapes", "wall, s",
                     "peak RSS, MiB"],
-                   ([amp, NAMES.get(b, f"buckets, cache {args.capacity}"),
+                   ([amp, NAMES.get(b, f"buckets, {b}"),
                      f"{best[amp, b]['tok_s']:,.0f}", f"{seen[amp, b][0]:.1%}", seen[amp, b][1],
                      f"{best[amp, b]['seconds']:.1f}", f"{best[amp, b]['peak'] / 2**20:,.0f}"]
                     for amp, b in best)))
@@ -129,7 +133,7 @@ def main() -> None:
         old = best[amp, "false"]
         for kind in kinds[1:]:
             new = best[amp, kind]
-            which = "buckets" if kind == "true" else f"buckets, cache {args.capacity}"
+            which = "buckets" if kind == "true" else f"buckets, {kind}"
             print(f"\n{amp}: {which} / exact lengths: tok/s "
                   f"{new['tok_s'] / old['tok_s']:.2f}x, peak RSS {new['peak'] / old['peak']:.2f}x")
 

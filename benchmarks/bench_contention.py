@@ -28,6 +28,7 @@ from benchmarks.harness import (
     ROOT,
     SMOKE_DATA,
     alternate,
+    environment,
     markdown,
     parse,
     parser,
@@ -50,11 +51,6 @@ def measure(command: list[str], env: dict[str, str], neighbour: bool) -> float:
         if other is not None:
             other.kill()
             other.wait()
-
-
-def environment(setting: str) -> dict[str, str]:
-    """"A=1 B=2" -> {"A": "1", "B": "2"}."""
-    return dict(item.split("=", 1) for item in setting.split())
 
 
 def main() -> None:

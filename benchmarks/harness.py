@@ -92,6 +92,11 @@ def watched(command: list[str], what: str, env: Mapping[str, str] | None = None
     return seconds, peak
 
 
+def environment(setting: str) -> dict[str, str]:
+    """"A=1 B=2" -> {"A": "1", "B": "2"} (a value may hold "=": GLIBC_TUNABLES=a.b=1)."""
+    return dict(item.split("=", 1) for item in setting.split())
+
+
 def train_command(config: str, steps: int, sets: Sequence[str], out: Path) -> list[str]:
     """`mt train CONFIG --out OUT` on CPU for `steps` steps, validating (loss, no BLEU) only at
     the end, with the `sets` given."""
