@@ -1,7 +1,7 @@
 """mt beside a busy neighbour: `mt translate` and `mt train`, each idle and beside one busy
 process (a plain Python loop, as any other job would be), with the torch threads given
-(--threads: 0 is mt's default, following the load) and under thread settings given as
-environment variables.
+(--threads: 0 is mt's default: decoding streams for translate, threads following the load for
+train) and under thread settings given as environment variables.
 
     python -m benchmarks.bench_contention RUN [--lines 8000] [--steps 300] [--rounds 3] \
         [--threads 0 2] [--env "" "OMP_WAIT_POLICY=PASSIVE" ...]
@@ -63,7 +63,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=300, help="training steps (0: no training)")
     ap.add_argument("--threads", type=int, nargs="+", default=[0],
                     help="torch threads to compare: mt translate --threads N, train.threads=N "
-                    "(0: mt's default, following the load)")
+                    "(0: mt's default)")
     ap.add_argument("--env", nargs="+", default=[""],
                     help='settings to compare, each "VAR=value ..." ("": as it is)')
     args = parse(ap, {"lines": 50, "steps": 3, "rounds": 1, "config": SMOKE_DATA["config"],
@@ -106,7 +106,7 @@ def main() -> None:
 
 def name(setting: tuple[str, int]) -> str:
     env, threads = setting
-    return (f"threads {threads}" if threads else "threads following the load") + (
+    return (f"threads {threads}" if threads else "mt's default") + (
         f", `{env}`" if env else "")
 
 

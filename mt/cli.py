@@ -183,8 +183,8 @@ def evaluate(
     metrics: list[str] = typer.Option([], "--metrics", callback=_one_of("mt.metrics:EXTRA_METRICS"),
                                       help="Add a metric: ter."),
     threads: int = typer.Option(0, "--threads", min=0,
-                                help="torch threads, fixed; 0: the cores, fewer while other "
-                                "processes keep some busy."),
+                                help="torch threads, fixed, in one stream; 0: one stream of "
+                                "one thread per core, decoding batches side by side."),
     overrides: list[str] = (),
 ) -> None:
     """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
@@ -193,11 +193,9 @@ def evaluate(
     extra) on lowercased Moses tokens, each with its signature; --metrics ter adds TER.
     """
     from mt.commands.evaluate import evaluate as run_eval
-    from mt.threads import follow_load
 
-    follow_load(threads)
     r = run_eval(runs, split, src, ref, output, device=_device(device), overrides=overrides,
-                 search=engine, metrics=metrics)
+                 search=engine, metrics=metrics, threads=threads)
     if as_json:
         print(json.dumps(r))
         return
@@ -237,9 +235,9 @@ def translate(
                                 "the available cores shared out as torch threads; output in "
                                 "order. Not with --engine ctranslate2."),
     threads: int = typer.Option(0, "--threads", min=0,
-                                help="torch threads of each process; 0: the available cores "
-                                "shared out among the workers (one worker: fewer while other "
-                                "processes keep some busy)."),
+                                help="torch threads of each process, fixed; 0: with one "
+                                "process one stream of one thread per core, decoding batches "
+                                "side by side; with workers the cores shared out."),
     overrides: list[str] = (),
 ) -> None:
     """Translate line by line: exactly one output line per input line, in order.

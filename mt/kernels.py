@@ -25,18 +25,55 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
         return x
     if x.device.type != "cpu":
         return F.dropout(x, p, training=True)
-    cut = min(round(p * 256), 255)  # bytes below cut are dropped
-    if cut == 0:
+    mask = _keep_mask(x, p)
+    if mask is None:
         return x
-    n = x.numel()
-    draws = torch.empty((n + 3) // 4, dtype=torch.int32).random_(-2**31, 2**31)
-    keep = draws.view(torch.uint8)[:n].view(x.shape) >= cut
-    scale = 256 / (256 - cut)
+    keep, scale = mask
     if x.dtype in (torch.float32, torch.float64):
         # One float mask holding the scale: one product forward and one backward (x * keep *
         # scale takes two each, converting the bool mask inside the first); same values.
         return x * keep.to(x.dtype).mul_(scale)
     return x * keep * scale  # a bf16 mask would round the scale (1.2488 to 1.25 at p=0.2)
+
+
+def _keep_mask(x: torch.Tensor, p: float) -> tuple[torch.Tensor, float] | None:
+    """`dropout`'s CPU mask for x: (keep, bool like x; the scale), or None where nothing is
+    dropped (p rounds to 0/256)."""
+    cut = min(round(p * 256), 255)  # bytes below cut are dropped
+    if cut == 0:
+        return None
+    n = x.numel()
+    draws = torch.empty((n + 3) // 4, dtype=torch.int32).random_(-2**31, 2**31)
+    return draws.view(torch.uint8)[:n].view(x.shape) >= cut, 256 / (256 - cut)
+
+
+class _ReluDropout(torch.autograd.Function):
+    """dropout(relu(x)) saving only its output, which the next layer saves anyway: the output
+    is positive exactly where the gradient passes (x > 0 and kept). Apart, relu saves its output
+    and dropout its mask, a second and a third copy of the feed-forward's widest activation."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
+        out = x.relu().mul_(keep).mul_(scale)
+        ctx.save_for_backward(out)
+        ctx.scale = scale
+        return out
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (out,) = ctx.saved_tensors
+        return grad.mul(out > 0).mul_(ctx.scale), None, None
+
+
+def relu_dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
+    """dropout(relu(x), p) with `dropout`'s mask, the same values; on CPU its backward keeps
+    one tensor the size of x, not three."""
+    if not training or p <= 0.0:
+        return torch.relu(x)
+    if x.device.type != "cpu":
+        return F.dropout(torch.relu(x), p, training=True)
+    mask = _keep_mask(x, p)
+    return torch.relu(x) if mask is None else _ReluDropout.apply(x, *mask)
 
 
 class Dropout(nn.Module):

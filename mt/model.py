@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from mt.config import ModelConfig
-from mt.kernels import Dropout, attention
+from mt.kernels import Dropout, attention, relu_dropout
 from mt.vocab import PAD
 
 KV = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, H, L, Dh) each
@@ -77,7 +77,10 @@ class FeedForward(nn.Module):
                                  nn.Linear(d_ff, d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
+        # The layers stay in `net`, under the names checkpoints use; ReLU and dropout run as
+        # one (relu_dropout: its backward keeps one copy of the hidden activations, not three).
+        first, _, drop, last = self.net
+        return last(relu_dropout(first(x), drop.p, self.training))
 
 
 class Residual(nn.Module):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import os
 import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -109,3 +111,46 @@ def tick() -> None:
     """Let the Governor adjust this thread's torch threads, if follow_load started one."""
     if _governor is not None:
         _governor.tick()
+
+
+# Streams beyond this gain little: each stream's Python holds the GIL while it runs (measured on
+# 2 cores only; docs/benchmarks.md#a-busy-neighbour).
+MAX_STREAMS = 4
+
+
+class Streams:
+    """Batches decoded `count` at a time, each in its own thread of `threads` torch threads.
+
+    One thread per core, rather than one team of OpenMP threads over all of them, needs no
+    thread to wait for another: a busy neighbour slows down the stream that shares its core
+    and no other, where a team's every parallel region waits for its slowest thread. count 1
+    (the default): in the calling thread, with its threads.
+    """
+
+    def __init__(self, count: int = 1, threads: int = 1):
+        self.count, self.threads = count, threads
+        self._pool: ThreadPoolExecutor | None = None
+
+    def map(self, fn: Callable, items: Iterable) -> Iterator:
+        """fn over items, results in order; concurrently in the streams' threads if count > 1."""
+        if self.count <= 1:
+            return map(fn, items)
+        if self._pool is None:  # its threads wait for work until the process exits
+            self._pool = ThreadPoolExecutor(self.count, "mt-stream", torch.set_num_threads,
+                                            (self.threads,))
+        return self._pool.map(fn, items)
+
+
+def translation_streams(threads: int = 0, device: str = "cpu", search: str = "mt") -> Streams:
+    """The threads of a command that translates (mt translate, mt eval), set for this thread
+    and returned for its Translator. threads > 0, a GPU, or CTranslate2's search (threads of
+    its own): `follow_load(threads)`, one stream. 0 on CPU: of torch's count (the cores, or
+    OMP_NUM_THREADS), one stream per thread (at most MAX_STREAMS, the threads shared out among
+    them); this thread, which loads the model and reads the input, takes as many as each."""
+    if threads > 0 or not str(device).startswith("cpu") or search != "mt":
+        follow_load(threads)
+        return Streams()
+    total = torch.get_num_threads()
+    count = min(total, MAX_STREAMS)
+    follow_load(total // count)
+    return Streams(count, total // count)

@@ -25,7 +25,7 @@ from mt.ensemble import Ensemble
 from mt.errors import ConfigError, DataError
 from mt.log import warn
 from mt.model import Seq2Seq
-from mt.threads import tick
+from mt.threads import Streams, tick
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
 
@@ -229,6 +229,7 @@ class Translator:
         # Lines the streams read, sort and translate together (None: CHUNK_LINES); 1 answers
         # each line as soon as it is read, for someone typing at a terminal.
         self.chunk_lines: int | None = None
+        self.streams = Streams()  # batches decoded at once (mt.threads.translation_streams)
         if self.decode_cfg.tag:  # refused now, before any work
             self._tag_id(self.decode_cfg.tag)
 
@@ -347,18 +348,27 @@ class Translator:
         K = max(cfg.beam, cfg.samples)
         sizes = np.array([K * len(ids[i]) for i in order], dtype=np.int64)
         bounds = group_bounds(sizes, np.zeros_like(sizes), cfg.batch_tokens)
-        for group in (order[a:b] for a, b in zip(bounds[:-1], bounds[1:])):
+        groups = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+        def decode(group: list[int]) -> list[list[Translation]]:
             tick()  # threads follow the free cores, where the command asked for it
             src = pad([ids[i] for i in group]).to(self.device)
             prefix = None
             if any(forced[i] for i in group if forced):
                 prefix = pad([forced[i] for i in group]).to(self.device)
             found = self.search.search(src, cfg, scored, prefix)
-            for i, hyps in zip(group, found, strict=True):
-                out[i] = [Translation(self.detokenize(h.tokens), h.score) for h in hyps]
+            done = [[Translation(self.detokenize(h.tokens), h.score) for h in hyps]
+                    for hyps in found]
             if cfg.align or attention:
-                self._attend(src, [tokens[i] for i in group], found, [out[i] for i in group],
-                             len(lead), cfg.align, attention)
+                self._attend(src, [tokens[i] for i in group], found, done, len(lead),
+                             cfg.align, attention)
+            return done
+
+        # CTranslate2 runs its own threads; mt's search decodes in streams
+        streams = self.streams if isinstance(self.search, ModelSearch) else Streams()
+        for group, done in zip(groups, streams.map(decode, groups), strict=True):
+            for i, translations in zip(group, done, strict=True):
+                out[i] = translations
         return out
 
     def _tag_id(self, tag: str) -> int:

@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mt.kernels import attention, dropout
+from mt.kernels import attention, dropout, relu_dropout
 
 
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
@@ -62,3 +62,29 @@ def test_attention_dropout_on_cpu_drops_weights_not_outputs():
     out = attention(q, k, v, None, p=0.5)[0]
     assert not torch.allclose(out, plain)
     assert torch.isfinite(out).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_relu_dropout_is_dropout_of_relu_bit_for_bit_and_saves_one_tensor(dtype):
+    """The same outputs and gradients as dropout(relu(x)) for the same random state, bit for
+    bit, keeping for backward one tensor the size of x (its output), not three."""
+    x0 = torch.randn(64, 300).to(dtype)
+    results = []
+    for fn in (lambda x: dropout(torch.relu(x), 0.2), lambda x: relu_dropout(x, 0.2)):
+        torch.manual_seed(1)
+        x = x0.clone().requires_grad_()
+        saved = []
+
+        def pack(t, saved=saved):
+            saved.append(t.numel() * t.element_size())
+            return t
+
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+            y = fn(x)
+        (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+        results.append((y.detach(), x.grad, sum(saved)))
+    (want, want_grad, want_bytes), (got, got_grad, got_bytes) = results
+    assert torch.equal(got, want) and torch.equal(got_grad, want_grad)
+    assert 0 < (got == 0).float().mean() - (x0 <= 0).float().mean() < 0.2  # relu, then dropped
+    assert got_bytes == x0.numel() * x0.element_size() < want_bytes
+    assert torch.equal(relu_dropout(x0, 0.2, training=False), torch.relu(x0))

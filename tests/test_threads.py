@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -10,7 +11,15 @@ import pytest
 import torch
 
 from mt import threads
-from mt.threads import Governor, available_cores, follow_load, threads_for
+from mt.threads import (
+    MAX_STREAMS,
+    Governor,
+    Streams,
+    available_cores,
+    follow_load,
+    threads_for,
+    translation_streams,
+)
 
 
 def test_threads_for_shares_the_cores_out():
@@ -77,3 +86,34 @@ def test_governor_sees_a_busy_neighbour():
     finally:
         other.kill()
         other.wait()
+
+
+def test_streams_map_in_order_in_threads_of_their_own_thread_count():
+    seen = []
+
+    def work(i):
+        time.sleep(0.01 * (i % 3))  # finishing out of order
+        seen.append((threading.get_ident(), torch.get_num_threads()))
+        return i * i
+
+    assert list(Streams(3, 2).map(work, range(12))) == [i * i for i in range(12)]
+    assert len({ident for ident, _ in seen}) > 1 and {n for _, n in seen} == {2}
+    assert threading.get_ident() not in {ident for ident, _ in seen}
+    seen.clear()
+    assert list(Streams().map(work, range(3))) == [0, 1, 4]  # one stream: this thread
+    assert {ident for ident, _ in seen} == {threading.get_ident()}
+
+
+def test_translation_streams_one_per_thread_unless_threads_are_given():
+    try:
+        for total, count, each in ((1, 1, 1), (2, 2, 1), (4, 4, 1), (16, MAX_STREAMS, 4)):
+            torch.set_num_threads(total)  # torch's count: the cores, or OMP_NUM_THREADS
+            s = translation_streams(0)
+            assert (s.count, s.threads, torch.get_num_threads()) == (count, each, each)
+            assert threads._governor is None  # no team here to lower beside the streams
+        for args in ((3,), (0, "cuda"), (0, "cpu", "ctranslate2")):
+            assert translation_streams(*args).count == 1
+        assert torch.get_num_threads() == 3 and threads._governor is not None  # follow_load(0)
+    finally:
+        torch.set_num_threads(1)
+        threads._governor = None

@@ -7,6 +7,7 @@ import io
 import re
 import subprocess
 import sys
+import threading
 
 import pytest
 import torch
@@ -17,6 +18,7 @@ from mt.config import DecodeConfig
 from mt.data import pad
 from mt.decode import beam_search
 from mt.errors import ConfigError
+from mt.threads import Streams
 from mt.translator import CHUNK_LINES, Translation, Translator
 
 
@@ -61,6 +63,26 @@ def test_translator_keeps_order_and_empty_lines_through_sorted_batches(tiny_run)
         else:
             assert [(t.text, t.score) for t in got] == [("", 0.0)]
     assert translator.translate(LINES) == [t[0].text for t in together]
+
+
+def test_streams_translate_as_one_thread_does(tiny_run):
+    """Batches decoded in three streams at once (mt.threads.Streams): the same translations,
+    scores and alignments, in input order, the batches spread over the streams' threads."""
+    run = load_run(tiny_run)
+    cfg = DecodeConfig(beam=3, nbest=2, max_len_b=5, batch_tokens=60, align=True)
+    lines = LINES * 5
+    want = Translator(run, cfg).translate_nbest(lines)
+    translator = Translator(run, cfg)
+    translator.streams = Streams(3, 1)
+    threads = set()
+    search = translator.search.search
+    translator.search.search = lambda *a: threads.add(threading.get_ident()) or search(*a)
+    got = translator.translate_nbest(lines)
+    assert len(threads) > 1 and threading.get_ident() not in threads
+    assert [[(t.text, t.alignment) for t in ts] for ts in got] == \
+        [[(t.text, t.alignment) for t in ts] for ts in want]
+    assert [t.score for ts in got for t in ts] == pytest.approx(
+        [t.score for ts in want for t in ts], abs=1e-5)
 
 
 def test_greedy_translator_scores_match_beam_of_one(tiny_run):

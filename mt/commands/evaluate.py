@@ -12,6 +12,7 @@ from mt.commands.output import check_output_path, write_output
 from mt.data import read_parallel, split_path
 from mt.errors import DataError
 from mt.metrics import full_score
+from mt.threads import translation_streams
 from mt.translator import Paths, Translator
 
 SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming that split
@@ -20,21 +21,24 @@ SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming th
 def evaluate(run_path: Paths, split: str = "test", src: str | None = None,
              ref: str | None = None, output: str | None = None, device: str = "cpu",
              overrides: Sequence[str] = (), search: str = "mt",
-             metrics: Sequence[str] = ()) -> dict:
+             metrics: Sequence[str] = (), threads: int = 0) -> dict:
     """Translate a split of the run's data (or --src/--ref files) and score it; several runs
     (run_path a list) translate as an ensemble, with the first's data and decode settings.
 
     overrides: `key=value` items over the run's saved config (`--set` and the decoding
     options). search: mt or ctranslate2 (mt.translator.SEARCHES; for ctranslate2 run_path
     may be an `mt export` directory). metrics: extra metrics beside the BLEU and chrF
-    variants (mt.metrics.EXTRA_METRICS).
+    variants (mt.metrics.EXTRA_METRICS). threads: torch threads (0:
+    mt.threads.translation_streams).
     """
     if src is not None and ref is None:
         raise DataError(f"--src {src}: no reference translations to score against; add "
                         "--ref FILE")
     if output:
         check_output_path(output)  # before minutes of translating, not after
+    streams = translation_streams(threads, device, search)
     translator = Translator.load(run_path, device, search, overrides)
+    translator.streams = streams
     run = translator.run
     if src is None:
         d = run.cfg.data

@@ -13,7 +13,7 @@ from mt.commands.formats import formatted
 from mt.commands.output import check_input_path, check_output_path, write_output
 from mt.errors import DataError
 from mt.textio import iter_lines
-from mt.threads import follow_load
+from mt.threads import translation_streams
 from mt.translator import Paths, Translator, open_runs
 
 FORMATS = ("text", "jsonl")  # `mt translate --format`
@@ -33,7 +33,8 @@ def translate_file(run_path: Paths, src: str, out: str, device: str = "cpu",
     decode.samples is > 1; or jsonl (mt.commands.formats). workers: processes translating
     chunks of the input (mt.commands.parallel); 1 translates here, as does a terminal's input.
     prefix: a file of target prefixes, one per input line (empty: none). threads: torch
-    threads of each process (0: mt.threads.follow_load; with workers, the cores shared out).
+    threads of each process (0: mt.threads.translation_streams; with workers, the cores shared
+    out).
     """
     check_input_path(src)
     check_output_path(out)
@@ -52,8 +53,9 @@ def translate_file(run_path: Paths, src: str, out: str, device: str = "cpu",
         chunks = parallel_formatted(run_path, device, search, overrides, lines, output_format,
                                     nbest, workers, prefixes, threads)
     else:
-        follow_load(threads)
+        streams = translation_streams(threads, device, search)
         translator = Translator.load(run_path, device, search, overrides)
+        translator.streams = streams
         nbest = nbest or translator.decode_cfg.nbest > 1 or translator.decode_cfg.samples > 1
         if interactive:  # someone typing: answer each line, not each chunk of them
             translator.chunk_lines = 1
