@@ -1,7 +1,7 @@
 """Bucketed batches against exact-length ones: training speed, padding, shapes and peak memory.
 
     python -m benchmarks.bench_buckets [--config C] [--steps 1000] [--amp bf16,none] [--rounds 1]
-        [--env "K=V [K2=V2]" ...]
+        [--env "K=V [K2=V2]" ...] [--rev COMMIT ...]
     python -m benchmarks.bench_buckets --plan-only --steps 715   # batches only, no training
     python -m benchmarks.bench_buckets --smoke      # the toy corpus, 5 steps
 
@@ -10,7 +10,9 @@ of --steps steps from scratch (validation only at the end, no BLEU), as a user r
 lengths with oneDNN's kernel cache at its own default (1,024 kernels), as mt trained before
 buckets, against mt's defaults (buckets, a cache of mt.cli.ONEDNN_CACHE kernels); each --env
 setting adds mt's defaults with those variables in the environment (oneDNN's cache as
-ONEDNN_PRIMITIVE_CACHE_CAPACITY=N; glibc's malloc as GLIBC_TUNABLES=glibc.malloc.X=N). The
+ONEDNN_PRIMITIVE_CACHE_CAPACITY=N; glibc's malloc as GLIBC_TUNABLES=glibc.malloc.X=N), and
+each --rev commit mt's defaults as of that commit (its mt package run from a temporary
+directory, with the config and data here: mt before a change, against it). The
 contenders take turns, --rounds rounds, each keeping its fastest round and its highest peak.
 Printed per contender: target tokens/s (the log intervals' mean, from metrics.jsonl), the
 padding fraction of source and target positions and the distinct batch shapes of the batches
@@ -31,6 +33,7 @@ from benchmarks.harness import (
     alternate,
     environment,
     markdown,
+    mt_at,
     parse,
     parser,
     train_command,
@@ -68,13 +71,13 @@ def batches_seen(config: str, sets: list[str], steps: int) -> tuple[float, int, 
 
 
 def train(config: str, sets: list[str], steps: int, threads: int, scratch: str,
-          env: dict[str, str] | None = None) -> dict:
-    """One `mt train` process (with `env` added to its environment), in a new directory under
-    scratch: seconds, peak RSS and target tokens/s."""
+          env: dict[str, str] | None = None, code: Path = ROOT) -> dict:
+    """One `mt train` process (with `env` added to its environment; mt from the directory
+    `code`), in a new directory under scratch: seconds, peak RSS and target tokens/s."""
     out = Path(tempfile.mkdtemp(dir=scratch)) / "run"
     command = train_command(config, steps, [*sets, f"train.threads={threads}",
                                             f"train.log_every={max(1, steps // 10)}"], out)
-    seconds, peak = watched(command, "mt train", env)
+    seconds, peak = watched(command, "mt train", env, code)
     rates = [r["tok_per_s"] for r in map(json.loads, (out / "metrics.jsonl").open())
              if r.get("event") == "train"]
     return {"seconds": seconds, "peak": peak, "tok_s": sum(rates) / len(rates)}
@@ -94,14 +97,19 @@ def main() -> None:
                     "ONEDNN_PRIMITIVE_CACHE_CAPACITY=64 (oneDNN's kernel cache: 1,024 kernels "
                     f"by default, {ONEDNN_CACHE} in mt) or "
                     "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4194304")
+    ap.add_argument("--rev", nargs="+", default=[], metavar="COMMIT",
+                    help="also buckets with mt as of these commits, one contender each")
     args = parse(ap, {"config": SMOKE_DATA["config"], "data": SMOKE_DATA["data"], "steps": 5,
                       "amp": "none", "threads": 1})
-    base = [f"data.dir={args.data}"] if args.data else []
-    kinds = ["false", "true", *args.env]
+    # absolute, for mt run from elsewhere (--rev)
+    data = Path(args.data or load_config(args.config).data.dir)
+    base = [f"data.dir={data if data.is_absolute() else ROOT / data}"]
+    revs = [f"mt at {rev}" for rev in args.rev]
+    kinds = ["false", "true", *args.env, *revs]
     contenders = {(amp, kind): [*base, f"train.amp={amp}",
                                 f"train.buckets={'false' if kind == 'false' else 'true'}"]
                   for amp in args.amp.split(",") for kind in kinds}
-    envs = {"false": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"}, "true": None,
+    envs = {"false": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
             **{setting: environment(setting) for setting in args.env}}
     if args.plan_only:
         for kind in ("false", "true"):
@@ -111,16 +119,20 @@ def main() -> None:
                   f"distinct shapes; {per_epoch} batches an epoch")
         return
     with tempfile.TemporaryDirectory() as tmp:
+        code = {kind: mt_at(rev, Path(tmp) / f"rev{i}")
+                for i, (kind, rev) in enumerate(zip(revs, args.rev, strict=True))}
         best = alternate({key: (lambda r, key=key: train(args.config, contenders[key],
                                                           args.steps, args.threads, tmp,
-                                                          envs[key[1]]))
+                                                          envs.get(key[1]),
+                                                          code.get(key[1], ROOT)))
                           for key in contenders}, args.rounds,
                          keep=lambda a, b: {"seconds": min(a["seconds"], b["seconds"]),
                                             "peak": max(a["peak"], b["peak"]),
                                             "tok_s": max(a["tok_s"], b["tok_s"])})
     seen = {key: batches_seen(args.config, sets, args.steps) for key, sets in contenders.items()
             if key[1] in NAMES}  # an environment changes no batch
-    seen.update({key: seen[key[0], "true"] for key in contenders if key not in seen})  # --env
+    # an environment plans the same batches; so is another commit's mt taken to (--rev)
+    seen.update({key: seen[key[0], "true"] for key in contenders if key not in seen})
     print(f"{args.config}: {args.steps} steps, {args.threads} thread(s), best of {args.rounds} "
           "round(s)\n")
     print(markdown(["amp", "batches", "target tok/s", "padding", "distinct shapes", "wall, s",
@@ -136,6 +148,11 @@ def main() -> None:
             which = "buckets" if kind == "true" else f"buckets, {kind}"
             print(f"\n{amp}: {which} / exact lengths: tok/s "
                   f"{new['tok_s'] / old['tok_s']:.2f}x, peak RSS {new['peak'] / old['peak']:.2f}x")
+        here = best[amp, "true"]
+        for kind in revs:
+            then = best[amp, kind]
+            print(f"{amp}: buckets here / {kind}: tok/s {here['tok_s'] / then['tok_s']:.2f}x, "
+                  f"peak RSS {here['peak'] / then['peak']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -31,7 +31,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.harness import MULTI30K, ROOT, SMOKE_DATA, alternate, markdown, parse, parser
+from benchmarks.harness import (
+    MULTI30K,
+    ROOT,
+    SMOKE_DATA,
+    alternate,
+    markdown,
+    mt_at,
+    parse,
+    parser,
+)
 from mt.config import DataConfig, load_config
 from mt.data import split_path
 from mt.textio import read_lines
@@ -156,11 +165,8 @@ def main() -> None:
     try:
         old_tree = tmp / "old"
         if min(args.folds) <= args.old_max_fold:
-            old_tree.mkdir()
             rev = args.old_rev or first_cache_commit()
-            archive = subprocess.run(["git", "archive", rev, "mt"], cwd=ROOT, capture_output=True,
-                                     check=True).stdout
-            subprocess.run(["tar", "-x", "-C", str(old_tree)], input=archive, check=True)
+            mt_at(rev, old_tree)
             assert not (old_tree / "mt" / "cache.py").exists(), f"{rev} has the token cache already"
         base = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
                 "MT_CACHE_DIR": str(tmp / "cache")}

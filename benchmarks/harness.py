@@ -75,12 +75,13 @@ def tree_rss(pid: int) -> int:
     return total
 
 
-def watched(command: list[str], what: str, env: Mapping[str, str] | None = None
-            ) -> tuple[float, int]:
+def watched(command: list[str], what: str, env: Mapping[str, str] | None = None,
+            cwd: Path = ROOT) -> tuple[float, int]:
     """Seconds and peak resident bytes (of the process tree, sampled every 50 ms) of one
-    command run from the repository's root; SystemExit with its stderr's end if it fails."""
+    command run from cwd (the repository's root); SystemExit with its stderr's end if it
+    fails."""
     start = time.perf_counter()
-    p = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    p = subprocess.Popen(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                          text=True, env=None if env is None else {**os.environ, **env})
     peak = 0
     while p.poll() is None:
@@ -90,6 +91,15 @@ def watched(command: list[str], what: str, env: Mapping[str, str] | None = None
     if p.returncode:
         raise SystemExit(f"{what} failed: {p.stderr.read()[-2000:]}")
     return seconds, peak
+
+
+def mt_at(rev: str, dest: Path) -> Path:
+    """dest, holding mt's package as of commit rev: `python -m mt` run from dest is that mt."""
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", rev, "mt"], cwd=ROOT, capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
 
 
 def environment(setting: str) -> dict[str, str]:

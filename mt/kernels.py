@@ -26,14 +26,24 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     if x.device.type != "cpu":
         return F.dropout(x, p, training=True)
     mask = _keep_mask(x, p)
-    if mask is None:
-        return x
-    keep, scale = mask
-    if x.dtype in (torch.float32, torch.float64):
-        # One float mask holding the scale: one product forward and one backward (x * keep *
-        # scale takes two each, converting the bool mask inside the first); same values.
-        return x * keep.to(x.dtype).mul_(scale)
-    return x * keep * scale  # a bf16 mask would round the scale (1.2488 to 1.25 at p=0.2)
+    return x if mask is None else _Dropout.apply(x, *mask)
+
+
+class _Dropout(torch.autograd.Function):
+    """x * keep * scale, keeping the bool mask for backward: a quarter of a float32 mask's
+    memory. The scale is applied as a float, never as a mask of x's dtype (a bf16 mask would
+    round it: 1.2488 to 1.25 at p=0.2)."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, keep: torch.Tensor, scale: float) -> torch.Tensor:
+        ctx.save_for_backward(keep)
+        ctx.scale = scale
+        return x.mul(keep).mul_(scale)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        (keep,) = ctx.saved_tensors
+        return grad.mul(keep).mul_(ctx.scale), None, None
 
 
 def _keep_mask(x: torch.Tensor, p: float) -> tuple[torch.Tensor, float] | None:

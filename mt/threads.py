@@ -1,4 +1,4 @@
-"""CPU threads for torch: how many each process of mt takes."""
+"""CPU threads for torch: how many each process of mt takes, and decoding streams."""
 
 from __future__ import annotations
 

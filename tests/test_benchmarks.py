@@ -14,7 +14,6 @@ from conftest import ROOT, THREADS
 # benchmark -> a line its smoke run must print
 SMOKE = {
     "bench_attention": "| dtype | call | shape (B, T, L) |",
-    "bench_buckets": "none: buckets / exact lengths: tok/s",
     "bench_cache_load": "|  | page cache, ms | cold, ms |",
     "bench_checkpoint": "ratio load_run with / without:",
     "bench_data": "| 1x | 6,000 | - |",
@@ -53,6 +52,13 @@ def test_markdown_table():
 @pytest.mark.parametrize("name", sorted(SMOKE))
 def test_benchmark_runs_in_smoke_mode(name):
     assert SMOKE[name] in run_benchmark(name)
+
+
+@pytest.mark.slow
+def test_bench_buckets_runs_in_smoke_mode_against_mt_as_of_a_commit():
+    out = run_benchmark("bench_buckets", "--rev", "HEAD")
+    assert "none: buckets / exact lengths: tok/s" in out
+    assert "none: buckets here / mt at HEAD: tok/s" in out
 
 
 def test_bench_decode_runs_in_smoke_mode(tiny_run):

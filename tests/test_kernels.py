@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mt.kernels import attention, dropout, relu_dropout
+from mt.kernels import _keep_mask, attention, dropout, relu_dropout
 
 
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
@@ -73,18 +73,44 @@ def test_relu_dropout_is_dropout_of_relu_bit_for_bit_and_saves_one_tensor(dtype)
     for fn in (lambda x: dropout(torch.relu(x), 0.2), lambda x: relu_dropout(x, 0.2)):
         torch.manual_seed(1)
         x = x0.clone().requires_grad_()
-        saved = []
-
-        def pack(t, saved=saved):
-            saved.append(t.numel() * t.element_size())
-            return t
-
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-            y = fn(x)
+        y, saved = _saving(fn, x)
         (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
-        results.append((y.detach(), x.grad, sum(saved)))
+        results.append((y.detach(), x.grad, saved))
     (want, want_grad, want_bytes), (got, got_grad, got_bytes) = results
     assert torch.equal(got, want) and torch.equal(got_grad, want_grad)
     assert 0 < (got == 0).float().mean() - (x0 <= 0).float().mean() < 0.2  # relu, then dropped
     assert got_bytes == x0.numel() * x0.element_size() < want_bytes
     assert torch.equal(relu_dropout(x0, 0.2, training=False), torch.relu(x0))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dropout_keeps_a_bool_mask_and_scales_as_a_float_mask_would(dtype):
+    """The values and gradients of x * (keep as x's dtype, times the scale), bit for bit
+    (float32: the mask mt kept before), keeping one byte per element for backward."""
+    x0 = torch.randn(64, 300).to(dtype)
+    torch.manual_seed(2)
+    keep, scale = _keep_mask(x0, 0.2)
+    results = []
+    for fn in (lambda x: x * keep.to(torch.float32).mul_(scale).to(x.dtype) if dtype ==
+               torch.float32 else x * keep * scale, lambda x: dropout(x, 0.2)):
+        torch.manual_seed(2)
+        x = x0.clone().requires_grad_()
+        y, saved = _saving(fn, x)
+        (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+        results.append((y.detach(), x.grad, saved))
+    (want, want_grad, _), (got, got_grad, got_bytes) = results
+    assert torch.equal(got, want) and torch.equal(got_grad, want_grad)
+    assert got_bytes == x0.numel()  # the bool mask
+
+
+def _saving(fn, x):
+    """fn(x), and the bytes autograd keeps for its backward."""
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel() * t.element_size())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        y = fn(x)
+    return y, sum(saved)
