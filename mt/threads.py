@@ -113,8 +113,8 @@ def tick() -> None:
         _governor.tick()
 
 
-# Streams beyond this gain little: each stream's Python holds the GIL while it runs (measured on
-# 2 cores only; docs/benchmarks.md#a-busy-neighbour).
+# A cap, not a measurement (streams were measured on 2 cores only): each stream's Python holds
+# the GIL while it runs, so many streams would queue for it.
 MAX_STREAMS = 4
 
 
