@@ -69,14 +69,8 @@ def test_relu_dropout_is_dropout_of_relu_bit_for_bit_and_saves_one_tensor(dtype)
     """The same outputs and gradients as dropout(relu(x)) for the same random state, bit for
     bit, keeping for backward one tensor the size of x (its output), not three."""
     x0 = torch.randn(64, 300).to(dtype)
-    results = []
-    for fn in (lambda x: dropout(torch.relu(x), 0.2), lambda x: relu_dropout(x, 0.2)):
-        torch.manual_seed(1)
-        x = x0.clone().requires_grad_()
-        y, saved = _saving(fn, x)
-        (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
-        results.append((y.detach(), x.grad, saved))
-    (want, want_grad, want_bytes), (got, got_grad, got_bytes) = results
+    want, want_grad, want_bytes = _trained(lambda x: dropout(torch.relu(x), 0.2), x0, seed=1)
+    got, got_grad, got_bytes = _trained(lambda x: relu_dropout(x, 0.2), x0, seed=1)
     assert torch.equal(got, want) and torch.equal(got_grad, want_grad)
     assert 0 < (got == 0).float().mean() - (x0 <= 0).float().mean() < 0.2  # relu, then dropped
     assert got_bytes == x0.numel() * x0.element_size() < want_bytes
@@ -90,27 +84,25 @@ def test_dropout_keeps_a_bool_mask_and_scales_as_a_float_mask_would(dtype):
     x0 = torch.randn(64, 300).to(dtype)
     torch.manual_seed(2)
     keep, scale = _keep_mask(x0, 0.2)
-    results = []
-    for fn in (lambda x: x * keep.to(torch.float32).mul_(scale).to(x.dtype) if dtype ==
-               torch.float32 else x * keep * scale, lambda x: dropout(x, 0.2)):
-        torch.manual_seed(2)
-        x = x0.clone().requires_grad_()
-        y, saved = _saving(fn, x)
-        (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
-        results.append((y.detach(), x.grad, saved))
-    (want, want_grad, _), (got, got_grad, got_bytes) = results
+    want, want_grad, _ = _trained(lambda x: x * keep.to(torch.float32).mul_(scale).to(x.dtype)
+                                  if dtype == torch.float32 else x * keep * scale, x0, seed=2)
+    got, got_grad, got_bytes = _trained(lambda x: dropout(x, 0.2), x0, seed=2)
     assert torch.equal(got, want) and torch.equal(got_grad, want_grad)
     assert got_bytes == x0.numel()  # the bool mask
 
 
-def _saving(fn, x):
-    """fn(x), and the bytes autograd keeps for its backward."""
+def _trained(fn, x0, seed):
+    """fn(x) from the random state `seed`, with a backward pass: its output, x's gradient and
+    the bytes autograd kept for the backward."""
     saved = []
 
     def pack(t):
         saved.append(t.numel() * t.element_size())
         return t
 
+    torch.manual_seed(seed)
+    x = x0.clone().requires_grad_()
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         y = fn(x)
-    return y, sum(saved)
+    (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
+    return y.detach(), x.grad, sum(saved)
