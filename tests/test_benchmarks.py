@@ -85,4 +85,4 @@ def test_bench_contention_runs_in_smoke_mode(tiny_run):
     out = run_benchmark("bench_contention", str(tiny_run), "--env", "GOMP_SPINCOUNT=300000",
                         "--threads", "0", "1")
     assert "| threads 1, `GOMP_SPINCOUNT=300000` | train |" in out
-    assert "| threads following the load, `GOMP_SPINCOUNT=300000` | translate |" in out
+    assert "| mt's default, `GOMP_SPINCOUNT=300000` | translate |" in out
