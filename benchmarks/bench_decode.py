@@ -180,11 +180,11 @@ def ct2_translators(run, cfgs: dict, threads: int, device: torch.device, model_d
                     ) -> dict:
     """CTranslate2 contenders: Translators whose search is a CTranslate2 model of the same
     weights, one per (quantization, search), with `threads` intra-op threads."""
-    from mt.ct2.search import CTranslate2Search
+    from mt.ct2.search import CTranslate2Engine
 
     out = {}
     for quant, model_dir in model_dirs.items():
-        search = CTranslate2Search(model_dir, run.src_vocab, run.tgt_vocab,
+        search = CTranslate2Engine(model_dir, run.src_vocab, run.tgt_vocab,
                                    run.cfg.model.max_positions, str(device), threads)
         for kind, cfg in cfgs.items():
             out[(quant, kind)] = Translator(run, cfg, device, search)

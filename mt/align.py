@@ -30,14 +30,21 @@ def token_words(tokens: Sequence[str], detokenize: Detokenize) -> list[int]:
 
 
 @torch.no_grad()
-def cross_attention(model, src: torch.Tensor, outputs: list[list[int]]) -> list[torch.Tensor]:
+def cross_attention(model, src: torch.Tensor, outputs: list[list[int]], layer: int | None = None,
+                    heads: bool = False, end: bool = False) -> list[torch.Tensor]:
     """src (B, S) and an output (ids) per row -> per row its (T_b, S_b) weights, averaged over
-    layers and heads: row j is the step that predicts output token j."""
+    layers and heads: row j is the step that predicts output token j. layer: that decoder
+    layer's only; heads (with a layer): every head's, (H, T_b, S_b); end: and the row of the
+    step that predicts <eos> (T_b + 1 rows)."""
     tgt_in = pad([[BOS] + y for y in outputs]).to(src.device)
     layers = model.cross_attention(src, tgt_in)  # per layer (B, H, T + 1, S)
-    weights = torch.stack([w.float().mean(1) for w in layers]).mean(0)  # (B, T + 1, S)
+    if layer is None:
+        weights = torch.stack([w.float().mean(1) for w in layers]).mean(0)  # (B, T + 1, S)
+    else:
+        weights = layers[layer].float()  # (B, H, T + 1, S)
+        weights = weights if heads else weights.mean(1)
     lengths = (src != PAD).sum(1).tolist()
-    return [weights[b, : len(y), : lengths[b]].cpu() for b, y in enumerate(outputs)]
+    return [weights[b, ..., : len(y) + end, : lengths[b]].cpu() for b, y in enumerate(outputs)]
 
 
 def word_alignment(weights: torch.Tensor, src_words: list[int], tgt_words: list[int]

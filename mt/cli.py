@@ -16,6 +16,7 @@ from pathlib import Path
 import typer
 
 from mt.errors import ConfigError, FileSystemError, MTError, os_error_message
+from mt.threads import ONEDNN_CACHE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train Transformer translation models, translate files, score with BLEU.")
@@ -102,10 +103,11 @@ def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def _config_overrides(skip: tuple[str, ...] = ()):
-    """Give a command that opens a run `--set KEY=VALUE` and the DECODING options (but skip),
-    after its --device option. The command gets them as one list, `overrides`: the --set items,
-    then the options given, as items. An error in an option's value names the option."""
+def _config_overrides(skip: tuple[str, ...] = (), helps: dict[str, str] | None = None):
+    """Give a command that opens a run `--set KEY=VALUE` and the DECODING options (but skip;
+    helps: the command's own text for some), after its --device option. The command gets them
+    as one list, `overrides`: the --set items, then the options given, as items. An error in
+    an option's value names the option."""
     from mt.config import DecodeConfig
 
     types = typing.get_type_hints(DecodeConfig)
@@ -117,7 +119,7 @@ def _config_overrides(skip: tuple[str, ...] = ()):
     plain = {key: str if typing.get_origin(t) is typing.Literal else t for key, t in types.items()}
     added += [inspect.Parameter(key, kind, annotation=plain[key] | None,
                                 default=typer.Option(None, _flag(key), help=text))
-              for key, text in DECODING.items() if key not in skip]
+              for key, text in {**DECODING, **(helps or {})}.items() if key not in skip]
 
     def decorate(command):
         own = [p for p in inspect.signature(command).parameters.values()
@@ -163,13 +165,13 @@ def _one_of(allowed: str):
 
 RUNS_HELP = ("Run directory (uses best.pt) or checkpoint file; several: an ensemble, averaging "
              "the models' log-probabilities (docs/decoding.md).")
-ENGINE = typer.Option("mt", "--engine", callback=_one_of("mt.translator:SEARCHES"),
+ENGINE = typer.Option("mt", "--engine", callback=_one_of("mt.engines:ENGINES"),
                       help="mt, or ctranslate2: RUN may then be an `mt export` directory (a run "
                       "is exported on the fly); see docs/ctranslate2.md.")
 
 
 @app.command("eval")
-@_config_overrides(skip=("nbest", "samples"))
+@_config_overrides(skip=("nbest", "samples", "align"))
 def evaluate(
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     split: str = typer.Option("test", "--split", callback=_one_of("mt.commands.evaluate:SPLITS"),
@@ -193,9 +195,10 @@ def evaluate(
     extra) on lowercased Moses tokens, each with its signature; --metrics ter adds TER.
     """
     from mt.commands.evaluate import evaluate as run_eval
+    from mt.commands.options import TranslateOptions
 
-    r = run_eval(runs, split, src, ref, output, device=_device(device), overrides=overrides,
-                 search=engine, metrics=metrics, threads=threads)
+    options = TranslateOptions(_device(device), engine, tuple(overrides), threads)
+    r = run_eval(runs, split, src, ref, output, options, metrics)
     if as_json:
         print(json.dumps(r))
         return
@@ -246,29 +249,27 @@ def translate(
     N lines per input line, see docs/decoding.md. Typed at a terminal, each line is translated
     as it is entered (Ctrl-D ends).
     """
-    from mt.commands.translate import translate_file
+    from mt.commands.heatmap import Pictures
+    from mt.commands.options import TranslateOptions
+    from mt.commands.translate import translate as run_translate
 
-    nbest = any(item.startswith("decode.nbest=") for item in overrides)
-    if attention is not None:
-        from mt.commands.heatmap import translate_with_attention
+    options = TranslateOptions(_device(device), engine, tuple(overrides), threads, workers,
+                               output_format, prefix)
+    pictures = None if attention is None else Pictures(attention, attention_layer,
+                                                       attention_heads)
+    run_translate(runs, input, output, options, pictures)
 
-        clashes = [name for name, on in (
-            ("--nbest", nbest), (f"--format {output_format}", output_format != "text"),
-            ("an ensemble", len(runs) > 1), ("--prefix", prefix is not None)) if on]
-        if clashes:
-            raise typer.BadParameter(f"not with {clashes[0]}", param_hint="'--attention'")
-        translate_with_attention(runs[0], input, output, attention, attention_layer,
-                                 attention_heads, device=_device(device), overrides=overrides)
-        return
-    if workers > 1 and engine != "mt":  # CTranslate2 has its own threads (ctranslate2.md)
-        raise typer.BadParameter(f"not with --engine {engine}", param_hint="'--workers'")
-    translate_file(runs, input, output, device=_device(device), overrides=overrides,
-                   nbest=nbest, search=engine, output_format=output_format, workers=workers,
-                   prefix=prefix, threads=threads)
+
+# What a server's answer holds, where `mt translate` writes lines (docs/serve.md).
+SERVE_HELPS = {
+    "nbest": 'Give the N best per line as a JSON list, "nbest" (N <= beam).',
+    "samples": 'Sampling: N outputs per line, as a JSON list ("nbest") when N > 1.',
+    "align": 'Add Pharaoh i-j word alignments: "alignment" beside each translation.',
+}
 
 
 @app.command()
-@_config_overrides()
+@_config_overrides(helps=SERVE_HELPS)
 def serve(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt), checkpoint file, or "
                                "with --engine ctranslate2 an `mt export` directory.",
@@ -298,10 +299,12 @@ def serve(
     server's defaults; a request may give its own. SIGTERM or Ctrl-C answers the requests in
     flight, then exits 0. Needs the serve extra: pip install "mt[serve]".
     """
+    from mt.commands.options import TranslateOptions
+    from mt.commands.serve import ServeOptions
     from mt.commands.serve import serve as run_server
 
-    run_server(run, host, port, _device(device), engine, overrides, threads, max_lines,
-               max_chars, batch_wait_ms)
+    run_server(run, TranslateOptions(_device(device), engine, tuple(overrides), threads),
+               ServeOptions(host, port, max_lines, max_chars, batch_wait_ms))
 
 
 @app.command("export")
@@ -492,18 +495,11 @@ def _literal_help(command):
     return command
 
 
-ONEDNN_CACHE = 16
-
-
 def main() -> None:
     """Run the app. User errors become one `error: ...` line and an exit code (docs/errors.md);
     --debug or MT_DEBUG=1 prints the traceback before that line, with the same exit code.
     Anything else is a bug in mt and keeps its traceback."""
-    # oneDNN keeps up to 1,024 kernels, one per op and shape, each with its scratch memory:
-    # beyond a GB after a few hundred bf16 training steps
-    # (docs/benchmarks.md#memory-and-batch-shapes). Read when oneDNN first runs, so set
-    # before any command does; the user's setting wins.
-    os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_CACHE))
+    os.environ.setdefault(*ONEDNN_CACHE)  # before any command runs oneDNN
     for s in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(s) is not signal.SIG_IGN:  # a background job keeps ignoring Ctrl-C
             signal.signal(s, _interrupt)

@@ -224,6 +224,11 @@ def override(cfg: Config, overrides: Sequence[str], where: str) -> Config:
     return _checked(raw, blamer(where, overrides))
 
 
+def override_keys(overrides: Sequence[str]) -> set[str]:
+    """The keys that `a.b=value` overrides set (`decode.nbest`), as _apply_override reads them."""
+    return {item.partition("=")[0].strip() for item in overrides}
+
+
 def _apply_override(raw: dict, item: str) -> None:
     key, sep, value = item.partition("=")
     if not sep or not key:

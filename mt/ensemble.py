@@ -5,7 +5,8 @@ and beam search run over it unchanged.
 At each step it gives the mean of its models' log-probabilities (of their log-softmax), not
 renormalised: so an ensemble of a model with itself is that model, scores included. Each model
 keeps its own DecoderCache; the EnsembleCache reorders them together, as beam search moves
-hypotheses. The models share the source and target vocabularies (mt.translator checks).
+hypotheses. The models share the source and target vocabularies (check_ensemble, below,
+which opening an ensemble's runs applies).
 
 Shapes as in mt.model: B rows, T target positions, V target vocabulary.
 """
@@ -13,11 +14,15 @@ Shapes as in mt.model: B rows, T target positions, V target vocabulary.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from torch import nn
 
+from mt.checkpoint import Run, open_run
+from mt.errors import ConfigError
 from mt.model import DecoderCache, Seq2Seq
 
 
@@ -85,3 +90,65 @@ class Ensemble(nn.Module):
         """Every model's decoder layers' weights (Seq2Seq.cross_attention), one after the
         other: (B, H_m, T, S) each."""
         return [w for m in self.models for w in m.cross_attention(src, tgt_in)]
+
+
+# Opening an ensemble: runs whose models can be averaged token by token.
+
+# What the models of an ensemble must share (beside their vocabularies and tokenizer files):
+# the settings that make their tokenizers.
+SHARED_DATA_KEYS = ("tokenizer", "src_lang", "tgt_lang", "lowercase")
+Paths = str | Path | Sequence[str | Path]  # one run (or export), or the runs of an ensemble
+
+
+def as_paths(path: Paths) -> list[Path]:
+    return [Path(path)] if isinstance(path, str | Path) else [Path(p) for p in path]
+
+
+def open_runs(path: Paths, overrides: Sequence[str] = ()) -> list[Run]:
+    """open_run of each path (no model), checked as an ensemble's when there are several."""
+    paths = as_paths(path)
+    refuse_exports(paths)
+    runs = [open_run(p, overrides) for p in paths]
+    check_ensemble(runs, paths)
+    return runs
+
+
+def refuse_exports(paths: Sequence[Path]) -> None:
+    """A ConfigError for a CTranslate2 export among an ensemble's paths."""
+    if len(paths) < 2:
+        return
+    from mt.ct2.search import is_export  # ct2 is an extra: imported only when needed
+
+    for p in paths:
+        if is_export(p):
+            raise ConfigError(f"{p}: a CTranslate2 export cannot be part of an ensemble (mt's "
+                              "own search decodes ensembles); give the run it was exported from")
+
+
+def check_ensemble(runs: Sequence[Run], paths: Sequence[Path]) -> None:
+    """A ConfigError naming the first difference an ensemble cannot have between a run and the
+    first: one source tensor feeds every model and their log-probabilities are averaged token
+    by token, so tokenizers and both vocabularies must be the same."""
+    first = runs[0]
+    for run, path in zip(runs[1:], paths[1:], strict=True):
+        what = _first_difference(first, run)
+        if what:
+            raise ConfigError(f"{path}: cannot be ensembled with {paths[0]}: {what}; the "
+                              "models of an ensemble share their tokenizers and vocabularies")
+
+
+def _first_difference(a: Run, b: Run) -> str | None:
+    for key in SHARED_DATA_KEYS:
+        if getattr(a.cfg.data, key) != getattr(b.cfg.data, key):
+            return (f"its data.{key} is {getattr(b.cfg.data, key)!r}, not "
+                    f"{getattr(a.cfg.data, key)!r}")
+    for name in sorted(set(a.files) | set(b.files)):
+        if a.files.get(name) != b.files.get(name):
+            return f"its tokenizer file {name} differs"
+    for side, x, y in (("source", a.src_vocab, b.src_vocab), ("target", a.tgt_vocab, b.tgt_vocab)):
+        at = next((i for i, (s, t) in enumerate(zip(x.itos, y.itos)) if s != t), None)
+        if at is not None:
+            return f"its {side} vocabulary differs at id {at} ({y.itos[at]!r}, not {x.itos[at]!r})"
+        if len(x) != len(y):
+            return f"its {side} vocabulary has {len(y)} tokens, not {len(x)}"
+    return None

@@ -9,6 +9,16 @@ class MTError(Exception):
     exit_code = 1
 
 
+class UsageError(MTError):
+    """Options of a command that cannot go together, found by the command (mt.commands), not
+    the parser: worded and numbered as the parser's usage errors are."""
+
+    exit_code = 2
+
+    def __init__(self, command: str, option: str, problem: str):
+        super().__init__(f"Invalid value for '{option}': {problem} (see 'mt {command} --help')")
+
+
 class ConfigError(MTError):
     exit_code = 3
 

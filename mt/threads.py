@@ -8,7 +8,13 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import torch
+# torch is imported where it is used: cli.py reads ONEDNN_CACHE before any command, and
+# `mt --help` should not wait for torch.
+
+# oneDNN keeps up to 1,024 kernels, one per op and shape, each with its scratch memory: beyond a
+# GB after a few hundred bf16 training steps (docs/benchmarks.md#memory-and-batch-shapes). It
+# reads the variable when it first runs, so the CLI sets it first; the user's setting wins.
+ONEDNN_CACHE = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
 
 
 def available_cores() -> int:
@@ -85,32 +91,30 @@ class Governor:
         self._last = now
         if threads != self.threads:
             self.threads, self.changes = threads, self.changes + 1
+        import torch
+
         if torch.get_num_threads() != self.threads:  # also a new thread's first tick
             torch.set_num_threads(self.threads)
 
 
-_governor: Governor | None = None
-
-
-def follow_load(threads: int = 0, cap: int | None = None) -> None:
+def follow_load(threads: int = 0, cap: int | None = None) -> Callable[[], None]:
     """threads > 0: exactly that many torch threads. 0: a cap (default torch's count: the
     cores, or OMP_NUM_THREADS) and a Governor that lowers it while other processes keep cores
-    busy. Call it from the thread that runs the model. For a process's command (mt.commands),
-    not for library code."""
-    global _governor
+    busy. Call it from the thread that runs the model, and the tick it returns (the Governor's,
+    or one that does nothing) from there before each piece of work. For a process's command
+    (mt.commands), not for library code."""
+    import torch
+
     if threads > 0:
         torch.set_num_threads(threads)
-        _governor = None
-    else:
-        cap = cap or torch.get_num_threads()
-        torch.set_num_threads(cap)
-        _governor = Governor(cap) if cap > 1 else None
+        return _no_tick
+    cap = cap or torch.get_num_threads()
+    torch.set_num_threads(cap)
+    return Governor(cap).tick if cap > 1 else _no_tick
 
 
-def tick() -> None:
-    """Let the Governor adjust this thread's torch threads, if follow_load started one."""
-    if _governor is not None:
-        _governor.tick()
+def _no_tick() -> None:
+    pass
 
 
 # A cap, not a measurement (streams were measured on 2 cores only): each stream's Python holds
@@ -124,32 +128,40 @@ class Streams:
     One thread per core, rather than one team of OpenMP threads over all of them, needs no
     thread to wait for another: a busy neighbour slows down the stream that shares its core
     and no other, where a team's every parallel region waits for its slowest thread. count 1
-    (the default): in the calling thread, with its threads.
+    (the default): in the calling thread, with its threads, calling `tick` (follow_load's)
+    before each item.
     """
 
-    def __init__(self, count: int = 1, threads: int = 1):
-        self.count, self.threads = count, threads
+    def __init__(self, count: int = 1, threads: int = 1, tick: Callable[[], None] = _no_tick):
+        self.count, self.threads, self.tick = count, threads, tick
         self._pool: ThreadPoolExecutor | None = None
 
     def map(self, fn: Callable, items: Iterable) -> Iterator:
         """fn over items, results in order; concurrently in the streams' threads if count > 1."""
         if self.count <= 1:
-            return map(fn, items)
+            return (self._ticked(fn, item) for item in items)
         if self._pool is None:  # its threads wait for work until the process exits
+            import torch
+
             self._pool = ThreadPoolExecutor(self.count, "mt-stream", torch.set_num_threads,
                                             (self.threads,))
         return self._pool.map(fn, items)
 
+    def _ticked(self, fn: Callable, item):
+        self.tick()  # threads follow the free cores, where the command asked for it
+        return fn(item)
 
-def translation_streams(threads: int = 0, device: str = "cpu", search: str = "mt") -> Streams:
+
+def translation_streams(threads: int = 0, device: str = "cpu", engine: str = "mt") -> Streams:
     """The threads of a command that translates (mt translate, mt eval), set for this thread
-    and returned for its Translator. threads > 0, a GPU, or CTranslate2's search (threads of
-    its own): `follow_load(threads)`, one stream. 0 on CPU: of torch's count (the cores, or
+    and returned for its Translator. threads > 0, a GPU, or CTranslate2 (threads of its own):
+    `follow_load(threads)`, one stream. 0 on CPU: of torch's count (the cores, or
     OMP_NUM_THREADS), one stream per thread (at most MAX_STREAMS, the threads shared out among
     them); this thread, which loads the model and reads the input, takes as many as each."""
-    if threads > 0 or not str(device).startswith("cpu") or search != "mt":
-        follow_load(threads)
-        return Streams()
+    if threads > 0 or not str(device).startswith("cpu") or engine != "mt":
+        return Streams(tick=follow_load(threads))
+    import torch
+
     total = torch.get_num_threads()
     count = min(total, MAX_STREAMS)
     follow_load(total // count)

@@ -15,7 +15,8 @@ import pytest
 
 import mt.commands.translate
 from conftest import CONFIG, Result, assert_user_error, make_weights_only, own_signals, run_mt
-from mt.cli import ONEDNN_CACHE, main
+from mt.cli import main
+from mt.threads import ONEDNN_CACHE
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -173,4 +174,4 @@ def test_onednn_cache_is_bounded_unless_the_environment_says(monkeypatch, given)
     monkeypatch.setattr(sys, "argv", ["mt", "--help"])
     with pytest.raises(SystemExit), own_signals():
         main()
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == (given or str(ONEDNN_CACHE))
+    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == (given or ONEDNN_CACHE[1])

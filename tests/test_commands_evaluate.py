@@ -36,3 +36,22 @@ def test_eval_cli_prints_every_score_and_json_holds_them(tiny_run):
         assert isinstance(result[key], float) and result[key + "_signature"], key
     assert result["bleu_lc"] >= result["bleu"] - 1e-9
     assert_user_error(run_mt("eval", str(tiny_run), "--metrics", "meteor"), 2, "--metrics")
+
+
+def test_eval_without_the_moses_extra_leaves_that_score_out_and_says_so(tiny_run, monkeypatch,
+                                                                       capsys):
+    import sys
+
+    from mt import metrics
+    from mt.commands.evaluate import evaluate
+
+    with_moses = evaluate(tiny_run, split="val")
+    monkeypatch.setitem(sys.modules, "sacremoses", None)  # `import sacremoses` fails
+    metrics._moses_words.cache_clear()  # the splitter is looked up once per language
+    try:
+        without = evaluate(tiny_run, split="val")
+    finally:
+        metrics._moses_words.cache_clear()
+    assert "bleu_moses_lc" in with_moses and "bleu_moses_lc" not in without
+    assert without["bleu"] == with_moses["bleu"]
+    assert capsys.readouterr().err.count('pip install "mt[moses]"') == 1

@@ -17,7 +17,7 @@ ctranslate2 = pytest.importorskip("ctranslate2")
 from mt.checkpoint import load_run  # noqa: E402
 from mt.commands.export import export  # noqa: E402
 from mt.ct2.export import QUANTIZATIONS, build_spec  # noqa: E402
-from mt.ct2.search import CTranslate2Search  # noqa: E402
+from mt.ct2.search import CTranslate2Engine  # noqa: E402
 from mt.data import pad, read_parallel  # noqa: E402
 from mt.decode import greedy  # noqa: E402
 from mt.vocab import BOS, EOS  # noqa: E402
@@ -60,7 +60,7 @@ def logprob_gap(model_dir: Path, run, ids: list[list[int]], hyps: list[list[int]
 
 def test_greedy_ids_and_log_probs_match_mt(toy_test, exported):
     run, ids, hyps = toy_test
-    search = CTranslate2Search(exported, run.src_vocab, run.tgt_vocab,
+    search = CTranslate2Engine(exported, run.src_vocab, run.tgt_vocab,
                                run.cfg.model.max_positions, threads=1)
     found = search.search(pad(ids), run.cfg.decode, scored=False)
     assert [h[0].tokens for h in found] == hyps

@@ -16,9 +16,9 @@ from conftest import TINY, assert_user_error, run_mt
 from mt.checkpoint import Run
 from mt.config import Config, DecodeConfig
 from mt.decode import beam_search, greedy, length_penalty, sample, sequence_scores
-from mt.ensemble import Ensemble
+from mt.ensemble import Ensemble, check_ensemble
 from mt.errors import ConfigError
-from mt.translator import Translator, check_ensemble
+from mt.translator import Translator
 from mt.vocab import SPECIALS, Vocab
 
 
@@ -105,7 +105,7 @@ def test_an_export_in_an_ensemble_and_an_ensemble_through_ctranslate2_are_refuse
     r = cli("translate", tmp_path / "run", export, stdin=b"a\n")
     assert_user_error(r, 3, f"{export}: a CTranslate2 export cannot be part of an ensemble")
     with pytest.raises(ConfigError, match="an ensemble of 2 models: not with the ctranslate2"):
-        Translator.load([export, export], search="ctranslate2")
+        Translator.load([export, export], engine="ctranslate2")
 
 
 @pytest.fixture(scope="module")

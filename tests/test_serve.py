@@ -20,8 +20,9 @@ from benchmarks.bench_serve import Client, Served, make_plans, send_all
 from conftest import ROOT, THREADS, TOY, TWO_LINES, assert_user_error
 from mt.config import DecodeConfig
 from mt.errors import ConfigError
+from mt.records import Translation
 from mt.serve.batcher import Batcher, Job
-from mt.translator import Translation, Translator
+from mt.translator import Translator
 
 # -- the batcher, on a stand-in for the Translator ------------------------------------------
 
@@ -113,7 +114,7 @@ def test_batcher_stops_gathering_at_max_lines():
     batcher.close()
 
 
-def test_batcher_calls_setup_first_and_translates_in_its_own_thread():
+def test_batcher_calls_setup_first_and_its_tick_before_each_call_in_its_own_thread():
     seen = []
 
     class Where(Upper):
@@ -121,11 +122,16 @@ def test_batcher_calls_setup_first_and_translates_in_its_own_thread():
             seen.append(("translate", threading.current_thread().name))
             return super().translate_nbest(lines, prefix, **kw)
 
-    batcher = Batcher(Where(), wait_ms=10,
-                      setup=lambda: seen.append(("setup", threading.current_thread().name)))
+    def setup():
+        seen.append(("setup", threading.current_thread().name))
+        return lambda: seen.append(("tick", threading.current_thread().name))
+
+    batcher = Batcher(Where(), wait_ms=10, setup=setup)
     assert texts(batcher.submit(Job(["a"], {}))) == ["A"]
+    assert texts(batcher.submit(Job(["b"], {}))) == ["B"]
     batcher.close()
-    assert seen == [("setup", "mt-batcher"), ("translate", "mt-batcher")]
+    assert seen == [("setup", "mt-batcher")] + [("tick", "mt-batcher"),
+                                                ("translate", "mt-batcher")] * 2
 
 
 # -- the app in this process, on a stand-in translator ----------------------------------------

@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from mt import threads
 from mt.threads import (
     MAX_STREAMS,
     Governor,
@@ -55,20 +54,26 @@ def test_governor_gives_torch_the_cores_others_leave(monkeypatch):
     assert Governor.want(g, 0.4) == 2 and Governor.want(g, 0.6) == 1 and Governor.want(g, 5) == 1
 
 
+def governed(tick) -> int | None:
+    """The cap of the Governor whose tick follow_load returned; None for a tick that does
+    nothing."""
+    governor = getattr(tick, "__self__", None)
+    return governor.cap if isinstance(governor, Governor) else None
+
+
 def test_follow_load_fixed_or_governed():
     try:
-        follow_load(3)
-        assert torch.get_num_threads() == 3 and threads._governor is None
-        follow_load(0)  # the cap is torch's count: 3
-        assert threads._governor is not None and threads._governor.cap == 3
+        tick = follow_load(3)
+        assert torch.get_num_threads() == 3 and governed(tick) is None
+        tick()  # does nothing
+        assert torch.get_num_threads() == 3
+        assert governed(follow_load(0)) == 3  # the cap is torch's count: 3
         torch.set_num_threads(1)
-        follow_load(0)  # nothing to lower
-        assert threads._governor is None
-        follow_load(0, cap=2)  # a cap given (mt serve's worker: its main thread keeps one)
-        assert torch.get_num_threads() == 2 and threads._governor.cap == 2
+        assert governed(follow_load(0)) is None  # nothing to lower
+        # a cap given (mt serve's worker: its main thread keeps one)
+        assert governed(follow_load(0, cap=2)) == 2 and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(1)
-        threads._governor = None
 
 
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="Linux's /proc/stat")
@@ -100,8 +105,10 @@ def test_streams_map_in_order_in_threads_of_their_own_thread_count():
     assert len({ident for ident, _ in seen}) > 1 and {n for _, n in seen} == {2}
     assert threading.get_ident() not in {ident for ident, _ in seen}
     seen.clear()
-    assert list(Streams().map(work, range(3))) == [0, 1, 4]  # one stream: this thread
-    assert {ident for ident, _ in seen} == {threading.get_ident()}
+    ticks = []
+    one = Streams(tick=lambda: ticks.append(len(seen)))  # one stream: this thread, ticked
+    assert list(one.map(work, range(3))) == [0, 1, 4]
+    assert {ident for ident, _ in seen} == {threading.get_ident()} and ticks == [0, 1, 2]
 
 
 def test_translation_streams_one_per_thread_unless_threads_are_given():
@@ -110,10 +117,10 @@ def test_translation_streams_one_per_thread_unless_threads_are_given():
             torch.set_num_threads(total)  # torch's count: the cores, or OMP_NUM_THREADS
             s = translation_streams(0)
             assert (s.count, s.threads, torch.get_num_threads()) == (count, each, each)
-            assert threads._governor is None  # no team here to lower beside the streams
+            assert governed(s.tick) is None  # no team here to lower beside the streams
         for args in ((3,), (0, "cuda"), (0, "cpu", "ctranslate2")):
-            assert translation_streams(*args).count == 1
-        assert torch.get_num_threads() == 3 and threads._governor is not None  # follow_load(0)
+            s = translation_streams(*args)
+            assert s.count == 1
+        assert torch.get_num_threads() == 3 and governed(s.tick) == 3  # follow_load(0)
     finally:
         torch.set_num_threads(1)
-        threads._governor = None

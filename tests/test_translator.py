@@ -18,8 +18,9 @@ from mt.config import DecodeConfig
 from mt.data import pad
 from mt.decode import beam_search
 from mt.errors import ConfigError
+from mt.records import Translation
 from mt.threads import Streams
-from mt.translator import CHUNK_LINES, Translation, Translator
+from mt.translator import CHUNK_LINES, Translator
 
 
 @pytest.fixture(scope="session")
@@ -50,8 +51,8 @@ def test_translator_keeps_order_and_empty_lines_through_sorted_batches(tiny_run)
     cfg = DecodeConfig(beam=3, nbest=2, max_len_b=5, batch_tokens=60)  # several batches
     translator = Translator(run, cfg)
     sizes = []
-    search = translator.search.search
-    translator.search.search = lambda src, *rest: sizes.append(src.numel()) or search(src, *rest)
+    search = translator.engine.search
+    translator.engine.search = lambda src, *rest: sizes.append(src.numel()) or search(src, *rest)
     together = translator.translate_nbest(LINES)
     assert len(sizes) > 1 and max(sizes) * 3 <= 60  # the budget counts tokens x beam
     for line, got in zip(LINES, together, strict=True):
@@ -72,11 +73,10 @@ def test_streams_translate_as_one_thread_does(tiny_run):
     cfg = DecodeConfig(beam=3, nbest=2, max_len_b=5, batch_tokens=60, align=True)
     lines = LINES * 5
     want = Translator(run, cfg).translate_nbest(lines)
-    translator = Translator(run, cfg)
-    translator.streams = Streams(3, 1)
+    translator = Translator(run, cfg, streams=Streams(3, 1))
     threads = set()
-    search = translator.search.search
-    translator.search.search = lambda *a: threads.add(threading.get_ident()) or search(*a)
+    search = translator.engine.search
+    translator.engine.search = lambda *a: threads.add(threading.get_ident()) or search(*a)
     got = translator.translate_nbest(lines)
     assert len(threads) > 1 and threading.get_ident() not in threads
     assert [[(t.text, t.alignment) for t in ts] for ts in got] == \
@@ -191,7 +191,7 @@ def test_load_takes_decoding_options_once_and_per_call(tiny_run):
     with pytest.raises(ConfigError, match="decode.length_norm must be"):
         Translator.load(tiny_run, length_norm="bogus")
     with pytest.raises(ConfigError, match="expected mt or ctranslate2"):
-        Translator.load(tiny_run, search="marian")
+        Translator.load(tiny_run, engine="marian")
 
 
 def test_the_readme_python_example_runs(tiny_run):
@@ -204,3 +204,29 @@ def test_the_readme_python_example_runs(tiny_run):
     printed = out.getvalue().splitlines()
     assert printed[0].startswith("['") and printed[0].endswith("', '']")
     assert 1 <= len(printed[1:]) <= 2 and all(float(line.split()[0]) < 0 for line in printed[1:])
+
+
+def test_no_command_assigns_an_attribute_of_a_translator():
+    """Translator.load sets up what a command needs (streams, chunk size, decoding defaults):
+    no module above the translator assigns one of a Translator's attributes afterwards."""
+    import ast
+
+    from conftest import ROOT
+
+    source = (ROOT / "mt" / "translator.py").read_text(encoding="utf-8")
+    cls = next(n for n in ast.walk(ast.parse(source))
+               if isinstance(n, ast.ClassDef) and n.name == "Translator")
+    own = {t.attr for n in ast.walk(cls) if isinstance(n, ast.Assign | ast.AugAssign)
+           for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
+           if isinstance(t, ast.Attribute)}
+    assert {"streams", "chunk_lines", "truncated", "decode_cfg", "engine"} <= own
+    found = []
+    for path in [*(ROOT / "mt" / "commands").glob("*.py"), *(ROOT / "mt" / "serve").glob("*.py"),
+                 ROOT / "mt" / "cli.py"]:
+        for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = (n.targets if isinstance(n, ast.Assign) else [n.target]
+                       if isinstance(n, ast.AugAssign) else [])
+            found += [f"{path.name}:{n.lineno} .{t.attr}" for t in targets
+                      if isinstance(t, ast.Attribute) and t.attr in own
+                      and not (isinstance(t.value, ast.Name) and t.value.id == "self")]
+    assert found == []

@@ -54,7 +54,7 @@ def test_prefix_lists_of_another_length_are_refused(translator):
 
 def test_ctranslate2_forces_the_same_prefixes(tiny_run, translator):
     pytest.importorskip("ctranslate2")
-    ct2 = Translator.load(tiny_run, search="ctranslate2")
+    ct2 = Translator.load(tiny_run, engine="ctranslate2")
     for options in ({}, {"beam": 3}):
         assert ct2.translate(LINES, PREFIXES, **options) == translator.translate(
             LINES, PREFIXES, **options)

@@ -8,37 +8,34 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from mt.commands.options import TranslateOptions
 from mt.commands.output import check_output_path, write_output
 from mt.data import read_parallel, split_path
+from mt.ensemble import Paths
 from mt.errors import DataError
+from mt.log import info
 from mt.metrics import full_score
-from mt.threads import translation_streams
-from mt.translator import Paths, Translator
 
 SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming that split
 
 
 def evaluate(run_path: Paths, split: str = "test", src: str | None = None,
-             ref: str | None = None, output: str | None = None, device: str = "cpu",
-             overrides: Sequence[str] = (), search: str = "mt",
-             metrics: Sequence[str] = (), threads: int = 0) -> dict:
+             ref: str | None = None, output: str | None = None,
+             options: TranslateOptions = TranslateOptions(), metrics: Sequence[str] = ()
+             ) -> dict:
     """Translate a split of the run's data (or --src/--ref files) and score it; several runs
     (run_path a list) translate as an ensemble, with the first's data and decode settings.
 
-    overrides: `key=value` items over the run's saved config (`--set` and the decoding
-    options). search: mt or ctranslate2 (mt.translator.SEARCHES; for ctranslate2 run_path
-    may be an `mt export` directory). metrics: extra metrics beside the BLEU and chrF
-    variants (mt.metrics.EXTRA_METRICS). threads: torch threads (0:
-    mt.threads.translation_streams).
+    options: how to make the Translator (for ctranslate2 run_path may be an `mt export`
+    directory). metrics: extra metrics beside the BLEU and chrF variants
+    (mt.metrics.EXTRA_METRICS).
     """
     if src is not None and ref is None:
         raise DataError(f"--src {src}: no reference translations to score against; add "
                         "--ref FILE")
     if output:
         check_output_path(output)  # before minutes of translating, not after
-    streams = translation_streams(threads, device, search)
-    translator = Translator.load(run_path, device, search, overrides)
-    translator.streams = streams
+    translator = options.load(run_path)
     run = translator.run
     if src is None:
         d = run.cfg.data
@@ -54,5 +51,8 @@ def evaluate(run_path: Paths, split: str = "test", src: str | None = None,
     if output:
         write_output(output, lambda f: f.writelines(h + "\n" for h in hyps))
     result = full_score(hyps, ref_lines, run.cfg.data.tgt_lang, tuple(metrics))
+    if "bleu_moses_lc" not in result:
+        info('BLEU on lowercased Moses tokens left out: it needs sacremoses '
+             '(pip install "mt[moses]")')
     result.update(src=str(src_path), ref=str(ref_path), step=run.step)
     return result

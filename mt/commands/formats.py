@@ -4,10 +4,10 @@ or one JSON object (shared by one process and --workers)."""
 from __future__ import annotations
 
 import collections
-import json
 from collections.abc import Iterator
 
-from mt.translator import Translation, Translator, format_nbest, record
+from mt.records import format_jsonl, format_nbest
+from mt.translator import Translator
 
 
 def formatted(translator: Translator, lines: Iterator[str], output_format: str, nbest: bool,
@@ -35,9 +35,3 @@ def formatted(translator: Translator, lines: Iterator[str], output_format: str, 
     else:
         for text in translator.translate_stream(lines, prefixes):
             yield text + "\n"
-
-
-def format_jsonl(src: str, translations: list[Translation], nbest: bool) -> str:
-    """One JSON line: the input line's `record` (mt.translator)."""
-    # ASCII (non-ASCII as \u escapes): no reader can split a line on U+2028 or U+0085.
-    return json.dumps(record(src, translations, nbest)) + "\n"

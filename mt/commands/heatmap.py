@@ -5,37 +5,41 @@ from __future__ import annotations
 
 import sys
 import textwrap
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 from tqdm import tqdm
 
-from mt.checkpoint import Run, load_run
+from mt.commands.options import TranslateOptions
 from mt.commands.output import check_output_path, write_output
 from mt.commands.plot import DPI, pyplot, save_png
-from mt.config import DecodeConfig
 from mt.errors import ConfigError, DataError
-from mt.model import Seq2Seq
+from mt.records import AttentionSpec
 from mt.textio import iter_lines
 from mt.tokenizers.text import MARK
-from mt.translator import ModelSearch, Translator
-from mt.vocab import BOS, EOS, SPECIALS
 
 MAX_LINES = 100  # one picture per line: this is for looking at a few sentences
 HEADS = ("mean", "all")  # `--attention-heads`: averaged, or one panel per head
 
 
-def translate_with_attention(run_path: Path, src: str, out: str, directory: Path,
-                             layer: int = -1, heads: str = "mean", device: str = "cpu",
-                             overrides: Sequence[str] = ()) -> int:
-    """Translate src (at most MAX_LINES lines) to out as `mt translate` does, and write one
-    attention picture per non-empty line: DIR/0001.png for line 1, and so on.
+@dataclass(frozen=True)
+class Pictures:
+    """`mt translate --attention DIR`: what to draw, one picture per line."""
 
-    overrides: `key=value` items over the run's saved config, as for translate_file."""
-    if heads not in HEADS:
-        raise ConfigError(f"--attention-heads {heads}: expected {' or '.join(HEADS)}")
-    directory = Path(directory)
+    directory: Path
+    layer: int = -1  # a decoder layer, from 0; -1 the last
+    heads: str = "mean"  # one of HEADS
+
+
+def translate_with_attention(run_path: Path, src: str, out: str, pictures: Pictures,
+                             options: TranslateOptions = TranslateOptions()) -> int:
+    """Translate src (at most MAX_LINES lines) to out as `mt translate` does (the Translator's
+    one path: tags, truncation, dtype), and write one attention picture per non-empty line:
+    DIR/0001.png for line 1, and so on."""
+    if pictures.heads not in HEADS:
+        raise ConfigError(f"--attention-heads {pictures.heads}: expected {' or '.join(HEADS)}")
+    directory, layer = Path(pictures.directory), pictures.layer
     if directory.exists() and not directory.is_dir():
         raise DataError(f"{directory}: exists and is not a directory; give a directory for "
                         "the attention pictures")
@@ -47,43 +51,30 @@ def translate_with_attention(run_path: Path, src: str, out: str, directory: Path
                             f"{MAX_LINES} lines; give a shorter input")
         lines.append(line)
     plt = pyplot()  # fail on a missing extra before loading the model
-    run = load_run(run_path, device, overrides)
-    n_layers = len(run.model.decoder)
+    translator = options.load(run_path)
+    n_layers = len(translator.model.decoder)
     if not -n_layers <= layer < n_layers:
         raise ConfigError(f"--attention-layer {layer}: the model has {n_layers} decoder layers "
                           f"(0 to {n_layers - 1}, or -1 for the last)")
-    decode = run.cfg.decode
-    translator = Translator(run, device=device)
+    # Every head of the layer, exact, and the row that predicts <eos>: heatmap averages them.
+    spec = AttentionSpec(layer, heads=True, end=True, decimals=None)
+    found = translator.translate_nbest(lines, attention=spec)
     directory.mkdir(parents=True, exist_ok=True)
-    texts = []
-    for n, toks in enumerate(tqdm(translator.src_tok.tokenize_many(lines), desc="attention",
-                                  unit=" lines", disable=None, file=sys.stderr), 1):
-        toks = toks[: run.cfg.model.max_positions]
-        if not toks:  # an empty line: an empty translation and no picture
-            texts.append("")
+    texts = [translations[0].text for translations in found]
+    for n, translations in enumerate(tqdm(found, desc="attention", unit=" lines",
+                                          disable=None, file=sys.stderr), 1):
+        best = translations[0]
+        if best.attention is None:  # an empty line: an empty translation and no picture
             continue
-        out_ids, weights = attend(translator.model, run, decode, toks, layer, device)
-        out_toks = [run.tgt_vocab.itos[i] for i in out_ids] + [SPECIALS[EOS]]
-        text = translator.detokenize(out_ids)
-        texts.append(text)
-        title = f"line {n}, decoder layer {layer % n_layers}, heads {heads}"
+        title = f"line {n}, decoder layer {layer % n_layers}, heads {pictures.heads}"
         # The joiner mark is not in matplotlib's default font: shown as a middle dot.
-        shown = [[t.replace(MARK, "\u00b7") for t in side] for side in (toks, out_toks)]
-        figure = heatmap(plt, weights, *shown, heads, title, text)
+        shown = [[t.replace(MARK, "\u00b7") for t in side]
+                 for side in (best.attention.src_tokens, best.attention.out_tokens)]
+        figure = heatmap(plt, torch.tensor(best.attention.weights), *shown, pictures.heads,
+                         title, best.text)
         save_png(figure, directory / f"{n:04d}.png")
     write_output(out, lambda f: f.writelines(t + "\n" for t in texts))
     return len(texts)
-
-
-def attend(model: Seq2Seq, run: Run, decode: DecodeConfig, toks: list[str], layer: int,
-           device: str) -> tuple[list[int], torch.Tensor]:
-    """Translate one tokenized line as `mt translate` would (greedy or beam; model: the
-    Translator's, so in decode.dtype), then one teacher-forced pass over the output for the
-    layer's cross-attention weights (H, T, S), T = output tokens + <eos>."""
-    src = torch.tensor([run.src_vocab.encode(toks)], device=device)  # (1, S)
-    out_ids = ModelSearch(model).search(src, decode, scored=False)[0][0].tokens
-    tgt_in = torch.tensor([[BOS, *out_ids]], device=device)  # (1, T): row t predicts token t
-    return out_ids, model.cross_attention(src, tgt_in)[layer][0].float().cpu()
 
 
 def heatmap(plt, weights: torch.Tensor, src_toks: list[str], out_toks: list[str], heads: str,

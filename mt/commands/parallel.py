@@ -7,7 +7,7 @@ import collections
 import itertools
 import multiprocessing
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
@@ -15,26 +15,29 @@ import torch
 
 import mt.translator
 from mt.commands.formats import formatted
+from mt.commands.options import TranslateOptions
+from mt.ensemble import Paths
 from mt.errors import MTError
 from mt.log import warn
 from mt.threads import threads_for
-from mt.translator import Paths, Translator, prefix_mismatch
+from mt.translator import Translator, prefix_mismatch
 
 _translator: Translator | None = None  # a worker's own, loaded once
 
 
-def parallel_formatted(run_path: Paths, device: str, search: str, overrides: Sequence[str],
-                       lines: Iterator[str], output_format: str, nbest: bool, workers: int,
-                       prefixes: Iterator[str] | None = None, threads: int = 0
+def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterator[str],
+                       nbest: bool, prefixes: Iterator[str] | None = None
                        ) -> Iterator[list[str]]:
     """What formats.formatted writes, one list per chunk of CHUNK_LINES input lines (one
-    string per line), in input order, from `workers` processes of `threads` torch threads
-    each (0: mt.threads.threads_for); prefixes: one per line."""
+    string per line), in input order, from options.workers processes of options.threads torch
+    threads each (0: mt.threads.threads_for); prefixes: one per line."""
+    workers, output_format = options.workers, options.output_format
     # spawn, not fork: a forked child inherits torch's thread pools in whatever state they are.
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker,
-                               initargs=(run_path, device, search, tuple(overrides),
-                                         threads_for(threads, workers)))
+                               initargs=(run_path, options.device, options.engine,
+                                         options.overrides,
+                                         threads_for(options.threads, workers)))
     pending: collections.deque = collections.deque()
     truncated, size = 0, mt.translator.CHUNK_LINES  # the chunks one process would translate
     try:
@@ -63,21 +66,22 @@ def parallel_formatted(run_path: Paths, device: str, search: str, overrides: Seq
         warn(f"{truncated} source line(s) longer than model.max_positions were truncated")
 
 
-def _start_worker(run_path: Paths, device: str, search: str, overrides: tuple[str, ...],
+def _start_worker(run_path: Paths, device: str, engine: str, overrides: tuple[str, ...],
                   threads: int) -> None:
     global _translator
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
     torch.set_num_threads(threads)
-    _translator = Translator.load(run_path, device, search, overrides)
+    _translator = Translator.load(run_path, device, engine, overrides)
 
 
 def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bool,
                      forced: list[str] | None) -> tuple[list[str], int]:
     """formatted() of one chunk (n-best indices from `start`; its prefixes, or None) and its
     truncated line count."""
-    _translator.truncated = 0
+    before = _translator.truncated
     # Exactly one output per line, leaving the stream unfinished: it would warn about its
-    # truncated lines for every chunk; the main process warns once for the whole input.
+    # truncated lines (and count afresh) for every chunk; the main process warns once for the
+    # whole input.
     texts = list(itertools.islice(formatted(_translator, iter(chunk), output_format, nbest,
                                             start, forced and iter(forced)), len(chunk)))
-    return texts, _translator.truncated
+    return texts, _translator.truncated - before

@@ -3,13 +3,13 @@ SIGTERM or Ctrl-C, which answer the requests in flight first and end with exit 0
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
 from mt.commands.info import run_info, tokenizer_info
+from mt.commands.options import TranslateOptions
 from mt.errors import MTError
 from mt.log import info
 from mt.serve import require
@@ -22,23 +22,33 @@ from mt.translator import Translator
 CALL_BUDGET = 16  # times the run's decode.batch_tokens, unless --set decode.batch_tokens
 
 
-def serve(run_path: Path, host: str = "127.0.0.1", port: int = 8000, device: str = "cpu",
-          search: str = "mt", overrides: Sequence[str] = (), threads: int = 0,
-          max_lines: int = 100, max_chars: int = 20_000, wait_ms: float = 5.0) -> dict:
+@dataclass(frozen=True)
+class ServeOptions:
+    """Where `mt serve` listens and what it takes (mt.serve.app.Limits)."""
+
+    host: str = "127.0.0.1"
+    port: int = 8000  # 0: one the system picks
+    max_lines: int = 100  # lines one request may hold
+    max_chars: int = 20_000  # characters one request may hold, its lines and prefixes together
+    wait_ms: float = 5.0  # the batcher's wait for more requests (mt.serve.batcher)
+
+
+def serve(run_path: Path, options: TranslateOptions = TranslateOptions(),
+          server: ServeOptions = ServeOptions()) -> dict:
     """Serve until stopped; returns the count of requests begun and answered.
 
     The port is taken before the model loads (a ServerError, exit 8, if it cannot be); then
     one line says where the server listens: `serving RUN on http://HOST:PORT/ ...`.
-    overrides: `key=value` items over the run's config (the server's decoding defaults; a
-    request may change them for itself; decode.batch_tokens is CALL_BUDGET times the run's
-    unless given). threads: torch threads (0: mt.threads.follow_load).
+    options.overrides are the server's decoding defaults (a request may change them for
+    itself; decode.batch_tokens is CALL_BUDGET times the run's unless given); options.threads:
+    torch threads (0: mt.threads.follow_load).
     """
     require()  # the missing extra: one line, before anything else
     from mt.serve.app import Limits, create_app
     from mt.serve.server import bind, url
     from mt.serve.server import serve as run_server
 
-    sock = bind(host, port)
+    sock = bind(server.host, server.port)
     with sock:
         # The batcher's thread runs the model, and is to be the only one with a team of OpenMP
         # threads: libgomp hardly spins when it manages more threads than there are cores, so
@@ -46,14 +56,14 @@ def serve(run_path: Path, host: str = "127.0.0.1", port: int = 8000, device: str
         # translation, docs/serve.md#threads). The model loads on one thread here.
         cap = torch.get_num_threads()
         torch.set_num_threads(1)
-        translator = Translator.load(run_path, device, search, overrides)
-        if not any(o.split("=", 1)[0].strip() == "decode.batch_tokens" for o in overrides):
-            budget = CALL_BUDGET * translator.decode_cfg.batch_tokens
-            translator.decode_cfg = dataclasses.replace(translator.decode_cfg, batch_tokens=budget)
+        translator = Translator.load(run_path, options.device, options.engine, options.overrides)
+        if not options.given("decode.batch_tokens"):
+            translator = translator.with_options(
+                batch_tokens=CALL_BUDGET * translator.decode_cfg.batch_tokens)
         app = create_app(translator, model_info(run_path, translator),
-                         Limits(max_lines, max_chars), wait_ms,
-                         setup=lambda: follow_load(threads, cap))
-        address = url(host, sock.getsockname()[1])
+                         Limits(server.max_lines, server.max_chars), server.wait_ms,
+                         setup=lambda: follow_load(options.threads, cap))
+        address = url(server.host, sock.getsockname()[1])
         run_server(app, sock,
                    on_start=lambda: info(f"serving {run_path} on {address}/ (the API: "
                                          f"{address}/docs); SIGTERM or Ctrl-C stops"),

@@ -5,62 +5,76 @@ translated as soon as it is entered."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
+from pathlib import Path
 
 from tqdm import tqdm
 
 from mt.commands.formats import formatted
+from mt.commands.heatmap import Pictures, translate_with_attention
+from mt.commands.options import TranslateOptions
 from mt.commands.output import check_input_path, check_output_path, write_output
-from mt.errors import DataError
+from mt.ensemble import Paths, open_runs
+from mt.errors import DataError, UsageError
+from mt.records import lists
 from mt.textio import iter_lines
-from mt.threads import translation_streams
-from mt.translator import Paths, Translator, open_runs
 
 FORMATS = ("text", "jsonl")  # `mt translate --format`
 PROMPT = "> "  # on stderr, before each line typed at a terminal
 
 
-def translate_file(run_path: Paths, src: str, out: str, device: str = "cpu",
-                   overrides: Sequence[str] = (), nbest: bool = False, search: str = "mt",
-                   output_format: str = "text", workers: int = 1, prefix: str | None = None,
-                   threads: int = 0) -> int:
-    """`mt translate`: '-' means stdin/stdout. A file output appears only when complete.
-    run_path: one run, or several: an ensemble (mt.ensemble).
+def translate(runs: Paths, src: str, out: str, options: TranslateOptions,
+              pictures: Pictures | None = None) -> int:
+    """`mt translate`: translate_file, or with pictures translate_with_attention; the options
+    that cannot go together are a UsageError first. Returns the lines written."""
+    nbest = options.given("decode.nbest")
+    runs = [runs] if isinstance(runs, str | Path) else list(runs)
+    if pictures is not None:
+        clashes = [name for name, on in (
+            ("--nbest", nbest), (f"--format {options.output_format}",
+                                 options.output_format != "text"),
+            ("an ensemble", len(runs) > 1), ("--prefix", options.prefix is not None),
+            (f"--engine {options.engine}", options.engine != "mt")) if on]
+        if clashes:
+            raise UsageError("translate", "--attention", f"not with {clashes[0]}")
+        return translate_with_attention(runs[0], src, out, pictures, options)
+    if options.workers > 1 and options.engine != "mt":  # CTranslate2 has threads of its own
+        raise UsageError("translate", "--workers", f"not with --engine {options.engine}")
+    return translate_file(runs, src, out, options, nbest)
 
-    overrides: `key=value` items over the run's saved config (`--set` and the decoding
-    options). search: mt or ctranslate2 (mt.translator.SEARCHES). output_format: text, where
-    the n-best format (`format_nbest`) is written when `nbest` is set or decode.nbest or
-    decode.samples is > 1; or jsonl (mt.commands.formats). workers: processes translating
-    chunks of the input (mt.commands.parallel); 1 translates here, as does a terminal's input.
-    prefix: a file of target prefixes, one per input line (empty: none). threads: torch
-    threads of each process (0: mt.threads.translation_streams; with workers, the cores shared
-    out).
+
+def translate_file(run_path: Paths, src: str, out: str,
+                   options: TranslateOptions = TranslateOptions(),
+                   nbest: bool = False) -> int:
+    """Translate src to out ('-': stdin/stdout; a file output appears only when complete) with
+    a Translator made by options; run_path: one run, or several: an ensemble (mt.ensemble).
+
+    In the text format, the n-best format (`mt.records.format_nbest`) is written when nbest is
+    set or decode.nbest or decode.samples is > 1 (mt.records.lists). With options.workers > 1
+    processes translate chunks of the input (mt.commands.parallel); input typed at a terminal
+    is translated here, a line at a time.
     """
     check_input_path(src)
     check_output_path(out)
     prefixes = None
-    if prefix is not None:
-        check_prefix_file(prefix, src)
-        prefixes = iter_lines(prefix)
+    if options.prefix is not None:
+        check_prefix_file(options.prefix, src)
+        prefixes = iter_lines(options.prefix)
     lines = iter_lines(src)
     interactive = src == "-" and sys.stdin.isatty()
-    if workers > 1 and not interactive:
+    if options.workers > 1 and not interactive:
         from mt.commands.parallel import parallel_formatted
 
         # The workers load the model; this process only checks the run and reads its config.
-        decode = open_runs(run_path, overrides)[0].cfg.decode
-        nbest = nbest or decode.nbest > 1 or decode.samples > 1
-        chunks = parallel_formatted(run_path, device, search, overrides, lines, output_format,
-                                    nbest, workers, prefixes, threads)
+        decode = open_runs(run_path, options.overrides)[0].cfg.decode
+        chunks = parallel_formatted(run_path, options, lines, lists(decode, nbest), prefixes)
     else:
-        streams = translation_streams(threads, device, search)
-        translator = Translator.load(run_path, device, search, overrides)
-        translator.streams = streams
-        nbest = nbest or translator.decode_cfg.nbest > 1 or translator.decode_cfg.samples > 1
-        if interactive:  # someone typing: answer each line, not each chunk of them
-            translator.chunk_lines = 1
+        # someone typing: answer each line, not each chunk of them
+        translator = options.load(run_path, chunk_lines=1 if interactive else None)
+        if interactive:
             lines = prompted(lines)
-        chunks = ([text] for text in formatted(translator, lines, output_format, nbest,
+        chunks = ([text] for text in formatted(translator, lines, options.output_format,
+                                               lists(translator.decode_cfg, nbest),
                                                prefixes=prefixes))
     bar = tqdm(desc="translate", unit=" lines", disable=interactive or None, file=sys.stderr)
     count = 0

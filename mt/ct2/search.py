@@ -1,8 +1,8 @@
 """CTranslate2 as the search of `mt translate` and `mt eval` (`--engine ctranslate2`).
 
 mt tokenizes, batches and detokenizes as always (mt.translator.Translator); only the search over
-a batch of source ids goes to CTranslate2: CTranslate2Search is a Search (mt.translator), as mt's
-own ModelSearch is. Given an export (`mt export`), its model is loaded; given a run directory or
+a batch of source ids goes to CTranslate2: CTranslate2Engine is an Engine (mt.engines), as mt's
+own ModelEngine is. Given an export (`mt export`), its model is loaded; given a run directory or
 checkpoint, it is exported in float32 to a temporary directory first.
 
 Options, mt's -> CTranslate2's (docs/ctranslate2.md):
@@ -52,8 +52,8 @@ def is_export(path: Path) -> bool:
                                        for name in ("model.bin", MARKER))
 
 
-class CTranslate2Search:
-    """A Translator's Search (mt.translator), done by a `ctranslate2.Translator`: ids in,
+class CTranslate2Engine:
+    """A Translator's Engine (mt.engines), done by a `ctranslate2.Translator`: ids in,
     hypotheses out."""
 
     def __init__(self, model_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab, max_positions: int,
@@ -129,7 +129,7 @@ def _sampling_options(cfg: DecodeConfig) -> dict:
 
 
 def open_ctranslate2(path: Path, device: str = "cpu", overrides: Sequence[str] = ()
-                     ) -> tuple[Run, CTranslate2Search]:
+                     ) -> tuple[Run, CTranslate2Engine]:
     """An export, or a run directory / checkpoint exported on the fly (float32, temporary),
     its config overridden (`key=value`).
 
@@ -144,14 +144,14 @@ def open_ctranslate2(path: Path, device: str = "cpu", overrides: Sequence[str] =
     with tempfile.TemporaryDirectory(prefix="mt-ct2-") as tmp:
         write_model(run, Path(tmp), None)
         # CTranslate2 reads the whole model into memory here: the directory can go after.
-        search = CTranslate2Search(Path(tmp), run.src_vocab, run.tgt_vocab,
+        search = CTranslate2Engine(Path(tmp), run.src_vocab, run.tgt_vocab,
                                    run.cfg.model.max_positions, device)
     run.model = None
     return run, search
 
 
 def open_export(path: Path, device: str = "cpu", overrides: Sequence[str] = ()
-                ) -> tuple[Run, CTranslate2Search]:
+                ) -> tuple[Run, CTranslate2Engine]:
     """An `mt export` directory, as open_ctranslate2 opens it. Anything wrong with its files
     is a damaged model (CheckpointError), with the advice to export it again."""
     info = export_info(path)
@@ -170,7 +170,7 @@ def open_export(path: Path, device: str = "cpu", overrides: Sequence[str] = ()
         raise
     run.step = info.get("step", 0)
     try:
-        search = CTranslate2Search(path, run.src_vocab, run.tgt_vocab,
+        search = CTranslate2Engine(path, run.src_vocab, run.tgt_vocab,
                                    run.cfg.model.max_positions, device)
     except RuntimeError as e:  # CTranslate2's for a truncated model.bin, a bad vocabulary...
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]

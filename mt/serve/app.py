@@ -27,8 +27,9 @@ from starlette.exceptions import HTTPException
 
 from mt.config import DecodeConfig
 from mt.errors import MTError
+from mt.records import lists, record
 from mt.serve.batcher import Batcher, Job
-from mt.translator import Translator, record
+from mt.translator import Translator
 
 # Decoding options that stay the server's: batch_tokens bounds its memory, and the weights'
 # dtype is chosen when the model loads. A request may give every other DecodeConfig field.
@@ -74,7 +75,7 @@ class ClientError(Exception):
 
 
 def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: float,
-               setup: Callable[[], None] | None = None) -> RequestLog:
+               setup: Callable[[], Callable[[], None]] | None = None) -> RequestLog:
     """The ASGI app: FastAPI's routes inside the request log. info: GET /info's object (what
     `mt info --json` says of the model, and how this server decodes). The batcher's worker
     starts with the app's lifespan (first calling setup, in its thread) and, when it ends,
@@ -112,7 +113,7 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
         except MTError as e:  # a bad option value, an unknown tag: what --set would refuse
             # named as the request names them: `beam`, not `decode.beam`
             return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
-        nbest = cfg.nbest > 1 or cfg.samples > 1
+        nbest = lists(cfg)
         return JSONResponse({"translations": [record(src, ts, nbest)
                                               for src, ts in zip(lines, found, strict=True)]})
 

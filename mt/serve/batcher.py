@@ -16,7 +16,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from mt.translator import CHUNK_LINES, Translation, Translator
+from mt.records import Translation
+from mt.translator import CHUNK_LINES, Translator
 
 GATHER_WAITS = 10  # a gathering lasts at most this many waits (--batch-wait-ms)
 
@@ -43,12 +44,15 @@ class Batcher:
     wait_ms: how long the worker waits, after each job that arrives, for another to translate
     with it (GATHER_WAITS of them at most).
     max_lines: it stops gathering at this many lines (the chunk mt translate sorts a file in).
-    setup: called first in the worker thread (its torch threads: mt.threads.follow_load).
+    setup: called first in the worker thread (its torch threads: mt.threads.follow_load); the
+    tick it returns is called before each call to the Translator.
     """
 
     def __init__(self, translator: Translator, wait_ms: float = 5.0,
-                 max_lines: int = CHUNK_LINES, setup: Callable[[], None] | None = None):
+                 max_lines: int = CHUNK_LINES,
+                 setup: Callable[[], Callable[[], None]] | None = None):
         self.translator, self.setup = translator, setup
+        self._tick: Callable[[], None] = lambda: None  # setup's, in the worker thread
         self.wait, self.max_lines = wait_ms / 1000, max_lines
         self.requests = self.lines = self.calls = 0  # translated so far (GET /health)
         self._queue: queue.Queue[Job | None] = queue.Queue()  # None: closed
@@ -70,7 +74,7 @@ class Batcher:
 
     def _run(self) -> None:
         if self.setup is not None:
-            self.setup()
+            self._tick = self.setup()
         closed = False
         while not closed:
             jobs, closed = self._gather()
@@ -113,6 +117,7 @@ class Batcher:
         first = jobs[0]
         lines = [line for j in jobs for line in j.lines]
         prefix = None if first.prefix is None else [p for j in jobs for p in j.prefix]
+        self._tick()  # threads follow the free cores (mt serve --threads 0)
         try:
             found = self.translator.translate_nbest(lines, prefix, attention=first.attention,
                                                     **first.options)

@@ -26,7 +26,7 @@ from mt.data import Batch
 from mt.device import autocast_dtype
 from mt.errors import RunError
 from mt.model import Seq2Seq, make_model
-from mt.threads import follow_load, tick
+from mt.threads import follow_load
 from mt.train.corpus import Corpus, load_corpus
 from mt.train.distributed import Group, epoch_updates
 from mt.train.ema import EMA
@@ -52,7 +52,7 @@ class Trainer:
         self.cfg, self.run_dir, self.resume, self.parent = cfg, Path(run_dir), resume, parent
         self.group = Group(device)
         log.enabled = self.group.main
-        follow_load(cfg.train.threads)
+        self.tick = follow_load(cfg.train.threads)  # called from this thread, which trains
         self.amp = autocast_dtype(cfg.train.amp, self.group.device)
         self.progress = Progress()
         self.clock = Clock()
@@ -217,7 +217,7 @@ class Trainer:
         t, p = self.cfg.train, self.progress
         clock, tokens = time.perf_counter(), 0
         for mine, idle in updates:
-            tick()  # threads follow the free cores (train.threads: 0)
+            self.tick()  # threads follow the free cores (train.threads: 0)
             micro = [next(loader)] if idle else self.take(loader, mine)
             self.step(*micro, idle=idle)
             if not idle:

@@ -1,0 +1,32 @@
+"""What the commands that translate (`mt translate`, `eval`, `serve`) take from the command
+line besides their files: parsed once by mt.cli into one record."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from mt.config import override_keys
+from mt.ensemble import Paths
+from mt.translator import Translator
+
+
+@dataclass(frozen=True)
+class TranslateOptions:
+    device: str = "cpu"
+    engine: str = "mt"  # mt.engines.ENGINES
+    # `key=value` items over each run's saved config: the --set items, then the decoding
+    # options given (`--beam 5` is decode.beam=5), as mt.config.override reads them
+    overrides: tuple[str, ...] = ()
+    threads: int = 0  # torch threads of each process; 0: mt.threads.translation_streams
+    workers: int = 1  # processes translating chunks of the input (mt.commands.parallel)
+    output_format: str = "text"  # mt.commands.translate.FORMATS
+    prefix: str | None = None  # a file of target prefixes, one per input line
+
+    def given(self, key: str) -> bool:
+        """Whether the command line set this config key (`decode.nbest`)."""
+        return key in override_keys(self.overrides)
+
+    def load(self, run_path: Paths, **kwargs) -> Translator:
+        """The Translator these options make, for this process (its threads set)."""
+        return Translator.load(run_path, self.device, self.engine, self.overrides,
+                               threads=self.threads, **kwargs)

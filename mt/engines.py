@@ -1,0 +1,66 @@
+"""What decodes a Translator's batches: mt's own search over a model (ModelEngine, mt.decode)
+or another engine that keeps the Engine protocol (CTranslate2's, mt.ct2.search)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Protocol
+
+import torch
+
+from mt.config import DecodeConfig
+from mt.decode import Hypothesis, beam_search, greedy, sample, sequence_scores
+from mt.device import has_native_bf16
+from mt.log import warn
+from mt.model import Seq2Seq
+
+ENGINES = ("mt", "ctranslate2")  # what Translator.load decodes with (`--engine`)
+
+
+class Engine(Protocol):
+    """How a Translator decodes a batch: mt's own (ModelEngine) or CTranslate2's
+    (mt.ct2.search.CTranslate2Engine)."""
+
+    def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool,
+               prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+        """src (B, S) padded ids -> up to cfg.nbest hypotheses per sentence, best first.
+
+        Scores only when scored; otherwise a hypothesis may be scored NaN. prefix (B, P):
+        target ids padded with PAD, forced at the start of each sentence's hypotheses (and
+        part of them); None: none (mt.decode)."""
+
+
+class ModelEngine:
+    """mt's own search (mt.decode) on a model: beam search when decode.beam > 1, else sampling
+    when decode.sampling is set (decode.samples per sentence, in the order drawn), else greedy."""
+
+    def __init__(self, model: Seq2Seq):
+        self.model = model
+
+    def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool,
+               prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+        self.model.eval()
+        if cfg.beam > 1:
+            return beam_search(self.model, src, cfg, prefix)
+        n = cfg.samples if cfg.sampling != "none" else 1
+        if cfg.sampling != "none":
+            hyps = sample(self.model, src, cfg, prefix)
+        else:
+            hyps = greedy(self.model, src, cfg.max_len_a, cfg.max_len_b, cfg.min_len,
+                          cfg.no_repeat_ngram, prefix)
+        # Neither scores; rescore (one teacher-forced pass) only when scores are shown.
+        scores = (sequence_scores(self.model, src.repeat_interleave(n, 0), hyps, cfg) if scored
+                  else [float("nan")] * len(hyps))
+        found = [Hypothesis(h, s) for h, s in zip(hyps, scores, strict=True)]
+        return [found[i: i + n] for i in range(0, len(found), n)]
+
+
+def decoding_model(model: Seq2Seq, dtype: str, device: torch.device) -> Seq2Seq:
+    """The model in decode.dtype: itself for float32; for bf16 a copy, so the run's float32
+    model stays as it is for whoever else holds it."""
+    if dtype != "bf16":
+        return model
+    if not has_native_bf16(device):
+        warn(f"decode.dtype bf16: this {device.type.upper()} device has no native bf16, so it "
+             "is emulated and slower than float32")
+    return copy.deepcopy(model).to(torch.bfloat16)

@@ -1,0 +1,84 @@
+"""What a translation is, as the Translator returns it, and the formats it is written in: the
+n-best lines (`mt translate --nbest`) and one JSON object per input line (`--format jsonl`,
+`mt serve`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+from mt.config import DecodeConfig
+
+
+@dataclass
+class Attention:
+    """The cross-attention behind one translation: weights (T, S), row j the step that predicts
+    output token j; layers and heads averaged (as mt.align uses it) unless an AttentionSpec
+    asked for one layer or every head ((H, T, S))."""
+
+    src_tokens: list[str]  # the source's tokens (after a tag), as the tokenizer wrote them
+    out_tokens: list[str]  # the output's tokens, before detokenizing
+    weights: list  # (T, S), each row summing to 1; (H, T, S) with AttentionSpec.heads
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """Which cross-attention a translation carries (Translator.translate_nbest(attention=))."""
+
+    layer: int | None = None  # a decoder layer (from 0, -1 the last); None: layers averaged
+    heads: bool = False  # every head, (H, T, S), rather than their mean
+    end: bool = False  # also the row of the step that predicts <eos> (out_tokens ends "</s>")
+    decimals: int | None = 4  # rounded: enough to draw, and a third of the JSON; None: exact
+
+
+@dataclass
+class Translation:
+    text: str  # detokenized, on one line
+    score: float  # length-penalised log-probability (see mt.decode); 0.0 for an empty input
+    alignment: str | None = None  # with decode.align: Pharaoh `i-j` word pairs (mt.align)
+    attention: Attention | None = None  # with translate_nbest(..., attention=...)
+
+
+def format_nbest(index: int, translations: list[Translation]) -> str:
+    """The n-best format: one `index<TAB>score<TAB>text` line per translation, best first
+    (and `<TAB>alignment` after each, with decode.align)."""
+    return "".join(f"{index}\t{t.score:.4f}\t{_aligned(t)}\n" for t in translations)
+
+
+def _aligned(t: Translation) -> str:
+    """The text, and a tab and the alignment when there is one."""
+    return t.text if t.alignment is None else f"{t.text}\t{t.alignment}"
+
+
+def record(src: str, translations: list[Translation], nbest: bool) -> dict:
+    """One input line's JSON object (`mt translate --format jsonl`, `mt serve`): {"src",
+    "text", "score"} of the best translation, its "alignment" (with decode.align) and
+    "attention" (when asked for), and with nbest every translation, best first, as
+    "nbest": [{"text", "score"}, ...] (each with its "alignment")."""
+    best = translations[0]
+    fields = {"src": src, **_fields(best)}
+    if best.attention is not None:
+        fields["attention"] = dataclasses.asdict(best.attention)
+    if nbest:
+        fields["nbest"] = [_fields(t) for t in translations]
+    return fields
+
+
+def format_jsonl(src: str, translations: list[Translation], nbest: bool) -> str:
+    """One JSON line: the input line's `record`."""
+    # ASCII (non-ASCII as \u escapes): no reader can split a line on U+2028 or U+0085.
+    return json.dumps(record(src, translations, nbest)) + "\n"
+
+
+def _fields(t: Translation) -> dict:
+    fields = {"text": t.text, "score": t.score}
+    if t.alignment is not None:
+        fields["alignment"] = t.alignment
+    return fields
+
+
+def lists(cfg: DecodeConfig, asked: bool = False) -> bool:
+    """Whether each input line gets a list (the n-best format, or "nbest" in its JSON): when
+    asked for (`--nbest`, even 1) or when decode.nbest or decode.samples is above 1."""
+    return asked or cfg.nbest > 1 or cfg.samples > 1
