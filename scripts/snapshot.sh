@@ -57,5 +57,5 @@ info = json.load(urllib.request.urlopen(url + "/info"))
 print(json.dumps(info["serve"], sort_keys=True))
 EOF
 kill -TERM $pid; wait $pid || true
-sed -i '/serving\|stopp/!d; s/http:[^ ]*//g' "$out/serve.log"
+sed -i "/serving\|stopp/!d; s/http:[^ ]*//g; s#$out#OUT#g" "$out/serve.log"
 ls "$out"
