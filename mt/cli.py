@@ -350,8 +350,6 @@ def tokenize(
     """
     from mt.commands.tokenize import tokenize as run_tokenize
 
-    if (run is None) == (lang is None):
-        raise typer.BadParameter("give either a run directory or --lang", param_hint="RUN")
     run_tokenize(run, side, lang, lowercase, input, output, detok)
 
 
@@ -433,21 +431,11 @@ def data_check(
 ) -> None:
     """Audit a parallel corpus: empty sides, over-long pairs, length-ratio outliers, duplicates,
     copies, invalid UTF-8, control characters, overlap with val and test (docs/data.md)."""
-    from mt.commands.data import check
+    from mt.commands.data import check_command
 
-    given = {"--src": src, "--tgt": tgt, "--val-src": val_src, "--val-tgt": val_tgt,
-             "--test-src": test_src, "--test-tgt": test_tgt}
-    if config is not None and any(given.values()):
-        raise typer.BadParameter("give CONFIG or --src/--tgt files, not both", param_hint="CONFIG")
-    if config is None and (src is None or tgt is None):
-        raise typer.BadParameter("give a CONFIG, or both --src and --tgt", param_hint="CONFIG")
-    for a, b in (("--src", "--tgt"), ("--val-src", "--val-tgt"), ("--test-src", "--test-tgt")):
-        if (given[a] is None) != (given[b] is None):
-            raise typer.BadParameter(f"needs {b} too" if given[a] else f"needs {a} too",
-                                     param_hint=f"'{a if given[a] else b}'")
-    held = {name: (given[f"--{name}-src"], given[f"--{name}-tgt"]) for name in ("val", "test")
-            if given[f"--{name}-src"] is not None}
-    result = check(config, set_, None if config else (src, tgt), held)
+    result = check_command(config, set_, {"src": src, "tgt": tgt, "val-src": val_src,
+                                          "val-tgt": val_tgt, "test-src": test_src,
+                                          "test-tgt": test_tgt})
     print(result.to_json() if as_json else result.report())
 
 

@@ -16,7 +16,9 @@ class UsageError(MTError):
     exit_code = 2
 
     def __init__(self, command: str, option: str, problem: str):
-        super().__init__(f"Invalid value for '{option}': {problem} (see 'mt {command} --help')")
+        """option: as the parser names it: an option quoted ("'--attention'"), an argument
+        not ("CONFIG")."""
+        super().__init__(f"Invalid value for {option}: {problem} (see 'mt {command} --help')")
 
 
 class ConfigError(MTError):

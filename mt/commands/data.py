@@ -11,7 +11,7 @@ from pathlib import Path
 from mt.audit import AUDIT_RATIO, Audit, audit, held_out
 from mt.config import load_config
 from mt.data import CorpusFiles, training_corpora
-from mt.errors import DataError
+from mt.errors import DataError, UsageError
 from mt.log import info
 from mt.textio import atomic_write, iter_lines
 
@@ -87,6 +87,26 @@ def _download(url: str, target: Path) -> None:
                             "use --from DIR") from None
 
     atomic_write(target, fetch)
+
+
+def check_command(config: Path | None, overrides: list[str], files: dict[str, Path | None]
+                  ) -> Audit:
+    """`mt data check` as the command line gives it: a CONFIG, or files by their option's name
+    ("src", "val-tgt", ...) in pairs; a UsageError for any other combination."""
+    def refuse(option: str, problem: str) -> UsageError:
+        return UsageError("data check", option, problem)
+
+    if config is not None and any(files.values()):
+        raise refuse("CONFIG", "give CONFIG or --src/--tgt files, not both")
+    if config is None and (files["src"] is None or files["tgt"] is None):
+        raise refuse("CONFIG", "give a CONFIG, or both --src and --tgt")
+    for a, b in (("src", "tgt"), ("val-src", "val-tgt"), ("test-src", "test-tgt")):
+        if (files[a] is None) != (files[b] is None):
+            raise refuse(f"'--{a if files[a] else b}'", f"needs --{b if files[a] else a} too")
+    held = {name: (files[f"{name}-src"], files[f"{name}-tgt"]) for name in ("val", "test")
+            if files[f"{name}-src"] is not None}
+    train = None if config else (files["src"], files["tgt"])
+    return check(config, overrides, train, held)
 
 
 def check(config: Path | None, overrides: list[str], train: tuple[Path, Path] | None,

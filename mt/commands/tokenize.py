@@ -10,6 +10,7 @@ from tqdm import tqdm
 
 from mt.checkpoint import open_run
 from mt.commands.output import check_input_path, check_output_path, write_output
+from mt.errors import UsageError
 from mt.textio import iter_lines
 from mt.tokenizers import Tokenizer
 from mt.tokenizers.spacy_words import SpacyTokenizer
@@ -20,7 +21,10 @@ SIDES = ("src", "tgt")  # `mt tokenize --side`
 
 def tokenize(run: Path | None, side: str, lang: str | None, lowercase: bool, src: str, out: str,
              detok: bool = False) -> int:
-    """`mt tokenize`: the paths checked before the tokenizer is loaded, then tokenize_file."""
+    """`mt tokenize`: a run or a language (a UsageError for both or neither), the paths
+    checked before the tokenizer is loaded, then tokenize_file."""
+    if (run is None) == (lang is None):
+        raise UsageError("tokenize", "RUN", "give either a run directory or --lang")
     check_input_path(src)
     check_output_path(out)
     return tokenize_file(pick_tokenizer(run, side, lang, lowercase), src, out, detok)

@@ -36,10 +36,10 @@ def translate(runs: Paths, src: str, out: str, options: TranslateOptions,
             ("an ensemble", len(runs) > 1), ("--prefix", options.prefix is not None),
             (f"--engine {options.engine}", options.engine != "mt")) if on]
         if clashes:
-            raise UsageError("translate", "--attention", f"not with {clashes[0]}")
+            raise UsageError("translate", "'--attention'", f"not with {clashes[0]}")
         return translate_with_attention(runs[0], src, out, pictures, options)
     if options.workers > 1 and options.engine != "mt":  # CTranslate2 has threads of its own
-        raise UsageError("translate", "--workers", f"not with --engine {options.engine}")
+        raise UsageError("translate", "'--workers'", f"not with --engine {options.engine}")
     return translate_file(runs, src, out, options, nbest)
 
 
