@@ -3,7 +3,7 @@
 Runs on CPU or one GPU, or on several processes under `torchrun` (DistributedDataParallel).
 The pieces it calls: run_dir (checks and lock), corpus (the data), step (one update),
 stopping (when and why to stop), validate, state (what last.pt holds for --resume),
-training_log (metrics.jsonl), distributed (the ranks).
+metrics_log (metrics.jsonl), distributed (the ranks).
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ from mt.train.ema import EMA
 from mt.train.finetune import Parent
 from mt.train.lineage import trained
 from mt.train.memory import format_peak, peak_memory, release_freed
+from mt.train.metrics_log import TrainingLog
 from mt.train.run_dir import Claim, claim_run_dir, prune_step_checkpoints, write_run_files
 from mt.train.state import Clock, Progress, resumable_state, resume_from
 from mt.train.step import StepResult, UpdateStep
 from mt.train.stopping import Stopping, StopReason
-from mt.train.training_log import TrainingLog
 from mt.train.validate import validate
 
 RELEASE_EVERY = 3  # updates between returns of freed memory (release_freed): see memory.py
