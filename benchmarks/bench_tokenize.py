@@ -25,8 +25,7 @@ from sacrebleu.metrics import BLEU
 
 from benchmarks.harness import MULTI30K, TOY, alternate, markdown, parse, parser, timer
 from mt.config import DataConfig
-from mt.data import split_path
-from mt.textio import read_lines
+from mt.textio import read_lines, split_path
 from mt.tokenizers import build_tokenizers
 from mt.tokenizers.spacy_words import SpacyTokenizer
 

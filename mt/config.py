@@ -14,6 +14,7 @@ from typing import Literal
 
 import yaml
 
+from mt.corpus_formats import CorpusConfig, corpus_format
 from mt.errors import ConfigError
 
 # The kinds in mt.tokenizers.KINDS (config cannot import tokenizers; a test keeps them equal).
@@ -22,25 +23,9 @@ Schedule = Literal["inverse_sqrt", "cosine", "linear"]  # learning-rate decay af
 LengthNorm = Literal["gnmt", "average", "none"]  # how beam search compares lengths
 DecodeDtype = Literal["float32", "bf16"]
 Sampling = Literal["none", "topk", "topp"]  # none: the search (greedy or beam) picks
-CorpusFormat = Literal["plain", "tsv"]
 SCHEDULES = typing.get_args(Schedule)
 LENGTH_NORMS = typing.get_args(LengthNorm)
 DECODE_DTYPES = typing.get_args(DecodeDtype)
-
-
-@dataclass
-class CorpusConfig:
-    """One training corpus of data.train (docs/data.md#several-corpora)."""
-
-    name: str = ""  # in the log and `mt info`; default: its prefix or file name
-    format: CorpusFormat = "plain"  # plain: two files; tsv: one file of source TAB target
-    dir: str | None = None  # where prefix's files are; null = data.dir
-    prefix: str = ""  # plain: files {dir}/{prefix}.{src_lang} and .{tgt_lang} (or .gz)
-    src: str = ""  # plain: or two explicit paths
-    tgt: str = ""
-    path: str = ""  # tsv: the file (.gz allowed)
-    weight: float = 1.0  # times the corpus is drawn per epoch: 2 = each pair twice, 0.5 = half
-    tag: str = ""  # a token like <bt> put before each source sentence of this corpus
 
 
 @dataclass
@@ -440,11 +425,12 @@ def _range_problems(cfg: Config) -> list[Problem]:
 TAG = re.compile(r"<[^\s<>]+>")  # a corpus tag: one token in angle brackets, no spaces
 
 
-def corpora(d: DataConfig) -> list[CorpusConfig]:
-    """data.train as a list of corpora: a split name is one plain corpus under data.dir."""
+def corpus_configs(d: DataConfig) -> list[CorpusConfig]:
+    """data.train as a list of corpora, each named: a split name is one plain corpus under
+    data.dir."""
     if isinstance(d.train, str):
-        return [CorpusConfig(name=Path(d.train).name, prefix=d.train)]
-    return [dataclasses.replace(c, name=c.name or Path(c.prefix or c.path or c.src).name)
+        return [CorpusConfig(name=Path(d.train).name, format="plain", prefix=d.train)]
+    return [dataclasses.replace(c, name=c.name or corpus_format(c.format).default_name(c))
             for c in d.train]
 
 
@@ -454,17 +440,10 @@ def _corpus_problems(d: DataConfig) -> list[Problem]:
         out.append(("data.train", "data.train lists no corpora"))
     tagged: dict[str, tuple] = {}
     names: set[str] = set()
-    for i, c in enumerate(corpora(d)):
+    for i, c in enumerate(corpus_configs(d)):
         key = f"data.train[{i}]"
-        files = (c.dir, c.prefix, c.src, c.tgt, c.path)
-        if c.format == "plain" and bool(c.prefix) == bool(c.src or c.tgt):
-            out.append((key, f"{key}: give prefix (files {{dir}}/{{prefix}}.{{lang}}), or src "
-                             "and tgt, for a plain corpus"))
-        elif c.format == "plain" and not c.prefix and not (c.src and c.tgt):
-            out.append((key, f"{key}: a plain corpus needs both src and tgt"))
-        elif c.format == "tsv" and (not c.path or c.prefix or c.src or c.tgt):
-            out.append((key, f"{key}: a tsv corpus is one file: give path (and no prefix, "
-                             "src or tgt)"))
+        files = dataclasses.replace(c, name="", weight=1.0, tag="")  # what it reads
+        out += [(key, message) for message in corpus_format(c.format).check(c, key)]
         if not c.weight > 0:
             out.append((f"{key}.weight", f"{key}.weight must be positive, got {c.weight}"))
         if c.tag and not TAG.fullmatch(c.tag):

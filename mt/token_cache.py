@@ -49,7 +49,8 @@ from tqdm import tqdm
 
 from mt import log
 from mt.config import TAG, DataConfig
-from mt.data import CorpusFiles, ParallelData, TokenArray, training_corpora
+from mt.corpus_formats import CorpusSource
+from mt.data import ParallelData, TokenArray, corpus_sources
 from mt.errors import DataError, FileSystemError, MTError, RunError, os_error_message
 from mt.filters import PairFilter
 from mt.mixing import MixedData, Part
@@ -96,7 +97,7 @@ def make_tokenizers(d: DataConfig, directory: Path) -> tuple[Tokenizer, Tokenize
     return load_tokenizers(d, directory)
 
 
-def tokenizer_dir(d: DataConfig, corpora: list[CorpusFiles],
+def tokenizer_dir(d: DataConfig, corpora: list[CorpusSource],
                   tok_files: Mapping[str, bytes] | None = None) -> Path | None:
     """Where the tokenizers' files are: None for a kind without files (spaCy); else an entry
     holding `tok_files` (a run's own, on --resume or --init-from), or the files trained on all
@@ -133,7 +134,7 @@ def _complete(entry: Path, names: list[str]) -> bool:
 class _Text:
     """Side k of every corpus, as one text to train a tokenizer on."""
 
-    def __init__(self, corpora: list[CorpusFiles], k: int):
+    def __init__(self, corpora: list[CorpusSource], k: int):
         self.corpora, self.k = corpora, k
 
     def __iter__(self) -> Iterator[str]:
@@ -222,7 +223,7 @@ def _name(side: str, variant: int, variants: int) -> str:
 class Corpora:
     """The entries of a config's corpora, in its order, and their tokenizers."""
 
-    corpora: list[CorpusFiles]
+    corpora: list[CorpusSource]
     entries: list[TokenCache]
     tok_dir: Path | None  # None: the kind has no files (spaCy)
     tok_files: dict[str, bytes]  # what checkpoints carry of the tokenizers (read once)
@@ -291,7 +292,7 @@ def open_corpora(d: DataConfig, tok_files: Mapping[str, bytes] | None = None,
     tok_files: a run's own tokenizer files (--resume, --init-from), used instead of training.
     workers: tokenizer processes when building (0: one per available core).
     """
-    corpora = training_corpora(d)
+    corpora = corpus_sources(d)
     tok_dir = tokenizer_dir(d, corpora, tok_files)
     files = {n: (tok_dir / n).read_bytes() for n in tokenizer_files(d)} if tok_dir else {}
     settings = _settings(d, files)
@@ -299,7 +300,7 @@ def open_corpora(d: DataConfig, tok_files: Mapping[str, bytes] | None = None,
     return Corpora(corpora, entries, tok_dir, files, d)
 
 
-def open_entry(d: DataConfig, corpus: CorpusFiles, tok_dir: Path | None, settings: dict,
+def open_entry(d: DataConfig, corpus: CorpusSource, tok_dir: Path | None, settings: dict,
                workers: int = 0) -> TokenCache:
     """The entry of one corpus, built when missing, stale or damaged."""
     files = [file_identity(p) for p in corpus.paths]
@@ -433,7 +434,7 @@ def _remove_abandoned(root: Path, entry: Path) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _write(tmp: Path, d: DataConfig, settings: dict, corpus: CorpusFiles,
+def _write(tmp: Path, d: DataConfig, settings: dict, corpus: CorpusSource,
            tok_dir: Path | None, files: list, workers: int) -> dict:
     started = time.perf_counter()
     toks = make_tokenizers(d, tok_dir or Path("."))

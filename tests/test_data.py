@@ -9,9 +9,9 @@ import torch
 
 from conftest import CONFIG, TINY, assert_user_error, corpus, small_config
 from mt.config import load_config
-from mt.data import ParallelData, prefetch, read_parallel, split_path
+from mt.data import ParallelData, prefetch, read_parallel
 from mt.errors import DataError
-from mt.textio import read_lines
+from mt.textio import read_lines, split_path
 from mt.train.loop import Trainer
 from mt.vocab import BOS, EOS, PAD
 

@@ -20,7 +20,8 @@ PACKAGE = ROOT / "mt"
 # decides a module's layer (mt.train.loop is in "train", mt.tokenizers.text in "tokenizers").
 LAYERS = [
     ["errors", "log"],
-    ["textio", "config", "vocab", "device", "threads"],
+    ["textio", "vocab", "device", "threads", "corpus_formats"],
+    ["config"],
     ["tokenizers"],
     ["data", "buckets", "mixing", "token_cache", "filters", "audit", "kernels", "model",
      "ensemble", "loss", "decode", "align", "metrics"],

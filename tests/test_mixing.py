@@ -110,15 +110,6 @@ def test_tsv_and_plain_files_give_the_same_pairs(tmp_path):
                    for x, y in zip(batches[0], other))
 
 
-@pytest.mark.parametrize("line, found", [("a b", "no tab"), ("a\tb\tc", "2 tabs")])
-def test_a_tsv_line_without_one_tab_is_refused(tmp_path, line, found):
-    d = write_toy(tmp_path)
-    (d / "bad.tsv").write_text(f"x\ty\n{line}\n", encoding="utf-8")
-    cfg = load_config(None, [f"data.dir={d}", f"data.train=[{{format: tsv, path: {d}/bad.tsv}}]"])
-    with pytest.raises(DataError, match=rf"bad.tsv:2: expected source TAB target, found {found}"):
-        open_corpora(cfg.data)
-
-
 def test_a_tag_the_data_holds_is_refused(tmp_path):
     d = write_toy(tmp_path)
     lines = (d / "toy.train.en").read_text(encoding="utf-8").splitlines()

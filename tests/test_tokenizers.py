@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 
 from conftest import MULTI30K, ROOT, TOY
 from mt.config import DataConfig, load_config
-from mt.data import split_path
 from mt.errors import CheckpointError, ConfigError, DataError
-from mt.textio import read_lines
+from mt.textio import read_lines, split_path
 from mt.tokenizers import build_tokenizers, config_problems, load_tokenizers
 from mt.tokenizers.spacy_words import SpacyTokenizer
 from mt.tokenizers.subword import JOINT, SPACE

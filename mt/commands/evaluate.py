@@ -9,9 +9,10 @@ from pathlib import Path
 from tqdm import tqdm
 
 from mt.commands.output import check_output_path, write_output
-from mt.data import read_parallel, split_path
+from mt.data import read_parallel
 from mt.errors import DataError
 from mt.metrics import full_score
+from mt.textio import split_path
 from mt.threads import translation_streams
 from mt.translator import Paths, Translator
 

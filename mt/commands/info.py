@@ -6,7 +6,7 @@ from pathlib import Path
 
 from mt.checkpoint import LAST, find_checkpoint, load_checkpoint, load_run
 from mt.config import DataConfig
-from mt.data import training_corpora
+from mt.data import corpus_sources
 from mt.tokenizers import tokenizer_kind
 from mt.train.corpus import format_mix
 from mt.train.lineage import chain, format_chain, sha256_of
@@ -46,7 +46,7 @@ def run_info(path: Path) -> dict:
         "vocab": {"src": len(run.src_vocab), "tgt": len(run.tgt_vocab),
                   "shared": run.src_vocab.itos == run.tgt_vocab.itos},
         "tokenizer": tokenizer_info(d),
-        "data": {"dir": d.dir, "train": [c.label for c in training_corpora(d)], "val": d.val,
+        "data": {"dir": d.dir, "train": [c.label for c in corpus_sources(d)], "val": d.val,
                  "test": d.test,
                  "mix": ((run.lineage or {}).get("data") or {}).get("mix") or []},
         "best": best_metric(ckpt.parent, cfg.train.metric),

@@ -9,9 +9,11 @@ from pathlib import Path
 from mt import log
 from mt.checkpoint import SRC_VOCAB, TGT_VOCAB
 from mt.config import Config
-from mt.data import CorpusFiles, ParallelData, read_parallel, split_path
+from mt.corpus_formats import CorpusSource
+from mt.data import ParallelData, read_parallel
 from mt.errors import DataError
 from mt.mixing import MixedData
+from mt.textio import split_path
 from mt.token_cache import Corpora, open_corpora
 from mt.tokenizers import Tokenizer, tokenizer_files
 from mt.train.distributed import Group
@@ -94,7 +96,7 @@ def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group,
                   tok_files, "+".join(e.path.name for e in cache.entries), shares)
 
 
-def mix(train: MixedData, corpora: list[CorpusFiles]) -> list[dict]:
+def mix(train: MixedData, corpora: list[CorpusSource]) -> list[dict]:
     """Each corpus's pairs (after the length filter), weight, tag and share of an epoch."""
     total = len(train)
     return [{"name": p.name, "pairs": len(p.variants[0]), "weight": p.weight, "tag": c.tag,
