@@ -11,7 +11,8 @@ One entry per corpus, $MT_CACHE_DIR/tokens/<name>.<src>-<tgt>.<settings>.<paths>
   src.offsets, tgt.offsets   int64: pair i is ids[offsets[i]:offsets[i + 1]]
   vocab.src.txt, vocab.tgt.txt, counts.src.npy, counts.tgt.npy
                              every token of the corpus, most frequent first, and its count
-With data.spm_alpha, data.spm_samples sampled segmentations: src.K.ids, src.K.offsets, ...
+A Sampling tokenizer's `samples` sampled segmentations (SentencePiece's alpha > 0): src.K.ids,
+src.K.offsets, ...
 The settings hash covers everything that changes the ids (tokenizer settings and files,
 lowercasing); the files hash covers the corpus's paths, sizes and modification times. A run's
 vocabulary is counted from its corpora's counts, and each entry's ids are looked up in it as
@@ -56,9 +57,12 @@ from mt.filters import PairFilter
 from mt.mixing import MixedData, Part
 from mt.textio import file_identity
 from mt.tokenizers import (
+    FLAT_KEYS,
     Tokenizer,
+    TokenizerSettings,
     build_tokenizers,
     load_tokenizers,
+    samples,
     tokenizer_files,
     tokenizer_kind,
 )
@@ -83,11 +87,26 @@ def _settings(d: DataConfig, tok_files: Mapping[str, bytes]) -> dict:
     """Everything that changes a corpus's ids: every data setting but the files (the files hash
     covers those), max_len (applied when the arrays are loaded) and the vocabulary's size
     (applied to the counts), and the tokenizer's files."""
-    kept = {k: v for k, v in asdict(d).items()
-            if k not in ("dir", "train", "val", "test", "max_len", "min_freq", "max_size")}
+    kept = {}
+    for k, v in asdict(d).items():
+        if k == "tokenizer":
+            kept.update(_tokenizer_key(d.tokenizer))
+        elif k not in ("dir", "train", "val", "test", "max_len", "min_freq", "max_size"):
+            kept[k] = v
     # The tokenizer library's version too: its rules (or its trainer) may change the tokens.
-    return {"format": FORMAT, "data": kept, **tokenizer_kind(d.tokenizer).cache_settings(),
+    return {"format": FORMAT, "data": kept, **tokenizer_kind(d.tokenizer.kind).cache_settings(),
             "tokenizer_files": dict(_digests(tok_files))}
+
+
+def _tokenizer_key(s: TokenizerSettings) -> dict:
+    """The tokenizer settings as the key spelled them before they moved into data.tokenizer:
+    the kind's name, then the old flat keys (FLAT_KEYS), another kind's at their old defaults;
+    so the entries built before stay valid. A kind without flat keys adds its settings."""
+    fields = asdict(s)
+    key = {"tokenizer": fields.pop("kind")}
+    for flat, (kind, name, default) in FLAT_KEYS.items():
+        key[flat] = fields.pop(name) if kind == s.kind else default
+    return {**key, "tokenizer_settings": fields} if fields else key
 
 
 # --- Tokenizers: the one place the cache makes them -----------------------------------------
@@ -114,8 +133,13 @@ def tokenizer_dir(d: DataConfig, corpora: list[CorpusSource],
     else:
         files = [file_identity(p) for c in corpora for p in c.paths]
         settings = _settings(d, {})
-        for key in ("filter", "spm_alpha", "spm_nbest", "spm_samples"):  # not what it trains on
-            settings["data"].pop(key)
+        trained_on = settings["data"]  # not the filter, nor how the cache samples segmentations
+        trained_on.pop("filter")
+        for flat, (kind, name, _) in FLAT_KEYS.items():
+            if kind == d.tokenizer.kind and name in d.tokenizer.SAMPLING:
+                trained_on.pop(flat)
+        for name in d.tokenizer.SAMPLING:
+            trained_on.get("tokenizer_settings", {}).pop(name, None)
         entry = cache_root() / "tokenizers" / f"trained.{_hash(settings)}.{_hash(files)}"
 
         def write(tmp: Path) -> None:
@@ -168,7 +192,7 @@ class TokenCache:
 
     @property
     def variants(self) -> int:
-        """Segmentations of the corpus (data.spm_samples with data.spm_alpha, else 1)."""
+        """Segmentations of the corpus (a Sampling tokenizer's `samples`, else 1)."""
         return self.meta.get("variants", 1)
 
     def counts(self, side: str) -> collections.Counter:
@@ -439,7 +463,7 @@ def _write(tmp: Path, d: DataConfig, settings: dict, corpus: CorpusSource,
     started = time.perf_counter()
     toks = make_tokenizers(d, tok_dir or Path("."))
     workers = workers or len(os.sched_getaffinity(0))
-    variants = d.spm_samples if d.spm_alpha > 0 else 1
+    variants = samples(toks[0]) or 1
     sides = [_Side(tmp, _name(side, v, variants)) for v in range(variants) for side in SIDES]
     angle: set[str] = set()
     bar = tqdm(desc=f"tokenize {corpus.name}", unit=" pairs", unit_scale=True, disable=None,
@@ -494,7 +518,7 @@ def _tokenized(chunks: Iterator[tuple[int, list]], d: DataConfig, tok_dir: Path 
     more than one chunk, with a few chunks in flight so memory stays bounded."""
     first = list(itertools.islice(chunks, 2))
     if workers <= 1 or len(first) < 2:
-        yield from (_encode_chunk(*c, d=d, toks=toks) for c in itertools.chain(first, chunks))
+        yield from (_encode_chunk(*c, toks=toks) for c in itertools.chain(first, chunks))
         return
     # fork: workers start at once and need no re-import; they touch no torch state.
     context = multiprocessing.get_context("fork")
@@ -509,29 +533,27 @@ def _tokenized(chunks: Iterator[tuple[int, list]], d: DataConfig, tok_dir: Path 
             yield pending.popleft().result()
 
 
-_worker: tuple[DataConfig, tuple[Tokenizer, Tokenizer]] | None = None
+_worker: tuple[Tokenizer, Tokenizer] | None = None
 
 
 def _start_worker(d: DataConfig, tok_dir: Path | None) -> None:
     global _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    _worker = d, make_tokenizers(d, tok_dir or Path("."))
+    _worker = make_tokenizers(d, tok_dir or Path("."))
 
 
-def _encode_chunk(number: int, pairs: list[tuple[str, str]], d: DataConfig | None = None,
+def _encode_chunk(number: int, pairs: list[tuple[str, str]],
                   toks: tuple[Tokenizer, Tokenizer] | None = None
                   ) -> tuple[list[tuple], set[str]]:
     """Per segmentation and side: (token types in order of first appearance, their counts,
     ids into those types, sentence lengths). Chunk-local ids keep what goes back to the main
     process small. And the strings like tags (<...>) the text holds."""
-    if toks is None:
-        d, toks = _worker
+    toks = toks or _worker
     sides = list(zip(*pairs))
-    if d.spm_alpha > 0:  # segmentation v of chunk n: seeded by both, whoever encodes it
-        sentences = [tok.sample_many(lines, d.spm_alpha, d.spm_nbest,
-                                     1 + number * d.spm_samples + v)
-                     for v in range(d.spm_samples) for tok, lines in zip(toks, sides)]
+    if n := samples(toks[0]):  # segmentation v of chunk c: seeded by both, whoever encodes it
+        sentences = [tok.sample_many(lines, 1 + number * n + v)
+                     for v in range(n) for tok, lines in zip(toks, sides)]
     else:
         sentences = [tok.tokenize_many(lines) for tok, lines in zip(toks, sides)]
     out = []

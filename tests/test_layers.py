@@ -20,9 +20,9 @@ PACKAGE = ROOT / "mt"
 # decides a module's layer (mt.train.loop is in "train", mt.tokenizers.text in "tokenizers").
 LAYERS = [
     ["errors", "log"],
-    ["textio", "vocab", "device", "threads", "corpus_formats"],
+    ["textio", "vocab", "device", "threads"],
+    ["tokenizers", "corpus_formats"],
     ["config"],
-    ["tokenizers"],
     ["data", "buckets", "mixing", "token_cache", "filters", "audit", "kernels", "model",
      "ensemble", "loss", "decode", "align", "metrics"],
     ["checkpoint", "translator", "ct2"],

@@ -244,7 +244,7 @@ def test_corpora_of_one_name_in_two_places_keep_their_entries(tmp_path, capsys):
     ("tsv", 4, "bad.tsv:2: expected source TAB target, found no tab"),
     ("tag", 4, "holds '<bt>', which is also a corpus tag"),
     ("weight", 3, "data.train[0].weight must be positive"),
-    ("alpha", 3, "data.spm_alpha samples SentencePiece segmentations"),
+    ("alpha", 3, "data.spm_alpha is a setting of the sentencepiece tokenizer"),
 ])
 def test_bad_corpora_stop_mt_train_with_one_line_and_nothing_written(cli, tmp_path, case, code,
                                                                    needle):

@@ -24,7 +24,7 @@ from mt.data import ParallelData, group_bounds, read_parallel
 from mt.errors import FileSystemError, RunError
 from mt.token_cache import Corpora, open_corpora
 from mt.tokenizers.spacy_words import SpacyTokenizer
-from mt.tokenizers.subword import JOINT
+from mt.tokenizers.subword import JOINT, SentencePieceSettings
 from mt.vocab import Vocab
 
 MAIN_PID = os.getpid()
@@ -168,10 +168,10 @@ def test_ids_are_uint32_when_a_vocabulary_outgrows_uint16(tmp_path, cache_dir):
         words[3].split()
 
 
-def _die_in_a_worker(number, pairs, d=None, toks=None):
+def _die_in_a_worker(number, pairs, toks=None):
     if os.getpid() != MAIN_PID and pairs[0][0] == CHUNK_TO_DIE_ON:
         os.kill(os.getpid(), signal.SIGKILL)
-    return REAL_ENCODE(number, pairs, d, toks)
+    return REAL_ENCODE(number, pairs, toks)
 
 
 REAL_ENCODE = mt.token_cache._encode_chunk
@@ -322,7 +322,7 @@ def test_data_filter_drops_pairs_while_building(tmp_path, cache_dir, monkeypatch
 def test_given_tokenizer_files_are_used_as_they_are(tmp_path, cache_dir):
     """A fine-tuned run encodes its data with its parent's SentencePiece model (nothing
     trained); a resumed run's own files find the entries it was trained on."""
-    spm = {"tokenizer": "sentencepiece", "shared_vocab": True, "vocab_size": 360}
+    spm = {"tokenizer": SentencePieceSettings(vocab_size=360), "shared_vocab": True}
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     parent = open_cache(replace(corpus(tmp_path / "a", n=400), **spm))
