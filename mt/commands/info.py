@@ -8,10 +8,10 @@ from mt.checkpoint import LAST, find_checkpoint, load_checkpoint, load_run
 from mt.config import DataConfig
 from mt.data import corpus_sources
 from mt.tokenizers import tokenizer_kind
-from mt.train.corpus import format_mix
 from mt.train.lineage import chain, format_chain, sha256_of
 from mt.train.memory import MEMORY_KEYS, format_peak
 from mt.train.metrics_log import read_metrics
+from mt.train.run_data import format_mix
 
 
 def run_info(path: Path) -> dict:

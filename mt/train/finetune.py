@@ -21,8 +21,8 @@ from mt.checkpoint import find_checkpoint, load_run
 from mt.config import Config, ModelConfig
 from mt.errors import ConfigError
 from mt.tokenizers import TokenizerSettings
-from mt.train.corpus import Inherited
 from mt.train.lineage import record
+from mt.train.run_data import Inherited
 
 # data settings that decide the tokenizers and vocabularies: the parent's are the child's; and
 # data.tokenizer's, but for those that only sample segmentations (parent_tokenizer)

@@ -41,7 +41,8 @@ def record(path: Path, state: dict | None = None, *, step: int | None = None,
 def trained(cfg: Config, fingerprint: str, parent: dict | None = None,
             mix: list[dict] | None = None) -> dict:
     """The lineage of a training run's checkpoints; parent: record() of the checkpoint it was
-    initialised from; mix: what each training corpus gives an epoch (mt.train.corpus.mix)."""
+    initialised from; mix: what each training corpus gives an epoch
+    (mt.train.run_data.mix_shares)."""
     return {"how": "fine-tuned" if parent else "trained",
             "data": {"train": " + ".join(c.label for c in corpus_sources(cfg.data)),
                      "fingerprint": fingerprint, "mix": mix or []},
