@@ -6,9 +6,9 @@
 Builds the entry of the training split of --data (Multi30k by default) with mt, with the data
 settings of --config, then assembles from it an entry of --pairs pairs drawn in shuffled order
 (Multi30k train duplicated and shuffled, without tokenizing it again), and times, side by side:
-  - a load as `mt train` does it (TokenCache.open: meta, vocabularies; TokenCache.check; then
+  - a load as `mt train` does it (CacheEntry.open: meta, vocabularies; CacheEntry.check; then
     map the arrays and read their lengths), with the check and without it;
-  - the check alone (TokenCache.check: per side, the ids' maximum against the vocabulary, the
+  - the check alone (CacheEntry.check: per side, the ids' maximum against the vocabulary, the
     offsets' order).
 Each from the page cache (every file read by a load just before) and cold (its files dropped
 from the page cache first, with posix_fadvise). The contenders take turns,
@@ -29,7 +29,8 @@ import numpy as np
 
 from benchmarks.harness import SMOKE_DATA, add_data_args, alternate, markdown, parse, parser, timer
 from mt.config import load_config
-from mt.token_cache import META, SIDES, TokenCache, open_corpora
+from mt.token_cache import open_cached_corpora
+from mt.token_cache.entry import META, SIDES, CacheEntry
 
 
 def drop_page_cache(entry: Path) -> None:
@@ -40,7 +41,7 @@ def drop_page_cache(entry: Path) -> None:
             os.close(fd)
 
 
-def assemble(small: TokenCache, entry: Path, pairs: int, seed: int = 0) -> None:
+def assemble(small: CacheEntry, entry: Path, pairs: int, seed: int = 0) -> None:
     """An entry of `pairs` pairs drawn from `small`'s, shuffled, as the builder lays it out."""
     shutil.copytree(small.path, entry, ignore=shutil.ignore_patterns("*.ids", "*.offsets"))
     meta = {**small.meta, "pairs": pairs}
@@ -74,17 +75,17 @@ def main() -> None:
     d = load_config(args.config, [f"data.dir={args.data}"]).data
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         os.environ["MT_CACHE_DIR"] = tmp
-        small = open_corpora(d).entries[0]
+        small = open_cached_corpora(d).entries[0]
         entry = small.path.with_name("big")
         assemble(small, entry, args.pairs)
-        opened = TokenCache.open(entry)
+        opened = CacheEntry.open(entry)
 
         def load() -> None:
-            cache = TokenCache.open(entry)
+            cache = CacheEntry.open(entry)
             cache.check()
             cache.data()
 
-        calls = {"load without the check": lambda: TokenCache.open(entry).data(),
+        calls = {"load without the check": lambda: CacheEntry.open(entry).data(),
                  "load with the check": load, "the check alone": opened.check}
         # From the page cache: every page read by a load just before; cold: none of them.
         wheres = {"page cache": load, "cold": lambda: drop_page_cache(entry)}

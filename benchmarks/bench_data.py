@@ -42,8 +42,7 @@ from benchmarks.harness import (
     parser,
 )
 from mt.config import DataConfig, load_config
-from mt.data import split_path
-from mt.textio import read_lines
+from mt.textio import read_lines, split_path
 
 TINY = ["model.d_model=64", "model.n_heads=4", "model.n_enc_layers=1", "model.n_dec_layers=1",
         "model.d_ff=128", "train.max_steps=1", "train.log_every=1", "train.eval_bleu=false",

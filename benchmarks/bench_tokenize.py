@@ -25,10 +25,10 @@ from sacrebleu.metrics import BLEU
 
 from benchmarks.harness import MULTI30K, TOY, alternate, markdown, parse, parser, timer
 from mt.config import DataConfig
-from mt.data import split_path
-from mt.textio import read_lines
+from mt.textio import read_lines, split_path
 from mt.tokenizers import build_tokenizers
 from mt.tokenizers.spacy_words import SpacyTokenizer
+from mt.tokenizers.subword import SentencePieceSettings
 
 SPLITS = ("train", "val", "test_2016_flickr")
 
@@ -66,8 +66,8 @@ def main() -> None:
     schemes = {lang: {"before": MosesBefore(lang), "after": SpacyTokenizer(lang)}
                for lang in ("de", "en")}
     if not args.no_spm:
-        cfg = DataConfig(src_lang="de", tgt_lang="en", tokenizer="sentencepiece",
-                         vocab_size=args.vocab_size, shared_vocab=True)
+        cfg = DataConfig(src_lang="de", tgt_lang="en", shared_vocab=True,
+                         tokenizer=SentencePieceSettings(vocab_size=args.vocab_size))
         train = args.splits[0]
         with tempfile.TemporaryDirectory() as d:
             de, en = build_tokenizers(cfg, Path(d), split_path(args.data, train, "de"),

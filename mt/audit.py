@@ -19,7 +19,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from mt.config import DataConfig
-from mt.data import CorpusFiles, split_path
+from mt.corpus_formats import CorpusSource
 from mt.filters import (
     RATIO_FLOOR,
     bad_utf8,
@@ -30,14 +30,14 @@ from mt.filters import (
     text_key,
     words,
 )
-from mt.textio import file_identity
+from mt.textio import file_identity, split_path
 
 EXAMPLES = 5  # line numbers kept per finding
 AUDIT_RATIO = 3.0  # the ratio the audit reports at when data.filter.max_ratio is 0 (off)
-def held_out(d: DataConfig) -> list[CorpusFiles]:
+def held_out(d: DataConfig) -> list[CorpusSource]:
     """The validation and test sets the training pairs are compared against."""
-    return [CorpusFiles(split, tuple(split_path(d.dir, split, lang)
-                                     for lang in (d.src_lang, d.tgt_lang)), 1.0, "")
+    return [CorpusSource(split, "plain", tuple(split_path(d.dir, split, lang)
+                                               for lang in (d.src_lang, d.tgt_lang)))
             for split in (d.val, d.test)]
 
 
@@ -124,7 +124,7 @@ class _Index:
         self.pair_keys: Counter[int] = Counter()
 
 
-def audit(train: list[CorpusFiles], held: list[CorpusFiles], max_len: int, max_ratio: float
+def audit(train: list[CorpusSource], held: list[CorpusSource], max_len: int, max_ratio: float
           ) -> Audit:
     """Audit the held-out sets, then each training corpus (with its overlap with them). Every
     file is checked to be there before any is read (DataError); parallel files of different
@@ -139,7 +139,7 @@ def audit(train: list[CorpusFiles], held: list[CorpusFiles], max_len: int, max_r
     return Audit(max_len, max_ratio, trained + done)
 
 
-def _audit_one(files: CorpusFiles, max_len: int, max_ratio: float, against: Iterable[_Index] = (),
+def _audit_one(files: CorpusSource, max_len: int, max_ratio: float, against: Iterable[_Index] = (),
                index: _Index | None = None) -> CorpusAudit:
     """One corpus's findings; against: held-out sets to count overlap with; index: fill it."""
     name, paths = files.name, [str(p) for p in files.paths]

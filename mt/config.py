@@ -14,33 +14,24 @@ from typing import Literal
 
 import yaml
 
+from mt.corpus_formats import CorpusConfig, corpus_format
 from mt.errors import ConfigError
+from mt.tokenizers import (
+    DEFAULT_KIND,
+    FLAT_KEYS,
+    KINDS,
+    TokenizerSettings,
+    default_settings,
+    tokenizer_kind,
+)
 
-# The kinds in mt.tokenizers.KINDS (config cannot import tokenizers; a test keeps them equal).
-TokenizerName = Literal["spacy", "sentencepiece"]
 Schedule = Literal["inverse_sqrt", "cosine", "linear"]  # learning-rate decay after warmup
 LengthNorm = Literal["gnmt", "average", "none"]  # how beam search compares lengths
 DecodeDtype = Literal["float32", "bf16"]
 Sampling = Literal["none", "topk", "topp"]  # none: the search (greedy or beam) picks
-CorpusFormat = Literal["plain", "tsv"]
 SCHEDULES = typing.get_args(Schedule)
 LENGTH_NORMS = typing.get_args(LengthNorm)
 DECODE_DTYPES = typing.get_args(DecodeDtype)
-
-
-@dataclass
-class CorpusConfig:
-    """One training corpus of data.train (docs/data.md#several-corpora)."""
-
-    name: str = ""  # in the log and `mt info`; default: its prefix or file name
-    format: CorpusFormat = "plain"  # plain: two files; tsv: one file of source TAB target
-    dir: str | None = None  # where prefix's files are; null = data.dir
-    prefix: str = ""  # plain: files {dir}/{prefix}.{src_lang} and .{tgt_lang} (or .gz)
-    src: str = ""  # plain: or two explicit paths
-    tgt: str = ""
-    path: str = ""  # tsv: the file (.gz allowed)
-    weight: float = 1.0  # times the corpus is drawn per epoch: 2 = each pair twice, 0.5 = half
-    tag: str = ""  # a token like <bt> put before each source sentence of this corpus
 
 
 @dataclass
@@ -68,15 +59,9 @@ class DataConfig:
     min_freq: int = 1  # vocabulary: drop rarer tokens
     max_size: int = 0  # vocabulary: keep the most frequent tokens; 0 = no limit
     shared_vocab: bool = False  # one vocabulary for both sides (sentencepiece: one joint model)
-    tokenizer: TokenizerName = "spacy"  # spacy (words) or sentencepiece (subwords, trained)
-    spm_model_type: Literal["unigram", "bpe"] = "unigram"  # sentencepiece
-    vocab_size: int = 8000  # sentencepiece: pieces per model, specials and 256 bytes included
-    spm_max_sentences: int = 1000000  # sentencepiece: train on a sample this big; 0 = all lines
-    # sentencepiece subword regularization: > 0 samples segmentations of the training pairs
-    # (smoothing alpha); spm_samples of them are cached, epoch e uses number e mod spm_samples
-    spm_alpha: float = 0.0
-    spm_nbest: int = -1  # sample from the nbest best segmentations; -1 = all
-    spm_samples: int = 8
+    # spacy (words) or sentencepiece (subwords, trained): a kind's name, or {kind: NAME, ...}
+    # with that kind's settings (its dataclass in mt/tokenizers/; docs/tokenization.md)
+    tokenizer: TokenizerSettings = field(default_factory=default_settings)
     filter: FilterConfig = field(default_factory=FilterConfig)
 
 
@@ -163,7 +148,10 @@ class Config:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
+        out = dataclasses.asdict(self)
+        if list(out["data"]["tokenizer"]) == ["kind"]:  # a kind without settings: its name
+            out["data"]["tokenizer"] = out["data"]["tokenizer"]["kind"]
+        return out
 
     def save(self, path: Path) -> None:
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
@@ -180,8 +168,8 @@ def load_config(path: str | Path | None = None, overrides: Sequence[str] = (),
     """Read YAML (or start from defaults), apply `a.b=value` overrides, build and validate.
 
     checks: more checks of the result, after this module's own. A command that is about to
-    make the config's tokenizers passes `mt.tokenizers.config_problems` (config cannot import
-    tokenizers): its settings are then refused now, blamed like any other value.
+    make the config's tokenizers passes `mt.tokenizers.config_problems` (spaCy's languages,
+    which need spaCy imported): they are then refused now, blamed like any other value.
     """
     raw: dict = {}
     where = "config"
@@ -239,9 +227,15 @@ def _apply_override(raw: dict, item: str) -> None:
         parsed = value
     node = raw
     *parents, last = key.split(".")
-    for p in parents:
+    data = raw.get("data")
+    if (key == TOKENIZER_KEY and isinstance(data, dict)
+            and _kind_of(data.get("tokenizer")) == parsed):
+        return  # the kind it names already: its settings stay
+    for i, p in enumerate(parents):
         name, index = _indexed(key, p)
         node = node.setdefault(name, {})
+        if isinstance(node, str) and ".".join(parents[:i + 1]) == TOKENIZER_KEY:
+            node = raw["data"]["tokenizer"] = {"kind": node}  # a kind's name: its section
         if index is not None:  # data.train[1].weight: the second corpus of a list
             if not isinstance(node, list) or index >= len(node):
                 raise ConfigError(f"--set {key}: '{name}' has no item {index} (it is not a "
@@ -263,11 +257,12 @@ def _indexed(key: str, part: str) -> tuple[str, int | None]:
 def blamer(where: str, overrides: Sequence[str]) -> Callable[[str | tuple[str, ...]], str]:
     """Who gave the values of some keys: the last `--set` item that set one of them (or a
     section holding it, or a key inside it), else where."""
-    sets = [(item.partition("=")[0], item) for item in reversed(overrides)]
+    sets = [(_ALIASES.get(k, k), item)
+            for item in reversed(overrides) for k in [item.partition("=")[0]]]
 
     def blame(keys: str | tuple[str, ...]) -> str:
         keys = (keys,) if isinstance(keys, str) else keys
-        keys = tuple(re.sub(r"\[\d+\]", "", k) for k in keys)  # data.train[0].tag: data.train
+        keys = tuple(re.sub(r"\[\d+\]", "", _ALIASES.get(k, k)) for k in keys)  # data.train[0]
         for set_key, item in sets:
             if any(f"{set_key}.".startswith(f"{key}.") or f"{key}.".startswith(f"{set_key}.")
                    for key in keys):
@@ -279,6 +274,8 @@ def blamer(where: str, overrides: Sequence[str]) -> Callable[[str | tuple[str, .
 
 def _checked(raw: dict, blame: Callable[[str | tuple[str, ...]], str],
              checks: Sequence[Check] = ()) -> Config:
+    if isinstance(raw.get("data"), dict):
+        raw = {**raw, "data": _with_flat_keys_folded(raw["data"], blame)}
     cfg = _dataclass_from(Config, raw, blame, "")
     for check in (_range_problems, *checks):
         for keys, message in check(cfg):
@@ -297,6 +294,8 @@ def _dataclass_from(cls, raw: object, blame: Callable[[str], str], prefix: str):
     section = prefix.rstrip(".")
     if raw is None:
         raw = {}
+    if cls is TokenizerSettings:  # its kind picks the dataclass
+        cls, raw = _tokenizer_settings(raw, blame, section)
     if not isinstance(raw, dict):
         raise ConfigError(f"{blame(section)}: '{section}' must be a section (a mapping); "
                           "see configs/ for examples")
@@ -322,9 +321,7 @@ def _coerce(value: object, kind: type, blame: Callable[[str], str], key: str):
         options = typing.get_args(kind)
         if isinstance(value, str) and value in options:
             return value
-        listed = (" or ".join(options) if len(options) == 2
-                  else f"one of {', '.join(options)}")
-        raise ConfigError(f"{blame(key)}: {key} must be {listed}, got {value!r}")
+        raise ConfigError(f"{blame(key)}: {key} must be {_listed(options)}, got {value!r}")
     if isinstance(kind, types.UnionType) or typing.get_origin(kind) is typing.Union:
         kinds = typing.get_args(kind)
     else:
@@ -386,10 +383,6 @@ def _range_problems(cfg: Config) -> list[Problem]:
          f"model.max_positions ({m.max_positions})"),
         ("data.min_freq", d.min_freq >= 1, "data.min_freq must be at least 1"),
         ("data.max_size", d.max_size >= 0, "data.max_size must be 0 (no limit) or positive"),
-        ("data.vocab_size", d.vocab_size > 4 + 256,
-         f"data.vocab_size ({d.vocab_size}) must be more than 260 (4 specials and 256 bytes)"),
-        ("data.spm_max_sentences", d.spm_max_sentences == 0 or d.spm_max_sentences > 100,
-         "data.spm_max_sentences must be 0 (all lines) or more than 100"),
         ("train.max_tokens", t.max_tokens > 0, "train.max_tokens must be positive"),
         ("train.max_epochs", t.max_epochs > 0, "train.max_epochs must be positive"),
         ("train.max_steps", t.max_steps >= 0, "train.max_steps must be 0 (no limit) or positive"),
@@ -439,17 +432,18 @@ def _range_problems(cfg: Config) -> list[Problem]:
          "decode.sampling draws one token at a time: it needs decode.beam 1"),
     ]
     problems = [(keys, message) for keys, ok, message in checks if not ok]
-    return problems + _corpus_problems(d)
+    return problems + list(d.tokenizer.problems()) + _corpus_problems(d)
 
 
 TAG = re.compile(r"<[^\s<>]+>")  # a corpus tag: one token in angle brackets, no spaces
 
 
-def corpora(d: DataConfig) -> list[CorpusConfig]:
-    """data.train as a list of corpora: a split name is one plain corpus under data.dir."""
+def corpus_configs(d: DataConfig) -> list[CorpusConfig]:
+    """data.train as a list of corpora, each named: a split name is one plain corpus under
+    data.dir."""
     if isinstance(d.train, str):
-        return [CorpusConfig(name=Path(d.train).name, prefix=d.train)]
-    return [dataclasses.replace(c, name=c.name or Path(c.prefix or c.path or c.src).name)
+        return [CorpusConfig(name=Path(d.train).name, format="plain", prefix=d.train)]
+    return [dataclasses.replace(c, name=c.name or corpus_format(c.format).default_name(c))
             for c in d.train]
 
 
@@ -459,17 +453,10 @@ def _corpus_problems(d: DataConfig) -> list[Problem]:
         out.append(("data.train", "data.train lists no corpora"))
     tagged: dict[str, tuple] = {}
     names: set[str] = set()
-    for i, c in enumerate(corpora(d)):
+    for i, c in enumerate(corpus_configs(d)):
         key = f"data.train[{i}]"
-        files = (c.dir, c.prefix, c.src, c.tgt, c.path)
-        if c.format == "plain" and bool(c.prefix) == bool(c.src or c.tgt):
-            out.append((key, f"{key}: give prefix (files {{dir}}/{{prefix}}.{{lang}}), or src "
-                             "and tgt, for a plain corpus"))
-        elif c.format == "plain" and not c.prefix and not (c.src and c.tgt):
-            out.append((key, f"{key}: a plain corpus needs both src and tgt"))
-        elif c.format == "tsv" and (not c.path or c.prefix or c.src or c.tgt):
-            out.append((key, f"{key}: a tsv corpus is one file: give path (and no prefix, "
-                             "src or tgt)"))
+        files = dataclasses.replace(c, name="", weight=1.0, tag="")  # what it reads
+        out += [(key, message) for message in corpus_format(c.format).check(c, key)]
         if not c.weight > 0:
             out.append((f"{key}.weight", f"{key}.weight must be positive, got {c.weight}"))
         if c.tag and not TAG.fullmatch(c.tag):
@@ -482,17 +469,56 @@ def _corpus_problems(d: DataConfig) -> list[Problem]:
             out.append((f"{key}.name", f"{key}: two corpora are named {c.name!r}; give each "
                                        "its own name"))
         names.add(c.name)
-    spm = d.tokenizer == "sentencepiece"
-    checks = [
-        (("data.spm_alpha", "data.tokenizer"), d.spm_alpha == 0 or spm,
-         "data.spm_alpha samples SentencePiece segmentations: it needs data.tokenizer: "
-         "sentencepiece"),
-        ("data.spm_alpha", d.spm_alpha >= 0, "data.spm_alpha must be 0 (off) or positive"),
-        (("data.spm_alpha", "data.spm_model_type"),
-         d.spm_model_type == "unigram" or d.spm_alpha < 1,
-         "data.spm_alpha is BPE-dropout's probability for a bpe model: it must be below 1"),
-        ("data.spm_nbest", d.spm_nbest == -1 or d.spm_nbest > 1,
-         "data.spm_nbest must be -1 (all segmentations) or more than 1"),
-        ("data.spm_samples", d.spm_samples >= 1, "data.spm_samples must be at least 1"),
-    ]
-    return out + [(keys, message) for keys, ok, message in checks if not ok]
+    return out
+
+
+# --- data.tokenizer: a kind's name, or its section; the old flat keys an alias ---------------
+TOKENIZER_KEY = "data.tokenizer"
+_ALIASES = {f"data.{key}": f"{TOKENIZER_KEY}.{name}" for key, (_, name, _) in FLAT_KEYS.items()}
+
+
+def _listed(options: Sequence[str]) -> str:
+    return " or ".join(options) if len(options) == 2 else f"one of {', '.join(options)}"
+
+
+def _kind_of(tokenizer: object) -> object:
+    """The kind a raw data.tokenizer names (a name, or a section's kind; None: neither)."""
+    if isinstance(tokenizer, dict):
+        return tokenizer.get("kind", DEFAULT_KIND)
+    return DEFAULT_KIND if tokenizer is None else tokenizer
+
+
+def _tokenizer_settings(raw: object, blame: Callable[[str], str], key: str
+                        ) -> tuple[type[TokenizerSettings], object]:
+    """The settings dataclass of the kind raw names, and raw as a section for it."""
+    raw = {"kind": raw} if isinstance(raw, str) else raw
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{blame(key)}: '{key}' must be a tokenizer kind ({_listed(KINDS)}) "
+                          f"or a section with its kind, got {raw!r}")
+    kind = raw.get("kind", DEFAULT_KIND)
+    if not isinstance(kind, str) or kind not in KINDS:
+        raise ConfigError(f"{blame(key)}: {key} must be {_listed(list(KINDS))}, got {kind!r}")
+    return tokenizer_kind(kind).settings, raw
+
+
+def _with_flat_keys_folded(data: dict, blame: Callable[[str], str]) -> dict:
+    """The data section with the old form's keys (mt.tokenizers.FLAT_KEYS: data.vocab_size,
+    data.spm_*) moved into data.tokenizer's section, where they win over what it says there
+    (they come from --set as often as not). A config saved in the old form holds all of them
+    whatever its kind: another kind's are dropped when they hold their old defaults, and
+    refused otherwise, as they always were (they had no effect)."""
+    flat = {key: data[key] for key in FLAT_KEYS if key in data}
+    if not flat:
+        return data
+    data = {k: v for k, v in data.items() if k not in FLAT_KEYS}
+    tokenizer = data.get("tokenizer", DEFAULT_KIND)
+    kind = _kind_of(tokenizer)
+    section = dict(tokenizer) if isinstance(tokenizer, dict) else {"kind": kind}
+    for key, value in flat.items():
+        owner, name, default = FLAT_KEYS[key]
+        if owner == kind:
+            section[name] = value
+        elif value != default:
+            raise ConfigError(f"{blame(f'data.{key}')}: data.{key} is a setting of the {owner} "
+                              f"tokenizer: it needs data.tokenizer: {owner} (it is {kind})")
+    return {**data, "tokenizer": section if len(section) > 1 else kind}

@@ -1,10 +1,9 @@
-"""Reading parallel text (plain or .gz), encoded pairs as flat id arrays, and length-bucketed
+"""Training corpora with their files found, encoded pairs as flat id arrays, and length-bucketed
 token-budget batches planned from the lengths alone and collated as they are consumed."""
 
 from __future__ import annotations
 
 import itertools
-import os
 import queue
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -15,97 +14,20 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from mt.config import DataConfig, corpora
-from mt.errors import DataError
-from mt.textio import iter_lines
+from mt.config import DataConfig, corpus_configs
+from mt.corpus_formats import CorpusSource, corpus_format
+from mt.corpus_formats.plain import iter_parallel
 from mt.tokenizers import Tokenizer
 from mt.vocab import BOS, EOS, PAD, Vocab
 
 T = TypeVar("T")
 
 
-def split_path(directory: str | Path, split: str, lang: str) -> Path:
-    """`{dir}/{split}.{lang}`, or its `.gz` twin when only that exists."""
-    plain = Path(directory) / f"{split}.{lang}"
-    gz = plain.with_name(plain.name + ".gz")
-    return gz if gz.exists() and not plain.exists() else plain
-
-
-def iter_parallel(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
-    """Pairs of lines, streamed. Files of different lengths, or empty ones, are a DataError
-    (raised when the shorter one ends)."""
-    src, tgt = iter_lines(src_path), iter_lines(tgt_path)
-    n = 0
-    while True:
-        s, t = next(src, None), next(tgt, None)
-        if s is None or t is None:
-            break
-        n += 1
-        yield s, t
-    if s is not None or t is not None:
-        n_src = n + (s is not None) + sum(1 for _ in src)
-        n_tgt = n + (t is not None) + sum(1 for _ in tgt)
-        raise DataError(f"parallel files differ in length: {src_path} has {n_src} lines, "
-                        f"{tgt_path} has {n_tgt}; line i of one must translate line i of the "
-                        "other")
-    if not n:
-        raise DataError(f"{src_path}: file is empty; give a file with one sentence a line")
-
-
-def iter_tsv(path: Path) -> Iterator[tuple[str, str]]:
-    """Pairs of a file of `source TAB target` lines; a line with no tab or several is a
-    DataError naming it."""
-    n = 0
-    for n, line in enumerate(iter_lines(path), 1):
-        parts = line.split("\t")
-        if len(parts) != 2:
-            found = "no tab" if len(parts) == 1 else f"{len(parts) - 1} tabs"
-            raise DataError(f"{path}:{n}: expected source TAB target, found {found}; a tsv "
-                            "corpus has one tab a line")
-        yield parts[0], parts[1]
-    if not n:
-        raise DataError(f"{path}: file is empty; give a file with one pair a line")
-
-
-@dataclass(frozen=True)
-class CorpusFiles:
-    """One training corpus of a config, its files found (mt.config.CorpusConfig)."""
-
-    name: str
-    paths: tuple[Path, ...]  # plain: (source, target); tsv: (the file,)
-    weight: float
-    tag: str
-
-    def pairs(self) -> Iterator[tuple[str, str]]:
-        return iter_parallel(*self.paths) if len(self.paths) == 2 else iter_tsv(self.paths[0])
-
-    def side(self, k: int) -> Iterator[str]:
-        """The lines of side k (0 source, 1 target)."""
-        return (pair[k] for pair in self.pairs())
-
-    def __str__(self) -> str:
-        return " and ".join(map(str, self.paths))
-
-    @property
-    def label(self) -> str:
-        """Short: a/train for a/train.de and a/train.en."""
-        common = os.path.commonprefix([str(p) for p in self.paths]).rstrip(".")
-        return common if len(self.paths) == 2 and common else str(self)
-
-
-def training_corpora(d: DataConfig) -> list[CorpusFiles]:
-    """data.train's corpora, in the config's order."""
-    out = []
-    for c in corpora(d):
-        if c.format == "tsv":
-            paths: tuple[Path, ...] = (Path(c.path),)
-        elif c.prefix:
-            paths = tuple(split_path(c.dir or d.dir, c.prefix, lang)
-                          for lang in (d.src_lang, d.tgt_lang))
-        else:
-            paths = (Path(c.src), Path(c.tgt))
-        out.append(CorpusFiles(c.name, paths, c.weight, c.tag))
-    return out
+def corpus_sources(d: DataConfig) -> list[CorpusSource]:
+    """data.train's corpora with their files found, in the config's order."""
+    langs = (d.src_lang, d.tgt_lang)
+    return [CorpusSource(c.name, c.format, corpus_format(c.format).paths(c, d.dir, langs),
+                         c.weight, c.tag) for c in corpus_configs(d)]
 
 
 def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:

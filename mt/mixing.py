@@ -7,8 +7,9 @@ so every pair is drawn as often as any other, give or take one. What an epoch dr
 batches, are a pure function of (seed, epoch): a resumed run continues exactly. docs/data.md
 says this for users.
 
-Each corpus keeps its own token-cache entry and vocabulary (mt.token_cache); its ids are looked
-up in the run's vocabulary as a batch is collated, and its tag (if any) put first in each source.
+Each corpus keeps its own token-cache entry and vocabulary (mt.token_cache; mt.cached_mix makes
+the Parts of the entries); its ids are looked up in the run's vocabulary as a batch is
+collated, and its tag (if any) put first in each source.
 """
 
 from __future__ import annotations

@@ -27,6 +27,13 @@ def read_error(e: OSError, path: str | Path) -> DataError:
     return DataError(f"{path}: cannot read ({e.strerror or e}); check the permissions")
 
 
+def split_path(directory: str | Path, split: str, lang: str) -> Path:
+    """`{dir}/{split}.{lang}`, or its `.gz` twin when only that exists."""
+    plain = Path(directory) / f"{split}.{lang}"
+    gz = plain.with_name(plain.name + ".gz")
+    return gz if gz.exists() and not plain.exists() else plain
+
+
 def file_identity(path: Path) -> list:
     """[absolute path, size, modification time]: what changes when the file does."""
     try:

@@ -14,7 +14,7 @@ import torch
 
 from mt import align
 from mt.checkpoint import Run, load_run
-from mt.config import Config, DecodeConfig, config_from_dict, corpora
+from mt.config import Config, DecodeConfig, config_from_dict, corpus_configs
 from mt.data import group_bounds, pad
 from mt.decode import Hypothesis
 from mt.engines import ENGINES, Engine, ModelEngine, decoding_model
@@ -235,7 +235,7 @@ class Translator:
 
     def _tag_id(self, tag: str) -> int:
         """The id of a corpus tag the model was trained with; ConfigError for any other."""
-        tags = [c.tag for c in corpora(self.run.cfg.data) if c.tag]
+        tags = [c.tag for c in corpus_configs(self.run.cfg.data) if c.tag]
         if tag not in tags or tag not in self.run.src_vocab.stoi:
             have = f"its tags are {', '.join(tags)}" if tags else "it was trained without tags"
             raise ConfigError(f"decode.tag {tag}: not a tag of this model ({have})")

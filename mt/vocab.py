@@ -24,7 +24,7 @@ class Vocab:
     @classmethod
     def build(cls, sentences: Iterable[list[str]], min_freq: int = 1, max_size: int = 0) -> Vocab:
         """Count the tokens of `sentences` (a tokenizer's fixed vocabulary is taken as it is by
-        mt.token_cache instead)."""
+        mt.cached_mix instead)."""
         return cls.from_counts(Counter(tok for sent in sentences for tok in sent), min_freq,
                                max_size)
 

@@ -182,6 +182,14 @@ def small_config(data_dir: Path, *sets: str) -> list[str]:
 
 
 @pytest.fixture
+def cache_dir(tmp_path, monkeypatch) -> Path:
+    """A token cache of the test's own (MT_CACHE_DIR), to look into."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("MT_CACHE_DIR", str(path))
+    return path
+
+
+@pytest.fixture
 def run_copy(tiny_run, tmp_path) -> Path:
     return Path(shutil.copytree(tiny_run, tmp_path / "run"))
 

@@ -6,14 +6,15 @@ import pytest
 from conftest import PLANTED, PLANTED_PAIRS, PLANTED_TEST, PLANTED_VAL, write_pairs
 from mt.audit import Finding, audit, held_out
 from mt.config import DataConfig
-from mt.data import CorpusFiles, training_corpora
+from mt.corpus_formats import CorpusSource
+from mt.data import corpus_sources
 from mt.errors import DataError
 
 
 @pytest.fixture
 def planted(tmp_path):
     """The planted corpus as files: train, val and test."""
-    return [CorpusFiles(split, write_pairs(tmp_path, split, pairs), 1.0, "") for split, pairs in
+    return [CorpusSource(split, "plain", write_pairs(tmp_path, split, pairs)) for split, pairs in
             (("train", PLANTED_PAIRS), ("val", PLANTED_VAL), ("test", PLANTED_TEST))]
 
 
@@ -55,7 +56,7 @@ def test_report_and_json(planted):
 def test_bad_input_is_one_data_error_before_reading(planted, tmp_path):
     src, tgt = planted[0].paths
     with pytest.raises(DataError, match="missing.en: file not found"):
-        audit(planted[:1], [CorpusFiles("val", (src, tmp_path / "missing.en"), 1.0, "")], 100, 3)
+        audit(planted[:1], [CorpusSource("val", "plain", (src, tmp_path / "missing.en"))], 100, 3)
     tgt.write_text("one line\n", encoding="utf-8")
     with pytest.raises(DataError, match="differ in length.*16 lines.*has 1"):
         audit(planted[:1], [], 100, 3)
@@ -63,6 +64,6 @@ def test_bad_input_is_one_data_error_before_reading(planted, tmp_path):
 
 def test_a_config_names_its_corpora():
     d = DataConfig(dir="x", train="tr", val="va", test="te", src_lang="de", tgt_lang="en")
-    assert [(c.name, *(p.name for p in c.paths)) for c in training_corpora(d)] == [
+    assert [(c.name, *(p.name for p in c.paths)) for c in corpus_sources(d)] == [
         ("tr", "tr.de", "tr.en")]
     assert [(c.name, c.paths[0].name) for c in held_out(d)] == [("va", "va.de"), ("te", "te.de")]

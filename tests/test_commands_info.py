@@ -2,16 +2,19 @@
 
 import json
 import re
+import shutil
 
 import pytest
 import torch
+import yaml
 
 from conftest import CONFIG, TINY, assert_user_error, corpus, run_mt
 from mt.checkpoint import FORMAT, load_checkpoint, load_run, save_checkpoint
 from mt.commands.average import average_run
-from mt.commands.info import run_info
+from mt.commands.info import format_info, run_info
 from mt.commands.train import train
 from mt.errors import CheckpointError
+from mt.tokenizers import FLAT_KEYS
 from mt.train.lineage import sha256_of
 
 
@@ -43,6 +46,28 @@ def test_info_json(tiny_run):
     assert text.code == 0, text.err
     assert "parameters:" in text.out and f"steps trained: {last}" in text.out
     assert "best:" in text.out and "last.pt:" in text.out and "MiB" in text.out
+
+
+def test_info_of_a_run_older_than_tokenizer_sections(tiny_run, tmp_path):
+    """Its config (saved and in its checkpoints) says data.tokenizer: spacy and every old
+    flat key, as configs were saved before the kinds owned their settings: read as before."""
+    run = tmp_path / "old"
+    shutil.copytree(tiny_run, run)
+
+    def old(data: dict) -> dict:
+        assert data["tokenizer"] == "spacy"
+        return {**data, **{key: default for key, (_, _, default) in FLAT_KEYS.items()}}
+
+    for name in ("best.pt", "last.pt"):
+        state = load_checkpoint(run / name)
+        state["config"]["data"] = old(state["config"]["data"])
+        save_checkpoint(run / name, state)
+    saved = yaml.safe_load((run / "config.yaml").read_text(encoding="utf-8"))
+    (run / "config.yaml").write_text(yaml.safe_dump({**saved, "data": old(saved["data"])}))
+    before, after = run_info(tiny_run), run_info(run)
+    for key in ("tokenizer", "data", "model", "vocab", "step", "parameters", "best"):
+        assert after[key] == before[key], key
+    assert "tokenizer:     spacy en -> de\n" in format_info(after)
 
 
 def test_info_of_missing_truncated_or_foreign_checkpoints(tiny_run, tmp_path):

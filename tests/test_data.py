@@ -4,14 +4,17 @@ import gzip
 import threading
 import time
 
+import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conftest import CONFIG, TINY, assert_user_error, corpus, small_config
 from mt.config import load_config
-from mt.data import ParallelData, prefetch, read_parallel, split_path
+from mt.data import ParallelData, group_bounds, prefetch, read_parallel
 from mt.errors import DataError
-from mt.textio import read_lines
+from mt.textio import read_lines, split_path
 from mt.train.loop import Trainer
 from mt.vocab import BOS, EOS, PAD
 
@@ -129,3 +132,25 @@ def test_training_data_invalid_utf8_is_replaced_and_long_lines_dropped(tmp_path,
     assert "train.en: 1 line(s) had invalid UTF-8 (first at line 3)" in err
     assert "58 training pairs (2 dropped" in err
     assert any("\ufffd" in token for token in trainer.src_vocab.itos)  # the pair was kept
+
+
+def _greedy(sizes: list[tuple[int, int]], max_tokens: int) -> list[int]:
+    """The run boundaries, one item at a time (as mt cut batches before group_bounds)."""
+    cuts, count, max_s, max_t = [0], 0, 0, 0
+    for i, (s, t) in enumerate(sizes):
+        ms, mt_ = max(max_s, s), max(max_t, t)
+        if count and (count + 1) * (ms + mt_) > max_tokens:
+            cuts.append(i)
+            count, ms, mt_ = 0, s, t
+        count, max_s, max_t = count + 1, ms, mt_
+    return cuts + [len(sizes)] if sizes else [0]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 60), st.integers(0, 60)), max_size=300),
+       st.integers(1, 400))
+def test_group_bounds_is_the_greedy_cut(sizes, max_tokens):
+    sizes.sort()
+    src = np.array([s for s, _ in sizes], dtype=np.int64)
+    tgt = np.array([t for _, t in sizes], dtype=np.int64)
+    assert group_bounds(src, tgt, max_tokens).tolist() == _greedy(sizes, max_tokens)

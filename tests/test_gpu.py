@@ -28,10 +28,11 @@ from benchmarks.harness import forward_flops, markdown
 from conftest import MULTI30K, ROOT, run_mt
 from mt.checkpoint import load_checkpoint, load_run
 from mt.config import load_config
-from mt.data import Batch, read_parallel, split_path
+from mt.data import Batch, read_parallel
 from mt.device import autocast_dtype
 from mt.loss import label_smoothed_loss
 from mt.model import make_model
+from mt.textio import split_path
 from mt.translator import Translator
 
 pytestmark = [pytest.mark.gpu,

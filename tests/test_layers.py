@@ -20,10 +20,11 @@ PACKAGE = ROOT / "mt"
 # decides a module's layer (mt.train.loop is in "train", mt.tokenizers.text in "tokenizers").
 LAYERS = [
     ["errors", "log"],
-    ["textio", "config", "vocab", "device", "threads"],
-    ["tokenizers"],
-    ["data", "buckets", "mixing", "token_cache", "filters", "audit", "kernels", "model",
-     "loss", "decode", "align", "metrics", "records"],
+    ["textio", "vocab", "device", "threads"],
+    ["tokenizers", "corpus_formats"],
+    ["config"],
+    ["data", "buckets", "mixing", "token_cache", "cached_mix", "filters", "audit", "kernels",
+     "model", "loss", "decode", "align", "metrics", "records"],
     ["checkpoint", "ensemble", "engines", "translator", "ct2"],
     ["train", "serve"],
     ["commands"],

@@ -11,16 +11,16 @@ import pytest
 import torch
 
 from conftest import ROOT, TINY, TOY, straight_and_resumed
+from mt.cached_mix import mixed_data, run_vocabs
 from mt.commands.info import run_info
 from mt.commands.train import train
 from mt.config import load_config
 from mt.data import ParallelData, read_parallel
-from mt.errors import ConfigError, DataError
+from mt.errors import ConfigError
 from mt.metrics import score
 from mt.mixing import MixedData, Part
-from mt.token_cache import open_corpora
+from mt.token_cache import open_cached_corpora
 from mt.translator import Translator
-from mt.vocab import Vocab
 
 
 def toy_part(name: str, n: int, weight: float, start: int = 0, tag: int | None = None) -> Part:
@@ -102,31 +102,12 @@ def test_tsv_and_plain_files_give_the_same_pairs(tmp_path):
     for corpus in ({"prefix": "toy.train"}, {"format": "tsv", "path": str(d / "pairs.tsv.gz")},
                    {"src": str(d / "toy.train.en"), "tgt": str(d / "toy.train.de")}):
         cfg = load_config(None, [f"data.dir={d}", f"data.train=[{json.dumps(corpus)}]"])
-        cache = open_corpora(cfg.data)
-        batches.append(cache.data(*cache.vocabs()).batches(300, seed=1))
+        cache = open_cached_corpora(cfg.data)
+        batches.append(mixed_data(cache, *run_vocabs(cache)).batches(300, seed=1))
     for other in batches[1:]:
         assert len(other) == len(batches[0])
         assert all(torch.equal(x.src, y.src) and torch.equal(x.tgt_out, y.tgt_out)
                    for x, y in zip(batches[0], other))
-
-
-@pytest.mark.parametrize("line, found", [("a b", "no tab"), ("a\tb\tc", "2 tabs")])
-def test_a_tsv_line_without_one_tab_is_refused(tmp_path, line, found):
-    d = write_toy(tmp_path)
-    (d / "bad.tsv").write_text(f"x\ty\n{line}\n", encoding="utf-8")
-    cfg = load_config(None, [f"data.dir={d}", f"data.train=[{{format: tsv, path: {d}/bad.tsv}}]"])
-    with pytest.raises(DataError, match=rf"bad.tsv:2: expected source TAB target, found {found}"):
-        open_corpora(cfg.data)
-
-
-def test_a_tag_the_data_holds_is_refused(tmp_path):
-    d = write_toy(tmp_path)
-    lines = (d / "toy.train.en").read_text(encoding="utf-8").splitlines()
-    lines[7] = "we saw <bt> dogs"
-    (d / "toy.train.en").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    cfg = load_config(None, [f"data.dir={d}", "data.train=[{prefix: toy.train, tag: <bt>}]"])
-    with pytest.raises(DataError, match="holds '<bt>', which is also a corpus tag"):
-        open_corpora(cfg.data).vocabs()
 
 
 @pytest.mark.parametrize("train, message", [
@@ -141,17 +122,6 @@ def test_bad_corpus_lists_are_config_errors(train, message):
     with pytest.raises(ConfigError, match=message) as e:
         load_config(None, [f"data.train={train}"])
     assert e.value.exit_code == 3 and str(e.value).startswith("--set data.train=")
-
-
-def test_tags_join_the_source_vocabulary_after_its_words(tmp_path):
-    d = write_toy(tmp_path)
-    cfg = load_config(None, [f"data.dir={d}", "data.train=[{prefix: toy.train, tag: <2de>}]"])
-    cache = open_corpora(cfg.data)
-    src, tgt = cache.vocabs()
-    assert src.itos[-1] == "<2de>" and "<2de>" not in tgt.stoi
-    batch = cache.data(src, tgt).collate(np.arange(5))
-    assert (batch.src[:, 0] == src.stoi["<2de>"]).all()
-    assert Vocab(src.itos[:-1]).itos == cache.entries[0].src_vocab.itos  # the counted words
 
 
 def two_corpora(d: Path, *more: str) -> list[str]:
@@ -207,17 +177,17 @@ def test_one_model_translates_both_ways_by_its_tag(tmp_path):
 
 
 def test_subword_sampling_gives_each_epoch_its_segmentation(tmp_path):
-    """data.spm_alpha: epochs see different segmentations of the same pairs (epoch e the
-    (e mod spm_samples)-th), the same ones again for the same epoch, each detokenizing to the
+    """data.tokenizer.alpha: epochs see different segmentations of the same pairs (epoch e the
+    (e mod samples)-th), the same ones again for the same epoch, each detokenizing to the
     line."""
     d = write_toy(tmp_path, 300)
-    sets = [f"data.dir={d}", "data.tokenizer=sentencepiece", "data.vocab_size=340",
-            "data.shared_vocab=true", "data.spm_alpha=0.2", "data.spm_samples=3"]
+    sets = [f"data.dir={d}", "data.shared_vocab=true",
+            "data.tokenizer={kind: sentencepiece, vocab_size: 340, alpha: 0.2, samples: 3}"]
     cfg = load_config(None, sets)
-    cache = open_corpora(cfg.data)
-    src_vocab, _ = vocabs = cache.vocabs()
+    cache = open_cached_corpora(cfg.data)
+    src_vocab, _ = vocabs = run_vocabs(cache)
     src_tok, _ = cache.tokenizers()
-    data = cache.data(*vocabs)
+    data = mixed_data(cache, *vocabs)
     lines, _ = read_parallel(d / "toy.train.en", d / "toy.train.de")
     pairs = np.arange(40)
 
@@ -229,7 +199,8 @@ def test_subword_sampling_gives_each_epoch_its_segmentation(tmp_path):
     seen = [segmentations(e) for e in range(3)]
     assert seen[0] != seen[1] != seen[2]
     assert segmentations(3) == seen[0]  # 3 cached: epoch 3 is epoch 0's
-    assert segmentations(1, open_corpora(cfg.data).data(*vocabs)) == seen[1]  # reproducible
+    again = mixed_data(open_cached_corpora(cfg.data), *vocabs)
+    assert segmentations(1, again) == seen[1]  # reproducible
     for epoch in seen:
         assert [src_tok.detokenize(s) for s in epoch] == [lines[i] for i in pairs]
     plan = data.plan(300, 1, 2)
@@ -242,10 +213,10 @@ def test_corpora_of_one_name_in_two_places_keep_their_entries(tmp_path, capsys):
     (tmp_path / "b").mkdir()
     a, b = (load_config(None, [f"data.dir={write_toy(tmp_path / x, n)}"]).data
             for x, n in (("a", 100), ("b", 200)))
-    first = open_corpora(a).entries[0].path
-    second = open_corpora(b).entries[0].path
+    first = open_cached_corpora(a).entries[0].path
+    second = open_cached_corpora(b).entries[0].path
     capsys.readouterr()
-    assert open_corpora(a).entries[0].path == first and first.is_dir() and second.is_dir()
+    assert open_cached_corpora(a).entries[0].path == first and first.is_dir() and second.is_dir()
     assert "building" not in capsys.readouterr().err
 
 
@@ -253,7 +224,7 @@ def test_corpora_of_one_name_in_two_places_keep_their_entries(tmp_path, capsys):
     ("tsv", 4, "bad.tsv:2: expected source TAB target, found no tab"),
     ("tag", 4, "holds '<bt>', which is also a corpus tag"),
     ("weight", 3, "data.train[0].weight must be positive"),
-    ("alpha", 3, "data.spm_alpha samples SentencePiece segmentations"),
+    ("alpha", 3, "data.spm_alpha is a setting of the sentencepiece tokenizer"),
 ])
 def test_bad_corpora_stop_mt_train_with_one_line_and_nothing_written(cli, tmp_path, case, code,
                                                                    needle):

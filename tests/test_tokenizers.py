@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -13,12 +14,11 @@ from hypothesis import strategies as st
 
 from conftest import MULTI30K, ROOT, TOY
 from mt.config import DataConfig, load_config
-from mt.data import split_path
 from mt.errors import CheckpointError, ConfigError, DataError
-from mt.textio import read_lines
-from mt.tokenizers import build_tokenizers, config_problems, load_tokenizers
+from mt.textio import read_lines, split_path
+from mt.tokenizers import Sampling, build_tokenizers, config_problems, load_tokenizers, samples
 from mt.tokenizers.spacy_words import SpacyTokenizer
-from mt.tokenizers.subword import JOINT, SPACE
+from mt.tokenizers.subword import JOINT, SPACE, SentencePieceSettings
 from mt.tokenizers.text import ESCAPE, MARK, escape, normalize, unescape
 from mt.vocab import SPECIALS
 
@@ -45,7 +45,7 @@ def spacy_tokenizers() -> dict[str, SpacyTokenizer]:
 def spm_dir(tmp_path_factory):
     """A joint SentencePiece model trained on the toy corpus (a fraction of a second)."""
     out = tmp_path_factory.mktemp("spm")
-    cfg = DataConfig(tokenizer="sentencepiece", vocab_size=330, shared_vocab=True)
+    cfg = DataConfig(tokenizer=SentencePieceSettings(vocab_size=330), shared_vocab=True)
     build_tokenizers(cfg, out, TOY / "toy.train.en", TOY / "toy.train.de")
     return out, cfg
 
@@ -143,8 +143,20 @@ def test_sentencepiece_round_trip(spm_dir, line):
     assert tok.detokenize(tokens) == normalize(line)
 
 
+def test_sentencepiece_samples_segmentations_only_with_alpha(spm_dir):
+    directory, cfg = spm_dir
+    plain, _ = load_tokenizers(cfg, directory)
+    sampling = replace(cfg, tokenizer=replace(cfg.tokenizer, alpha=0.5, samples=3))
+    tok, _ = load_tokenizers(sampling, directory)
+    assert isinstance(tok, Sampling) and (samples(plain), samples(tok)) == (0, 3)
+    lines = ["Yesterday we saw forty two red dogs."] * 20
+    assert tok.sample_many(lines, seed=4) == tok.sample_many(lines, seed=4)  # seeded
+    assert len({tuple(s) for s in tok.sample_many(lines, seed=4)}) > 1  # but sampled
+    assert all(tok.detokenize(s) == lines[0] for s in tok.sample_many(lines, seed=5))
+
+
 def test_sentencepiece_separate_models_lowercase_and_bpe(tmp_path):
-    cfg = DataConfig(tokenizer="sentencepiece", spm_model_type="bpe", vocab_size=290,
+    cfg = DataConfig(tokenizer=SentencePieceSettings(model_type="bpe", vocab_size=290),
                      lowercase=True)
     src, tgt = build_tokenizers(cfg, tmp_path, TOY / "toy.train.en", TOY / "toy.train.de")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spm.src.model", "spm.tgt.model"]
@@ -154,14 +166,14 @@ def test_sentencepiece_separate_models_lowercase_and_bpe(tmp_path):
 
 
 def test_sentencepiece_vocab_size_too_large_names_the_largest(tmp_path):
-    cfg = DataConfig(tokenizer="sentencepiece", vocab_size=100000)
+    cfg = DataConfig(tokenizer=SentencePieceSettings(vocab_size=100000))
     with pytest.raises(ConfigError, match=r"largest usable size is \d+") as e:
         build_tokenizers(cfg, tmp_path, TOY / "toy.train.en", TOY / "toy.train.de")
     largest = int(re.search(r"largest usable size is (\d+)", str(e.value))[1])
-    cfg.vocab_size = largest  # the size named works, one more does not
+    cfg.tokenizer.vocab_size = largest  # the size named works, one more does not
     src, _ = build_tokenizers(cfg, tmp_path, TOY / "toy.train.en", TOY / "toy.train.de")
     assert len(src.fixed_vocab) == largest
-    cfg.vocab_size = largest + 1
+    cfg.tokenizer.vocab_size = largest + 1
     with pytest.raises(ConfigError, match="data.vocab_size"):
         build_tokenizers(cfg, tmp_path, TOY / "toy.train.en", TOY / "toy.train.de")
 
@@ -169,7 +181,7 @@ def test_sentencepiece_vocab_size_too_large_names_the_largest(tmp_path):
 def test_sentencepiece_on_an_empty_training_split_is_a_data_error(tmp_path):
     (tmp_path / "blank.en").write_text("\n  \n\t\n")
     (tmp_path / "blank.de").write_text("")
-    cfg = DataConfig(tokenizer="sentencepiece", vocab_size=300)
+    cfg = DataConfig(tokenizer=SentencePieceSettings(vocab_size=300))
     with pytest.raises(DataError, match="no text to train SentencePiece"):
         build_tokenizers(cfg, tmp_path, tmp_path / "blank.en", tmp_path / "blank.de")
     with pytest.raises(DataError, match="not found"):
@@ -191,14 +203,20 @@ def test_missing_or_corrupt_sentencepiece_model_is_a_checkpoint_error(spm_dir, t
 
 @pytest.mark.parametrize("key, value, needle", [
     ("data.tokenizer", "moses", "data.tokenizer must be spacy or sentencepiece"),
-    ("data.spm_model_type", "char", "data.spm_model_type must be unigram or bpe"),
-    ("data.vocab_size", "100", "data.vocab_size (100) must be more than 260"),
-    ("data.spm_max_sentences", "50", "data.spm_max_sentences must be 0"),
+    ("data.tokenizer.model_type", "char", "data.tokenizer.model_type must be unigram or bpe"),
+    ("data.spm_model_type", "char", "data.tokenizer.model_type must be unigram or bpe"),
+    ("data.vocab_size", "100", "data.tokenizer.vocab_size (100) must be more than 260"),
+    ("data.spm_max_sentences", "50", "data.tokenizer.max_sentences must be 0"),
+    ("data.tokenizer.alpha", "-1", "data.tokenizer.alpha must be 0 (off) or positive"),
+    ("data.spm_nbest", "1", "data.tokenizer.nbest must be -1 (all segmentations) or more"),
+    ("data.spm_samples", "0", "data.tokenizer.samples must be at least 1"),
 ])
 def test_tokenizer_settings_are_checked_at_load(key, value, needle):
-    with pytest.raises(ConfigError, match=re.escape(needle)):
+    """In either form (data.tokenizer.KEY, or the old data.spm_KEY), blamed on who gave it."""
+    with pytest.raises(ConfigError, match=re.escape(needle)) as e:
         load_config(ROOT / "configs" / "toy.yaml", ["data.tokenizer=sentencepiece",
                                                     f"{key}={value}"])
+    assert str(e.value).startswith(f"--set {key}={value}: ")
 
 
 def test_sentencepiece_needs_no_spacy_language():

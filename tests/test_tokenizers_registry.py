@@ -1,31 +1,33 @@
 """The registry of tokenizer kinds (mt.tokenizers.KINDS): every kind is registered and usable,
-config's allowed kinds are the registry's names, and a kind added in one module is picked up
-by the registry's functions without touching any other module."""
+owns its settings (data.tokenizer: a name, or {kind: NAME, ...}; the old flat keys an alias),
+and a kind added in one module is picked up by config and the registry's functions without
+touching any other module."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import types
-import typing
+from collections.abc import Iterator
 
 import pytest
 
 from conftest import ROOT
 from mt import tokenizers
-from mt.config import DataConfig, TokenizerName, load_config
+from mt.config import DataConfig, config_from_dict, load_config
 from mt.errors import ConfigError
 from mt.tokenizers import (
+    FLAT_KEYS,
     KINDS,
+    Sampling,
     config_problems,
     load_tokenizers,
     tokenizer_files,
     tokenizer_kind,
 )
-
-
-def test_config_allows_exactly_the_registered_kinds():
-    assert typing.get_args(TokenizerName) == tuple(KINDS)
+from mt.tokenizers.spacy_words import SpacySettings
+from mt.tokenizers.subword import SentencePieceSettings
 
 
 @pytest.mark.parametrize("name", sorted(KINDS))
@@ -33,7 +35,10 @@ def test_every_kind_is_registered_and_complete(name):
     kind = tokenizer_kind(name)
     assert isinstance(kind, tokenizers.TokenizerKind)
     assert type(kind).load is not tokenizers.TokenizerKind.load, "a kind must say how it loads"
-    d = DataConfig(tokenizer=name)
+    assert issubclass(kind.settings, tokenizers.TokenizerSettings)
+    assert kind.settings().kind == name and list(kind.settings().problems()) == []
+    d = DataConfig(tokenizer=kind.settings())
+    assert load_config(None, [f"data.tokenizer={name}"]).data == d
     assert all(isinstance(v, str) for v in kind.cache_settings().values())
     assert isinstance(kind.info(d), dict) and list(kind.check(d)) == []
     assert all(isinstance(f, str) for f in kind.files(d))
@@ -41,7 +46,62 @@ def test_every_kind_is_registered_and_complete(name):
 
 def test_an_unknown_kind_is_a_config_error():
     with pytest.raises(ConfigError, match="data.tokenizer must be one of spacy, sentencepiece"):
-        load_tokenizers(DataConfig(tokenizer="moses"), ROOT)
+        tokenizer_kind("moses")
+    with pytest.raises(ConfigError, match="--set data.tokenizer=moses: data.tokenizer must be "
+                                          "spacy or sentencepiece, got 'moses'"):
+        load_config(None, ["data.tokenizer=moses"])
+
+
+def test_a_kind_is_written_as_its_name_or_its_section():
+    assert load_config(None).to_dict()["data"]["tokenizer"] == "spacy"
+    cfg = load_config(None, ["data.tokenizer={kind: sentencepiece, vocab_size: 500}"])
+    assert cfg.data.tokenizer == SentencePieceSettings(vocab_size=500)
+    assert cfg.to_dict()["data"]["tokenizer"] == {
+        "kind": "sentencepiece", "model_type": "unigram", "vocab_size": 500,
+        "max_sentences": 1000000, "alpha": 0.0, "nbest": -1, "samples": 8}
+    assert config_from_dict(cfg.to_dict()) == cfg
+
+
+def test_set_reaches_into_the_section_and_a_name_keeps_its_kinds_settings():
+    cfg = load_config(None, ["data.tokenizer=sentencepiece", "data.tokenizer.alpha=0.1",
+                             "data.tokenizer=sentencepiece"])
+    assert cfg.data.tokenizer == SentencePieceSettings(alpha=0.1)
+    cfg = load_config(None, ["data.tokenizer={kind: sentencepiece, vocab_size: 500}",
+                             "data.tokenizer=spacy"])
+    assert cfg.data.tokenizer == SpacySettings()
+    with pytest.raises(ConfigError, match="unknown key 'data.tokenizer.vocab_size'"):
+        load_config(None, ["data.tokenizer.vocab_size=500"])  # spacy has no such setting
+
+
+def old_form(settings: dict) -> dict:
+    """A data section as configs said it before data.tokenizer held its kind's settings: every
+    flat key, the defaults where not given (saved configs hold every key)."""
+    flat = {key: settings.get(name, default) for key, (_, name, default) in FLAT_KEYS.items()}
+    return {"tokenizer": settings.get("kind", "spacy"), **flat}
+
+
+@pytest.mark.parametrize("settings", [
+    {"kind": "sentencepiece", "model_type": "bpe", "vocab_size": 500, "max_sentences": 0,
+     "alpha": 0.1, "nbest": 10, "samples": 3},
+    {"kind": "sentencepiece"},
+    {"kind": "spacy"},
+])
+def test_the_old_flat_keys_give_the_settings_of_the_new_form(settings):
+    new = config_from_dict({"data": {"tokenizer": settings}})
+    assert config_from_dict({"data": old_form(settings)}) == new
+    assert load_config(None, [f"data.{k}={v}" for k, v in old_form(settings).items()]) == new
+
+
+def test_an_old_key_of_another_kind_must_hold_its_old_default():
+    assert load_config(None, ["data.vocab_size=8000"]).data.tokenizer == SpacySettings()
+    with pytest.raises(ConfigError, match="--set data.spm_alpha=0.1: data.spm_alpha is a setting "
+                                          "of the sentencepiece tokenizer"):
+        load_config(None, ["data.spm_alpha=0.1"])
+
+
+def test_only_a_sampling_kind_samples(tmp_path):
+    spacy, _ = load_tokenizers(DataConfig(), tmp_path)
+    assert not isinstance(spacy, Sampling) and tokenizers.samples(spacy) == 0
 
 
 class _Words:
@@ -60,8 +120,20 @@ class _Words:
         return " ".join(tokens)
 
 
+@dataclasses.dataclass
+class _FakeSettings(tokenizers.TokenizerSettings):
+    kind: str = "fake"
+    upper: bool = True  # the target side upper-cased
+
+    def problems(self) -> Iterator[tuple[str, str]]:
+        if not self.upper:
+            yield "data.tokenizer.upper", "data.tokenizer.upper: the fake kind needs it"
+
+
 class _FakeKind(tokenizers.TokenizerKind):
-    """A kind that needs one file and checks its languages."""
+    """A kind with a setting, that needs one file and checks its languages."""
+
+    settings = _FakeSettings
 
     def load(self, d, directory, files):
         return _Words(upper=False), _Words(upper=(directory / "fake.txt").read_text() == "up")
@@ -70,7 +142,7 @@ class _FakeKind(tokenizers.TokenizerKind):
         return ["fake.txt"]
 
     def train(self, d, dest_dir, train_src, train_tgt):
-        (dest_dir / "fake.txt").write_text("up")
+        (dest_dir / "fake.txt").write_text("up" if d.tokenizer.upper else "down")
 
     def check(self, d):
         if d.src_lang == "zz":
@@ -79,7 +151,7 @@ class _FakeKind(tokenizers.TokenizerKind):
 
 @pytest.fixture
 def fake_kind(monkeypatch):
-    """A new kind: one module with its KIND, and one line in KINDS; nothing else touched."""
+    """A new kind: one module with its settings and KIND, and one line in KINDS; nothing else."""
     module = types.ModuleType("fake_kind_module")
     module.KIND = _FakeKind()
     monkeypatch.setitem(sys.modules, "fake_kind_module", module)
@@ -87,8 +159,9 @@ def fake_kind(monkeypatch):
     return module.KIND
 
 
-def test_a_new_kind_is_usable_by_the_registry_functions(fake_kind, tmp_path):
-    d = DataConfig(tokenizer="fake")
+def test_a_new_kind_is_usable_by_config_and_the_registry_functions(fake_kind, tmp_path):
+    d = load_config(None, ["data.tokenizer={kind: fake, upper: true}"]).data
+    assert d.tokenizer == _FakeSettings()
     src, tgt = tokenizers.build_tokenizers(d, tmp_path, tmp_path / "a", tmp_path / "b")
     assert src.tokenize("a b") == ["a", "b"] and tgt.tokenize("a b") == ["A", "B"]
     src, tgt = load_tokenizers(d, tmp_path)
@@ -97,17 +170,17 @@ def test_a_new_kind_is_usable_by_the_registry_functions(fake_kind, tmp_path):
     assert tokenizer_kind("fake") is fake_kind
 
 
-def test_a_kinds_check_is_blamed_on_the_set_item_that_gave_the_value(fake_kind, monkeypatch):
-    # Config names the kinds it allows itself (it cannot import the registry): the one other
-    # line a new kind adds.
-    monkeypatch.setattr("mt.config.TokenizerName",
-                        typing.Literal["spacy", "sentencepiece", "fake"])
+def test_a_kinds_checks_are_blamed_on_the_set_item_that_gave_the_value(fake_kind):
     cfg = load_config(None, ["data.tokenizer=fake", "data.src_lang=xx"], [config_problems])
-    assert cfg.data.tokenizer == "fake" and list(config_problems(cfg)) == []
+    assert cfg.data.tokenizer.kind == "fake" and list(config_problems(cfg)) == []
     with pytest.raises(ConfigError) as e:
         load_config(None, ["data.src_lang=zz", "data.tokenizer=fake", "train.lr=0.1"],
                     [config_problems])
     assert str(e.value) == "--set data.src_lang=zz: data.src_lang: the fake kind refuses 'zz'"
+    with pytest.raises(ConfigError) as e:
+        load_config(None, ["data.tokenizer=fake", "data.tokenizer.upper=false", "train.lr=0.1"])
+    assert str(e.value) == ("--set data.tokenizer.upper=false: data.tokenizer.upper: the fake "
+                            "kind needs it")
 
 
 def test_spacy_languages_are_checked_only_when_asked_and_blamed_on_set():
@@ -120,21 +193,16 @@ def test_spacy_languages_are_checked_only_when_asked_and_blamed_on_set():
                                    "for language 'zz'")
 
 
-def test_config_and_a_sentencepiece_config_never_import_spacy():
+def test_config_imports_no_tokenizer_library_and_sentencepiece_never_spacy():
     code = """
 import sys
 from mt.config import load_config
 from mt.tokenizers import config_problems, tokenizer_files
 load_config(None, ["data.src_lang=zz"])
+assert "spacy" not in sys.modules and "sentencepiece" not in sys.modules, "a library imported"
 cfg = load_config(None, ["data.tokenizer=sentencepiece", "data.src_lang=zz"], [config_problems])
 tokenizer_files(cfg.data)
 assert "spacy" not in sys.modules, "spaCy was imported"
 """
-    p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
-
-
-def test_config_does_not_import_tokenizers():
-    code = "import sys, mt.config; assert 'mt.tokenizers' not in sys.modules"
     p = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr

@@ -12,7 +12,9 @@ from conftest import CONFIG, TINY, assert_user_error, corpus
 from mt.checkpoint import load_checkpoint
 from mt.commands.train import train
 from mt.config import load_config
-from mt.train.finetune import open_parent
+from mt.tokenizers.spacy_words import SpacySettings
+from mt.tokenizers.subword import SentencePieceSettings
+from mt.train.finetune import open_parent, parent_tokenizer
 from mt.train.lineage import sha256_of
 from mt.train.loop import Trainer
 
@@ -112,3 +114,14 @@ def test_a_weights_only_parent_keeps_working(parent, tmp_path, cli):
     p = open_parent(old)
     assert p.record["lineage"] is None and p.record["step"] == state["step"]
     assert all(torch.equal(p.weights[k], v) for k, v in state["model"].items())
+
+
+def test_a_child_takes_its_parents_tokenizer_but_samples_as_it_says():
+    parent = SentencePieceSettings(model_type="bpe", vocab_size=500, alpha=0.1, samples=2)
+    own = SentencePieceSettings(vocab_size=8000, alpha=0.3, nbest=5)
+    assert parent_tokenizer(parent, own) == SentencePieceSettings(
+        model_type="bpe", vocab_size=500, alpha=0.3, nbest=5, samples=8)
+    # another kind in the child's config: the parent's, sampling as that kind does by default
+    assert parent_tokenizer(parent, SpacySettings()) == SentencePieceSettings(
+        model_type="bpe", vocab_size=500)
+    assert parent_tokenizer(SpacySettings(), own) == SpacySettings()

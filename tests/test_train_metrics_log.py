@@ -1,4 +1,4 @@
-"""mt/train/metrics_log.py: one sink for metrics.jsonl and TensorBoard."""
+"""mt/train/metrics_log.py: one sink for metrics.jsonl and TensorBoard, and the reader."""
 
 import json
 import sys

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from mt.audit import AUDIT_RATIO, Audit, audit, held_out
 from mt.config import load_config
-from mt.data import CorpusFiles, training_corpora
+from mt.corpus_formats import CorpusSource
+from mt.data import corpus_sources
 from mt.errors import DataError, UsageError
 from mt.log import info
 from mt.textio import atomic_write, iter_lines
@@ -116,8 +117,8 @@ def check(config: Path | None, overrides: list[str], train: tuple[Path, Path] | 
     config (or the defaults, with --set applied)."""
     d = load_config(config, overrides).data
     if train is None:
-        corpora, against = training_corpora(d), held_out(d)
+        corpora, against = corpus_sources(d), held_out(d)
     else:
-        corpora = [CorpusFiles("train", tuple(train), 1.0, "")]
-        against = [CorpusFiles(name, tuple(paths), 1.0, "") for name, paths in held.items()]
+        corpora = [CorpusSource("train", "plain", tuple(train))]
+        against = [CorpusSource(name, "plain", tuple(paths)) for name, paths in held.items()]
     return audit(corpora, against, d.max_len, d.filter.max_ratio or AUDIT_RATIO)

@@ -10,11 +10,12 @@ from tqdm import tqdm
 
 from mt.commands.options import TranslateOptions
 from mt.commands.output import check_output_path, write_output
-from mt.data import read_parallel, split_path
+from mt.data import read_parallel
 from mt.ensemble import Paths
 from mt.errors import DataError
 from mt.log import info
 from mt.metrics import full_score
+from mt.textio import split_path
 
 SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming that split
 

@@ -6,12 +6,12 @@ from pathlib import Path
 
 from mt.checkpoint import LAST, find_checkpoint, load_checkpoint, load_run
 from mt.config import DataConfig
-from mt.data import training_corpora
+from mt.data import corpus_sources
 from mt.tokenizers import tokenizer_kind
-from mt.train.corpus import format_mix
 from mt.train.lineage import chain, format_chain, sha256_of
 from mt.train.memory import MEMORY_KEYS, format_peak
 from mt.train.metrics_log import read_metrics
+from mt.train.run_data import format_mix
 
 
 def run_info(path: Path) -> dict:
@@ -46,7 +46,7 @@ def run_info(path: Path) -> dict:
         "vocab": {"src": len(run.src_vocab), "tgt": len(run.tgt_vocab),
                   "shared": run.src_vocab.itos == run.tgt_vocab.itos},
         "tokenizer": tokenizer_info(d),
-        "data": {"dir": d.dir, "train": [c.label for c in training_corpora(d)], "val": d.val,
+        "data": {"dir": d.dir, "train": [c.label for c in corpus_sources(d)], "val": d.val,
                  "test": d.test,
                  "mix": ((run.lineage or {}).get("data") or {}).get("mix") or []},
         "best": best_metric(ckpt.parent, cfg.train.metric),
@@ -60,8 +60,8 @@ def run_info(path: Path) -> dict:
 def tokenizer_info(d: DataConfig) -> dict:
     """The tokenizer the run's config names, with what its kind adds (SentencePiece: what it
     was trained with)."""
-    return {"kind": d.tokenizer, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
-            "lowercase": d.lowercase, **tokenizer_kind(d.tokenizer).info(d)}
+    return {"kind": d.tokenizer.kind, "src_lang": d.src_lang, "tgt_lang": d.tgt_lang,
+            "lowercase": d.lowercase, **tokenizer_kind(d.tokenizer.kind).info(d)}
 
 
 def best_metric(run_dir: Path, metric: str) -> dict | None:
@@ -90,6 +90,7 @@ def peak_record(run_dir: Path) -> dict | None:
 def format_info(info: dict) -> str:
     """The text `mt info` prints: one `name: value` line per item."""
     m, v, t = info["model"], info["vocab"], info["tokenizer"]
+    kind = tokenizer_kind(t["kind"]).describe(t)
     norm = "pre-norm" if m["pre_norm"] else "post-norm"
     tied = "all embeddings tied" if m["tie_all"] else ("tied output" if m["tie_output"]
                                                        else "untied")
@@ -103,8 +104,7 @@ def format_info(info: dict) -> str:
         ("parameters", f"{info['parameters']:,} ({info['parameters'] / 1e6:.2f}M)"),
         ("vocab", f"src {v['src']:,}, tgt {v['tgt']:,}" + (" (shared)" if v["shared"] else "")),
         ("tokenizer", f"{t['kind']} {t['src_lang']} -> {t['tgt_lang']}"
-                      + (f" ({'joint ' if t['joint'] else ''}{t['model_type']}, "
-                         f"{t['vocab_size']:,} pieces)" if t["kind"] == "sentencepiece" else "")
+                      + (f" ({kind})" if kind else "")
                       + (", lowercased" if t["lowercase"] else "")),
         ("data", f"{info['data']['dir']} (train {' + '.join(info['data']['train'])}, val "
                  f"{info['data']['val']}, test {info['data']['test']})"),

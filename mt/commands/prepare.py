@@ -4,15 +4,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from mt.cached_mix import check_tags, corpus_tags
 from mt.config import load_config
-from mt.token_cache import Corpora, open_corpora
+from mt.token_cache import CachedCorpora, open_cached_corpora
 from mt.tokenizers import config_problems
 
 
-def prepare(config: Path, overrides: list[str], workers: int = 0) -> Corpora:
+def prepare(config: Path, overrides: list[str], workers: int = 0) -> CachedCorpora:
     """`mt prepare`: build the token cache of each training corpus (and train the tokenizer,
     if it needs training) ahead of training."""
     cfg = load_config(config, overrides, [config_problems])
-    corpora = open_corpora(cfg.data, workers=workers)
-    corpora.vocabs()  # a tag the data holds is refused now, not when training starts
-    return corpora
+    cached = open_cached_corpora(cfg.data, workers=workers)
+    check_tags(cached, corpus_tags(cached))  # a tag the data holds: refused now, not in training
+    return cached

@@ -11,24 +11,31 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from mt.errors import ConfigError
-from mt.tokenizers import TokenizerKind
+from mt.tokenizers import DataSection, TokenizerKind, TokenizerSettings
 from mt.tokenizers.text import MARK, escape, unescape
-
-if TYPE_CHECKING:
-    from mt.config import DataConfig
 
 _BLOCK = 1000  # lines per spaCy Doc in SpacyTokenizer.tokenize_many
 _NON_SPACE = re.compile(r"\S+")  # \S is exactly `not str.isspace()`, as `str.split()` uses
 
 
+@dataclass
+class SpacySettings(TokenizerSettings):
+    """data.tokenizer: spacy. No settings of its own: the languages are data.src_lang and
+    data.tgt_lang."""
+
+    kind: str = "spacy"
+
+
 class SpacyKind(TokenizerKind):
     """The `spacy` kind: nothing to train and no files; the languages must be spaCy's."""
 
-    def load(self, d: DataConfig, directory: Path, files: Mapping[str, bytes]
+    settings = SpacySettings
+
+    def load(self, d: DataSection, directory: Path, files: Mapping[str, bytes]
              ) -> tuple[SpacyTokenizer, SpacyTokenizer]:
         return SpacyTokenizer(d.src_lang, d.lowercase), SpacyTokenizer(d.tgt_lang, d.lowercase)
 
@@ -37,7 +44,7 @@ class SpacyKind(TokenizerKind):
 
         return {"spacy": spacy.__version__}
 
-    def check(self, d: DataConfig) -> Iterator[tuple[str, str]]:
+    def check(self, d: DataSection) -> Iterator[tuple[str, str]]:
         for key, lang in (("data.src_lang", d.src_lang), ("data.tgt_lang", d.tgt_lang)):
             if not has_tokenizer(lang):
                 yield key, f"{key}: {no_tokenizer(lang)}"

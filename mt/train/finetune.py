@@ -20,12 +20,13 @@ from mt import log
 from mt.checkpoint import find_checkpoint, load_run
 from mt.config import Config, ModelConfig
 from mt.errors import ConfigError
-from mt.train.corpus import Inherited
+from mt.tokenizers import TokenizerSettings
 from mt.train.lineage import record
+from mt.train.run_data import Inherited
 
-# data settings that decide the tokenizers and vocabularies: the parent's are the child's
-INHERITED = ("src_lang", "tgt_lang", "tokenizer", "lowercase", "shared_vocab", "min_freq",
-             "max_size", "vocab_size", "spm_model_type", "spm_max_sentences")
+# data settings that decide the tokenizers and vocabularies: the parent's are the child's; and
+# data.tokenizer's, but for those that only sample segmentations (parent_tokenizer)
+INHERITED = ("src_lang", "tgt_lang", "lowercase", "shared_vocab", "min_freq", "max_size")
 
 
 @dataclass
@@ -65,6 +66,25 @@ def child_config(cfg: Config, parent: Parent, blame: Callable[[str], str]) -> Co
         mine, theirs = getattr(cfg.data, key), getattr(parent.cfg.data, key)
         if mine != theirs:
             taken[key] = theirs
-            log.info(f"data.{key}: {theirs!r}, the parent's (the config says {mine!r}): a "
-                     "fine-tuned run keeps its parent's tokenizer and vocabulary")
+            _say_taken(f"data.{key}", mine, theirs)
+    tokenizer = parent_tokenizer(parent.cfg.data.tokenizer, cfg.data.tokenizer)
+    if tokenizer != cfg.data.tokenizer:
+        taken["tokenizer"] = tokenizer
+        mine = dataclasses.asdict(cfg.data.tokenizer)
+        for key, theirs in dataclasses.asdict(tokenizer).items():
+            if mine.get(key) != theirs:
+                _say_taken(f"data.tokenizer.{key}", mine.get(key), theirs)
     return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, **taken))
+
+
+def parent_tokenizer(parent: TokenizerSettings, own: TokenizerSettings) -> TokenizerSettings:
+    """The parent's tokenizer settings; but those that only sample segmentations of the
+    training text (its kind's SAMPLING) are the run's own, or their defaults when the run's
+    config names another kind."""
+    own = own if type(own) is type(parent) else type(parent)()
+    return dataclasses.replace(parent, **{name: getattr(own, name) for name in parent.SAMPLING})
+
+
+def _say_taken(key: str, mine: object, theirs: object) -> None:
+    log.info(f"{key}: {theirs!r}, the parent's (the config says {mine!r}): a fine-tuned run "
+             "keeps its parent's tokenizer and vocabulary")

@@ -17,7 +17,7 @@ import hashlib
 from pathlib import Path
 
 from mt.config import Config
-from mt.data import training_corpora
+from mt.data import corpus_sources
 
 CHUNK = 1 << 20
 
@@ -41,9 +41,10 @@ def record(path: Path, state: dict | None = None, *, step: int | None = None,
 def trained(cfg: Config, fingerprint: str, parent: dict | None = None,
             mix: list[dict] | None = None) -> dict:
     """The lineage of a training run's checkpoints; parent: record() of the checkpoint it was
-    initialised from; mix: what each training corpus gives an epoch (mt.train.corpus.mix)."""
+    initialised from; mix: what each training corpus gives an epoch
+    (mt.train.run_data.mix_shares)."""
     return {"how": "fine-tuned" if parent else "trained",
-            "data": {"train": " + ".join(c.label for c in training_corpora(cfg.data)),
+            "data": {"train": " + ".join(c.label for c in corpus_sources(cfg.data)),
                      "fingerprint": fingerprint, "mix": mix or []},
             "from": [parent] if parent else []}
 

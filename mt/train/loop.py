@@ -1,9 +1,9 @@
 """The training loop: epochs of updates, with validation, checkpoints and early stopping.
 
 Runs on CPU or one GPU, or on several processes under `torchrun` (DistributedDataParallel).
-The pieces it calls: run_dir (checks and lock), corpus (the data), step (one update),
+The pieces it calls: run_dir (checks and lock), run_data (the data), step (one update),
 stopping (when and why to stop), validate, state (what last.pt holds for --resume),
-training_log (metrics.jsonl), distributed (the ranks).
+metrics_log (metrics.jsonl), distributed (the ranks).
 """
 
 from __future__ import annotations
@@ -27,17 +27,17 @@ from mt.device import autocast_dtype
 from mt.errors import RunError
 from mt.model import Seq2Seq, make_model
 from mt.threads import follow_load
-from mt.train.corpus import Corpus, load_corpus
 from mt.train.distributed import Group, epoch_updates
 from mt.train.ema import EMA
 from mt.train.finetune import Parent
 from mt.train.lineage import trained
 from mt.train.memory import format_peak, peak_memory, release_freed
+from mt.train.metrics_log import TrainingLog
+from mt.train.run_data import RunData, load_run_data
 from mt.train.run_dir import Claim, claim_run_dir, prune_step_checkpoints, write_run_files
 from mt.train.state import Clock, Progress, resumable_state, resume_from
 from mt.train.step import StepResult, UpdateStep
 from mt.train.stopping import Stopping, StopReason
-from mt.train.training_log import TrainingLog
 from mt.train.validate import validate
 
 RELEASE_EVERY = 3  # updates between returns of freed memory (release_freed): see memory.py
@@ -61,7 +61,7 @@ class Trainer:
         self.checkpointed_at = -1  # step of the latest validation + save
         self.last_result: dict = {}  # of that validation
         self.claim: Claim | None = None  # the run directory, locked while training (rank 0)
-        self.data: Corpus | None = None  # set by load_data
+        self.data: RunData | None = None  # set by load_data
         # Set by build:
         self.model: Seq2Seq | None = None
         self.net = None  # what the step runs: the model, or its DDP or compiled wrapper
@@ -86,8 +86,8 @@ class Trainer:
         self.claim = claim_run_dir(self.run_dir, self.resume)
 
     def load_data(self) -> None:
-        """Vocabularies, tokenizers, training and validation pairs (see mt.train.corpus)."""
-        self.data = load_corpus(self.cfg, self.run_dir, self.resume, self.group,
+        """Vocabularies, tokenizers, training and validation pairs (see mt.train.run_data)."""
+        self.data = load_run_data(self.cfg, self.run_dir, self.resume, self.group,
                                 self.parent.inherited if self.parent else None)
 
     def build(self) -> None:

@@ -13,15 +13,15 @@ from mt.config import Config
 from mt.loss import label_smoothed_loss
 from mt.metrics import score
 from mt.model import Seq2Seq
-from mt.train.corpus import Corpus
 from mt.train.distributed import Group
+from mt.train.run_data import RunData
 from mt.train.step import to_device
 from mt.translator import Translator
 from mt.vocab import PAD
 
 
 @torch.no_grad()
-def validate(cfg: Config, model: Seq2Seq, corpus: Corpus, step: int, group: Group,
+def validate(cfg: Config, model: Seq2Seq, data: RunData, step: int, group: Group,
              amp: torch.dtype | None) -> dict:
     """val_loss and val_ppl on the validation pairs; with train.eval_bleu, val_bleu and
     val_chrf of the greedy translations of the validation text.
@@ -32,7 +32,7 @@ def validate(cfg: Config, model: Seq2Seq, corpus: Corpus, step: int, group: Grou
     """
     model.eval()
     sums = torch.zeros(2, device=group.device)  # NLL sum, target tokens
-    for batch in corpus.val.batches(cfg.train.max_tokens)[group.rank::group.world]:
+    for batch in data.val.batches(cfg.train.max_tokens)[group.rank::group.world]:
         batch = to_device(batch, group.device)
         with torch.autocast(group.device.type, dtype=amp, enabled=amp is not None):
             states = model(batch.src, batch.tgt_in, project=False)
@@ -42,12 +42,12 @@ def validate(cfg: Config, model: Seq2Seq, corpus: Corpus, step: int, group: Grou
     nll_sum, n = sums.tolist()
     result = {"val_loss": round(nll_sum / n, 4), "val_ppl": round(math.exp(nll_sum / n), 2)}
     if cfg.train.eval_bleu:
-        run = Run(cfg, model, corpus.src_vocab, corpus.tgt_vocab, step, corpus.src_tok,
-                  corpus.tgt_tok)
+        run = Run(cfg, model, data.src_vocab, data.tgt_vocab, step, data.src_tok,
+                  data.tgt_tok)
         greedy = replace(cfg.decode, beam=1, nbest=1)  # fast, whatever decode.beam is
         mine = Translator(run, greedy, device=group.device).translate(
-            corpus.val_src[group.rank::group.world])
-        scores = score(group.interleave(mine), corpus.val_ref, cfg.data.tgt_lang)
+            data.val_src[group.rank::group.world])
+        scores = score(group.interleave(mine), data.val_ref, cfg.data.tgt_lang)
         result.update(val_bleu=scores["bleu"], val_chrf=scores["chrf"])
     model.train()
     return result

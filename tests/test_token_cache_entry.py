@@ -1,5 +1,6 @@
-"""What the token cache checks on load, through `mt train`: a damaged entry is rebuilt with
-one warning and trained on, and an unusable cache location is one error and nothing else."""
+"""mt/token_cache/entry.py, through `mt train`: what the token cache checks on load: a
+damaged entry is rebuilt with one warning and trained on, and an unusable cache location is one
+error and nothing else."""
 
 import json
 import shutil

@@ -1,5 +1,5 @@
 """A run's data: vocabularies, tokenizers, the training pairs (from the token cache) and the
-validation pairs."""
+validation pairs, as one RunData."""
 
 from __future__ import annotations
 
@@ -7,19 +7,22 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt import log
+from mt.cached_mix import check_tags, corpus_tags, mixed_data, run_vocabs
 from mt.checkpoint import SRC_VOCAB, TGT_VOCAB
 from mt.config import Config
-from mt.data import CorpusFiles, ParallelData, read_parallel, split_path
+from mt.corpus_formats import CorpusSource
+from mt.data import ParallelData, read_parallel
 from mt.errors import DataError
 from mt.mixing import MixedData
-from mt.token_cache import Corpora, open_corpora
+from mt.textio import split_path
+from mt.token_cache import CachedCorpora, open_cached_corpora
 from mt.tokenizers import Tokenizer, tokenizer_files
 from mt.train.distributed import Group
 from mt.vocab import Vocab
 
 
 @dataclass
-class Corpus:
+class RunData:
     """What training reads: the same on every rank (tok_files aside)."""
 
     src_vocab: Vocab
@@ -32,7 +35,7 @@ class Corpus:
     val_ref: list[str]
     tok_files: dict[str, bytes]  # what checkpoints carry of the tokenizers (rank 0 only)
     fingerprint: str  # of the training data as tokenized: its token cache entries' names
-    mix: list[dict]  # each corpus's pairs, weight, tag and share of an epoch (see mix())
+    mix: list[dict]  # each corpus's pairs, weight, tag and share of an epoch (mix_shares)
 
 
 @dataclass
@@ -51,8 +54,8 @@ class Inherited:
                    {n: (run_dir / n).read_bytes() for n in tokenizer_files(d)})
 
 
-def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group,
-                inherit: Inherited | None = None) -> Corpus:
+def load_run_data(cfg: Config, run_dir: Path, resume: bool, group: Group,
+                  inherit: Inherited | None = None) -> RunData:
     """The vocabularies and tokenizers are the run's own on --resume, `inherit`'s when given,
     else made from the training corpora."""
     d = cfg.data
@@ -63,7 +66,7 @@ def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group,
     if not group.main:
         group.barrier()
     try:
-        cache = open_corpora(d, inherit.tok_files if inherit else None)
+        cache = open_cached_corpora(d, inherit.tok_files if inherit else None)
     finally:
         if group.main:
             group.barrier()
@@ -71,13 +74,13 @@ def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group,
         src_vocab, tgt_vocab = inherit.src_vocab, inherit.tgt_vocab
         _check_tags(cache, src_vocab)
     else:
-        src_vocab, tgt_vocab = cache.vocabs()
+        src_vocab, tgt_vocab = run_vocabs(cache)
     src_tok, tgt_tok = cache.tokenizers()
     tok_files = cache.tok_files if group.main else {}
-    train = cache.data(src_vocab, tgt_vocab, cfg.train.buckets)
+    train = mixed_data(cache, src_vocab, tgt_vocab, cfg.train.buckets)
     dropped = train.filter_length(d.max_len)
     if not len(train):
-        raise DataError(f"{' and '.join(map(str, cache.corpora))}: no training pairs left "
+        raise DataError(f"{' and '.join(map(str, cache.sources))}: no training pairs left "
                         f"after dropping empty ones and those over data.max_len={d.max_len} "
                         "tokens")
     val_src, val_ref = read_parallel(split_path(d.dir, d.val, d.src_lang),
@@ -87,19 +90,19 @@ def load_corpus(cfg: Config, run_dir: Path, resume: bool, group: Group,
     log.info(f"data: {len(train)} training pairs ({sum(dropped)} dropped: empty or "
              f"over {d.max_len} tokens), {len(val_src)} validation; vocab src {len(src_vocab)} "
              f"tgt {len(tgt_vocab)}")
-    shares = mix(train, cache.corpora)
+    shares = mix_shares(train, cache.sources)
     if len(train.parts) > 1 or train.parts[0].weight != 1 or train.parts[0].tag:
         log.info(f"data: mix: {format_mix(shares)}")
-    return Corpus(src_vocab, tgt_vocab, src_tok, tgt_tok, train, val, val_src, val_ref,
+    return RunData(src_vocab, tgt_vocab, src_tok, tgt_tok, train, val, val_src, val_ref,
                   tok_files, "+".join(e.path.name for e in cache.entries), shares)
 
 
-def mix(train: MixedData, corpora: list[CorpusFiles]) -> list[dict]:
+def mix_shares(train: MixedData, sources: list[CorpusSource]) -> list[dict]:
     """Each corpus's pairs (after the length filter), weight, tag and share of an epoch."""
     total = len(train)
     return [{"name": p.name, "pairs": len(p.variants[0]), "weight": p.weight, "tag": c.tag,
              "drawn": p.drawn(), "share": p.drawn() / total}
-            for p, c in zip(train.parts, corpora)]
+            for p, c in zip(train.parts, sources)]
 
 
 def format_mix(shares: list[dict]) -> str:
@@ -107,10 +110,10 @@ def format_mix(shares: list[dict]) -> str:
                      "an epoch" + (f", tag {m['tag']}" if m["tag"] else "") for m in shares)
 
 
-def _check_tags(cache: Corpora, src_vocab: Vocab) -> None:
+def _check_tags(cache: CachedCorpora, src_vocab: Vocab) -> None:
     """The config's tags must be tokens of the inherited source vocabulary."""
-    tags = [c.tag for c in cache.corpora if c.tag]
-    cache.check_tags(tags)
+    tags = corpus_tags(cache)
+    check_tags(cache, tags)
     if missing := [t for t in tags if t not in src_vocab.stoi]:
         raise DataError(f"tag {missing[0]}: not in the vocabulary this run inherits (its tags "
                         "are fixed when the first run is trained); train a new run to add it")

@@ -1,0 +1,71 @@
+"""A run's side of its cached corpora (mt.token_cache): the vocabularies a new run counts over
+their entries, its corpora's tags in them, and the entries' pairs as one MixedData (mt.mixing),
+each entry's ids looked up in the run's vocabularies as batches are made."""
+
+from __future__ import annotations
+
+import collections
+
+import numpy as np
+
+from mt.errors import DataError
+from mt.mixing import MixedData, Part
+from mt.token_cache import CachedCorpora
+from mt.token_cache.entry import SIDES
+from mt.vocab import UNK, Vocab
+
+
+def run_vocabs(cached: CachedCorpora) -> tuple[Vocab, Vocab]:
+    """A new run's vocabularies: a tokenizer's fixed ones, else counted over all corpora
+    (data.min_freq, max_size, shared_vocab); the corpora's tags added to the source's (and
+    the target's when shared) after the counted tokens."""
+    d = cached.data_cfg
+    fixed = [tok.fixed_vocab for tok in cached.tokenizers()]
+    if all(f is not None for f in fixed):
+        src, tgt = Vocab(fixed[0]), Vocab(fixed[1])
+    else:
+        counts = [sum((e.counts(side) for e in cached.entries), collections.Counter())
+                  for side in SIDES]
+        if d.shared_vocab:
+            src = tgt = Vocab.from_counts(counts[0] + counts[1], d.min_freq, d.max_size)
+        else:
+            src, tgt = (Vocab.from_counts(c, d.min_freq, d.max_size) for c in counts)
+    tags = corpus_tags(cached)
+    check_tags(cached, tags)
+    src = with_tags(src, tags)
+    return (src, src) if d.shared_vocab else (src, tgt)
+
+
+def mixed_data(cached: CachedCorpora, src_vocab: Vocab, tgt_vocab: Vocab,
+               buckets: bool = False) -> MixedData:
+    """The training pairs of every corpus, their ids looked up in these vocabularies (a
+    run's), each corpus's tag first in its sources; buckets: see MixedData."""
+    return MixedData([Part(c.name, [e.data(v) for v in range(e.variants)], c.weight,
+                           src_vocab.stoi[c.tag] if c.tag else None,
+                           (_remap(e.src_vocab, src_vocab), _remap(e.tgt_vocab, tgt_vocab)))
+                      for c, e in zip(cached.sources, cached.entries)], buckets)
+
+
+def corpus_tags(cached: CachedCorpora) -> list[str]:
+    """The corpora's tags, in their order."""
+    return [c.tag for c in cached.sources if c.tag]
+
+
+def check_tags(cached: CachedCorpora, tags: list[str]) -> None:
+    """A tag that the data itself holds would be two things at once: DataError."""
+    for c, e in zip(cached.sources, cached.entries):
+        if clash := sorted(set(tags) & set(e.meta["angle_tokens"])):
+            raise DataError(f"{c}: the text holds {clash[0]!r}, which is also a corpus "
+                            "tag; choose a tag that the data never contains")
+
+
+def with_tags(vocab: Vocab, tags: list[str]) -> Vocab:
+    """vocab with the tags it lacks appended."""
+    return Vocab(vocab.itos + [t for t in dict.fromkeys(tags) if t not in vocab.stoi])
+
+
+def _remap(entry: Vocab, run: Vocab) -> np.ndarray | None:
+    """Entry ids -> run ids (<unk> for the entry's tokens the run lacks); None: the same."""
+    if entry.itos == run.itos[:len(entry)]:
+        return None
+    return np.array([run.stoi.get(t, UNK) for t in entry.itos], dtype=np.int64)

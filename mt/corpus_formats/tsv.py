@@ -1,0 +1,43 @@
+"""The `tsv` format: one file (plain or .gz) of `source TAB target` lines."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+from mt.corpus_formats import CorpusConfig, CorpusFormat
+from mt.errors import DataError
+from mt.textio import iter_lines
+
+
+def iter_tsv(path: Path) -> Iterator[tuple[str, str]]:
+    """Pairs of a file of `source TAB target` lines; a line with no tab or several is a
+    DataError naming it."""
+    n = 0
+    for n, line in enumerate(iter_lines(path), 1):
+        parts = line.split("\t")
+        if len(parts) != 2:
+            found = "no tab" if len(parts) == 1 else f"{len(parts) - 1} tabs"
+            raise DataError(f"{path}:{n}: expected source TAB target, found {found}; a tsv "
+                            "corpus has one tab a line")
+        yield parts[0], parts[1]
+    if not n:
+        raise DataError(f"{path}: file is empty; give a file with one pair a line")
+
+
+class TsvFormat(CorpusFormat):
+    def check(self, c: CorpusConfig, key: str) -> Iterator[str]:
+        if not c.path or c.prefix or c.src or c.tgt:
+            yield f"{key}: a tsv corpus is one file: give path (and no prefix, src or tgt)"
+
+    def default_name(self, c: CorpusConfig) -> str:
+        return Path(c.path).name
+
+    def paths(self, c: CorpusConfig, data_dir: str, langs: tuple[str, str]) -> tuple[Path, ...]:
+        return (Path(c.path),)
+
+    def pairs(self, paths: tuple[Path, ...]) -> Iterator[tuple[str, str]]:
+        return iter_tsv(paths[0])
+
+
+FORMAT = TsvFormat()
