@@ -75,7 +75,10 @@ class ModelConfig:
     dropout: float = 0.1  # on embeddings and each sublayer's output (the residual branch)
     # Inside the sublayers; unset (null) = model.dropout. fairseq's defaults are 0 for both.
     attention_dropout: float | None = None  # on the attention weights
-    activation_dropout: float | None = None  # on the feed-forward's hidden ReLU output
+    activation_dropout: float | None = None  # on the feed-forward's hidden activations
+    # The feed-forward's activation: relu (mt's fast path, ReLU and dropout fused), or gelu
+    # (erf) or silu (swish), as pretrained models use them
+    activation: Literal["relu", "gelu", "silu"] = "relu"
     pre_norm: bool = True  # LayerNorm before each sublayer (False: after, as in the 2017 paper)
     tie_output: bool = True  # target embedding shares weights with the output projection
     tie_all: bool = False  # source embedding too; needs data.shared_vocab

@@ -19,7 +19,7 @@ A forced target prefix (B, P) (padded with PAD; a row of PAD: none) makes each s
 prefix's tokens first, whatever the constraints above, and score them like any other: the
 output starts with them. The length budget grows to hold the prefix if it must.
 
-`model` is a Seq2Seq, or anything with its decoding interface (mt.ensemble.Ensemble).
+`model` is anything Decodable: a Seq2Seq, or several as one (mt.ensemble.Ensemble).
 """
 
 from __future__ import annotations
@@ -27,15 +27,44 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
 
 import torch
 import torch.nn.functional as F
 
-from mt.config import LENGTH_NORMS, DecodeConfig
-from mt.model import Seq2Seq
+from mt.config import LENGTH_NORMS, DecodeConfig, ModelConfig
 from mt.vocab import BOS, EOS, PAD
 
 CHUNK = 64  # scores per chunk, in beam_step and argmax
+
+
+@runtime_checkable
+class Decodable(Protocol):
+    """What the searches need of a model (mt.model.Seq2Seq and mt.ensemble.Ensemble have it).
+    Shapes: B rows, S source and T target positions, V the target vocabulary."""
+
+    cfg: ModelConfig  # its max_positions bounds every output
+    vocab_size: int  # V
+
+    def src_mask(self, src: torch.Tensor) -> torch.Tensor: ...
+
+    def encode(self, src: torch.Tensor, src_mask: torch.Tensor) -> Any:
+        """src (B, S) -> the memory start_cache takes."""
+
+    def start_cache(self, memory: Any, src_mask: torch.Tensor) -> Any:
+        """The decoder's cache, with a reorder(index, group=None) method (beams move)."""
+
+    def decode(self, tgt: torch.Tensor, cache: Any) -> tuple:
+        """tgt (B, T) new tokens -> (states (B, T, ...), the cache extended)."""
+
+    def next_scores(self, states: torch.Tensor) -> torch.Tensor:
+        """states (r, ...) -> next-token scores (r, V) whose argmax greedy takes."""
+
+    def log_probs(self, scores: torch.Tensor) -> torch.Tensor:
+        """next_scores' output -> float32 log-probabilities (r, V)."""
+
+    def __call__(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Teacher-forced next_scores for every position (B, T, V)."""
 
 
 @dataclass
@@ -117,15 +146,66 @@ def with_prefix(limits: torch.Tensor, prefix: torch.Tensor | None) -> torch.Tens
     return limits if prefix is None else torch.maximum(limits, (prefix != PAD).sum(1))
 
 
+@dataclass
+class Constraints:
+    """What a search may not choose freely, in one place: greedy, sampling and beam search
+    call `apply` on every step's scores. Per row of the search (a sentence, a sample or a
+    beam): no <eos> before min_len, no repeated n-gram (no_repeat_ngram), <eos> and nothing
+    else at its length limit, and inside a forced prefix its token and nothing else, scored
+    as the model scores it. A new constraint is a field here and a few lines in `apply`.
+
+    limits (R,): each row's length limit (with_prefix), prefix (R, P) or None; `rows` in
+    apply index them.
+    """
+
+    limits: torch.Tensor
+    prefix: torch.Tensor | None = None
+    min_len: int = 0
+    no_repeat_ngram: int = 0
+
+    def __post_init__(self):
+        self.first_limit = int(self.limits.min())  # no row must end before this step
+
+    @classmethod
+    def of(cls, cfg: DecodeConfig, src_mask: torch.Tensor, max_positions: int,
+           prefix: torch.Tensor | None = None, copies: int = 1) -> Constraints:
+        """The constraints of a batch src (B, S) searched with cfg: one row per sentence, or
+        `copies` consecutive rows (samples) per sentence."""
+        limits = with_prefix(max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, max_positions),
+                             prefix)
+        if copies > 1:
+            limits = limits.repeat_interleave(copies)
+            prefix = None if prefix is None else prefix.repeat_interleave(copies, 0)
+        return cls(limits, prefix, cfg.min_len, cfg.no_repeat_ngram)
+
+    def apply(self, scores: torch.Tensor, t: int, hyp: torch.Tensor, rows: torch.Tensor
+              ) -> torch.Tensor:
+        """Next-token scores (r, V) (logits or log-probabilities; changed in place where it can)
+        of the rows `rows` (r,) at step t, after their tokens hyp (r, t) -> the scores the
+        search may choose from: -inf for what it may not."""
+        want = forced(self.prefix, rows, t)  # (r,) or None
+        if want is not None:  # its score, before the constraints change it
+            at = want.clamp(min=0)[:, None]
+            only = torch.full_like(scores, float("-inf")).scatter_(1, at, scores.gather(1, at))
+        eos = scores[:, EOS].clone() if t >= self.first_limit else None
+        scores = block_repeats(_forbid(scores, t, self.min_len), hyp, self.no_repeat_ngram)
+        if eos is not None:  # some rows must end now: <eos> (even before min_len) or nothing
+            at_limit = (self.limits[rows] <= t)[:, None]  # (r, 1)
+            scores = scores.masked_fill(at_limit, float("-inf"))
+            scores[:, EOS] = torch.where(at_limit[:, 0], eos, scores[:, EOS])
+        if want is not None:  # a row inside its prefix has one candidate (limits hold it)
+            scores = torch.where((want >= 0)[:, None], only, scores)
+        return scores
+
+
 # How the shared incremental loop picks each row's next token: (scores (r, V) after the
 # constraints, rows (r,) the original row of each, step t) -> tokens (r,).
 Choose = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
 
 
 @torch.no_grad()
-def greedy(model: Seq2Seq, src: torch.Tensor, max_len_a: float = 1.5, max_len_b: int = 10,
-           min_len: int = 0, no_repeat_ngram: int = 0, prefix: torch.Tensor | None = None
-           ) -> list[list[int]]:
+def greedy(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
+           prefix: torch.Tensor | None = None) -> list[list[int]]:
     """src (B, S) -> for each sentence the argmax token ids, without <bos>/<eos> (after its
     prefix's, when one is forced).
 
@@ -133,39 +213,32 @@ def greedy(model: Seq2Seq, src: torch.Tensor, max_len_a: float = 1.5, max_len_b:
     search with K=1: it needs no log-softmax, no finished lists and no bound, and training
     validates with it.
     """
-    return incremental(model, src, max_len_a, max_len_b, min_len, no_repeat_ngram,
-                       lambda scores, rows, t: argmax(scores), prefix=prefix)
+    return incremental(model, src, cfg, lambda scores, rows, t: argmax(scores), prefix=prefix)
 
 
-def incremental(model: Seq2Seq, src: torch.Tensor, max_len_a: float, max_len_b: int,
-                min_len: int, no_repeat_ngram: int, choose: Choose, copies: int = 1,
-                prefix: torch.Tensor | None = None) -> list[list[int]]:
+def incremental(model: Decodable, src: torch.Tensor, cfg: DecodeConfig, choose: Choose,
+                copies: int = 1, prefix: torch.Tensor | None = None) -> list[list[int]]:
     """src (B, S) -> B * copies outputs (sentence-major: copies rows per sentence), one token
-    per step picked by `choose` (greedy's argmax, a Sampler's draw), or forced by `prefix`.
+    per step picked by `choose` (greedy's argmax, a Sampler's draw) from what the Constraints
+    leave.
 
     The encoder runs once; each step feeds only the newest token and extends the cache.
     Finished rows leave the batch, so later steps cost only what is still running.
     """
     src_mask = model.src_mask(src)
     cache = model.start_cache(model.encode(src, src_mask), src_mask)
-    limits = with_prefix(max_lengths(src_mask, max_len_a, max_len_b, model.cfg.max_positions),
-                         prefix)
+    constraints = Constraints.of(cfg, src_mask, model.cfg.max_positions, prefix, copies)
     B = src.size(0) * copies
     rows = torch.arange(B, device=src.device)  # original row of each live row
     if copies > 1:  # each copy its own row, sharing the sentence's encoder output
-        limits = limits.repeat_interleave(copies)
         cache = cache.reorder(rows // copies, group=1)
-        prefix = None if prefix is None else prefix.repeat_interleave(copies, 0)
     out: list[list[int]] = [[] for _ in range(B)]
     hyp = torch.empty(B, 0, dtype=torch.long, device=src.device)  # (b, t) tokens so far
     prev = torch.full((B, 1), BOS, dtype=torch.long, device=src.device)
-    for t in range(int(limits.max()) + 1):
+    for t in range(int(constraints.limits.max()) + 1):
         states, cache = model.decode(prev, cache)
-        scores = _forbid(model.generator(states[:, -1]), t, min_len)
-        tok = choose(block_repeats(scores, hyp, no_repeat_ngram), rows, t)  # (b,)
-        tok = torch.where(limits[rows] <= t, torch.full_like(tok, EOS), tok)
-        if (want := forced(prefix, rows, t)) is not None:  # the limits hold the prefix
-            tok = torch.where(want >= 0, want, tok)
+        scores = constraints.apply(model.next_scores(states[:, -1]), t, hyp, rows)
+        tok = choose(scores, rows, t)  # (b,)
         hyp = torch.cat([hyp, tok[:, None]], dim=1)
         done = tok == EOS
         if done.any():
@@ -282,7 +355,7 @@ def _passes(weights: torch.Tensor, cum: torch.Tensor, target: torch.Tensor) -> t
 
 
 @torch.no_grad()
-def sample(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig,
+def sample(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
            prefix: torch.Tensor | None = None) -> list[list[int]]:
     """src (B, S) -> B * decode.samples sampled outputs (decode.samples per sentence, in
     turn), greedy's loop with `draw` for argmax.
@@ -306,12 +379,11 @@ def sample(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig,
     def choose(scores: torch.Tensor, rows: torch.Tensor, t: int) -> torch.Tensor:
         return draw(scores, cfg, uniforms[rows, t])
 
-    return incremental(model, src, cfg.max_len_a, cfg.max_len_b, cfg.min_len,
-                       cfg.no_repeat_ngram, choose, n, prefix)
+    return incremental(model, src, cfg, choose, n, prefix)
 
 
 @torch.no_grad()
-def sequence_scores(model: Seq2Seq, src: torch.Tensor, hyps: list[list[int]],
+def sequence_scores(model: Decodable, src: torch.Tensor, hyps: list[list[int]],
                     cfg: DecodeConfig) -> list[float]:
     """Teacher-forced scores of given outputs (e.g. greedy's), on the same scale as beam's."""
     lengths = torch.tensor([len(h) + 1 for h in hyps], device=src.device)  # <eos> counted
@@ -380,7 +452,7 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor, K: int
 
 
 @torch.no_grad()
-def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig,
+def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
                 prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
     """src (B, S) -> for each sentence up to cfg.nbest distinct hypotheses, best first; with a
     prefix (B, P), each starting with its sentence's (the forced token is a beam's only
@@ -394,14 +466,13 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig,
     A sentence stops when its n-best list is final (see `_done`); the search ends when every
     sentence has stopped.
     """
-    K, n, V = cfg.beam, min(cfg.nbest, cfg.beam), model.generator.out_features
+    K, n, V = cfg.beam, min(cfg.nbest, cfg.beam), model.vocab_size
     norm, alpha = cfg.length_norm, cfg.length_penalty
     src_mask = model.src_mask(src)
     cache = model.start_cache(model.encode(src, src_mask), src_mask)
-    limits = with_prefix(max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b,
-                                     model.cfg.max_positions), prefix)
+    constraints = Constraints.of(cfg, src_mask, model.cfg.max_positions, prefix)
+    limits = constraints.limits
     B, dev = src.size(0), src.device
-    first_limit = int(limits.min())  # no row is forced to end before this step
     rows = torch.arange(B, device=dev)  # original sentence of each running sentence
     scores = torch.zeros(B, 1, device=dev)  # (b, k) log-probs of live beams
     kept = torch.full((B, n), float("-inf"), device=dev)  # (b, n) n best finished scores
@@ -410,20 +481,9 @@ def beam_search(model: Seq2Seq, src: torch.Tensor, cfg: DecodeConfig,
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     for t in range(int(limits.max()) + 1):
         states, cache = model.decode(prev, cache)
-        lprobs = model.log_probs(model.generator(states[:, -1]))  # (b*k, V)
         b, k = scores.shape
-        eos = lprobs[:, EOS].clone()
-        want = forced(prefix, rows.repeat_interleave(k), t)  # (b*k,) or None
-        if want is not None:  # its log-probability, before the constraints change it
-            at = want.clamp(min=0)[:, None]
-            only = torch.full_like(lprobs, float("-inf")).scatter_(1, at, lprobs.gather(1, at))
-        lprobs = block_repeats(_forbid(lprobs, t, cfg.min_len), hyp, cfg.no_repeat_ngram)
-        if t >= first_limit:  # some rows must end now: <eos> (even before min_len) or nothing
-            at_limit = (limits[rows] <= t).repeat_interleave(k)[:, None]  # (b*k, 1)
-            lprobs = lprobs.masked_fill(at_limit, float("-inf"))
-            lprobs[:, EOS] = torch.where(at_limit[:, 0], eos, lprobs[:, EOS])
-        if want is not None:  # a row inside its prefix has one candidate (limits hold it)
-            lprobs = torch.where((want >= 0)[:, None], only, lprobs)
+        lprobs = constraints.apply(model.log_probs(model.next_scores(states[:, -1])), t, hyp,
+                                   rows.repeat_interleave(k))  # (b*k, V)
         top, tokens, beams = beam_step(lprobs.view(b, k, V), scores, K)  # (b, 2K) each
 
         # 1) candidates ranked in the top K that end in <eos> finish

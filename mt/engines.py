@@ -43,11 +43,7 @@ class ModelEngine:
         if cfg.beam > 1:
             return beam_search(self.model, src, cfg, prefix)
         n = cfg.samples if cfg.sampling != "none" else 1
-        if cfg.sampling != "none":
-            hyps = sample(self.model, src, cfg, prefix)
-        else:
-            hyps = greedy(self.model, src, cfg.max_len_a, cfg.max_len_b, cfg.min_len,
-                          cfg.no_repeat_ngram, prefix)
+        hyps = (sample if cfg.sampling != "none" else greedy)(self.model, src, cfg, prefix)
         # Neither scores; rescore (one teacher-forced pass) only when scores are shown.
         scores = (sequence_scores(self.model, src.repeat_interleave(n, 0), hyps, cfg) if scored
                   else [float("nan")] * len(hyps))

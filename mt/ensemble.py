@@ -1,6 +1,5 @@
-"""Several models as one for mt.decode: an Ensemble keeps Seq2Seq's decoding interface
-(src_mask, encode, start_cache, decode, generator, log_probs, forward), so greedy, sampling
-and beam search run over it unchanged.
+"""Several models as one for mt.decode: an Ensemble is Decodable (mt.decode), as Seq2Seq is,
+so greedy, sampling and beam search run over it unchanged.
 
 At each step it gives the mean of its models' log-probabilities (of their log-softmax), not
 renormalised: so an ensemble of a model with itself is that model, scores included. Each model
@@ -35,15 +34,6 @@ class EnsembleCache:
         return EnsembleCache([c.reorder(index, group) for c in self.caches])
 
 
-class MeanLogProbs(nn.Identity):
-    """An Ensemble's generator: its decoder "states" are already the models' mean
-    log-probabilities (B, T, V), so there is nothing left to project."""
-
-    def __init__(self, out_features: int):
-        super().__init__()
-        self.out_features = out_features
-
-
 class Ensemble(nn.Module):
     def __init__(self, models: list[Seq2Seq]):
         super().__init__()
@@ -52,7 +42,7 @@ class Ensemble(nn.Module):
         # The shortest positional table bounds every model's output.
         self.cfg = dataclasses.replace(first.cfg,
                                        max_positions=min(m.cfg.max_positions for m in models))
-        self.generator = MeanLogProbs(first.generator.out_features)
+        self.vocab_size = first.vocab_size
 
     def src_mask(self, src: torch.Tensor) -> torch.Tensor:
         return self.models[0].src_mask(src)
@@ -71,14 +61,18 @@ class Ensemble(nn.Module):
         total, caches = None, []
         for m, c in zip(self.models, cache.caches, strict=True):
             states, c = m.decode(tgt, c)
-            lprobs = m.log_probs(m.generator(states))  # a new tensor: summed into in place
+            lprobs = m.log_probs(m.next_scores(states))  # a new tensor: summed into in place
             total = lprobs if total is None else total.add_(lprobs)
             caches.append(c)
         return total.div_(len(self.models)), EnsembleCache(caches)
 
-    def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """The generator's output as log-probabilities: here they are already (see decode)."""
-        return logits.float()
+    def next_scores(self, states: torch.Tensor) -> torch.Tensor:
+        """decode's "states" are already the next-token scores: the mean log-probabilities."""
+        return states
+
+    def log_probs(self, scores: torch.Tensor) -> torch.Tensor:
+        """next_scores' output as log-probabilities: they are already (see decode)."""
+        return scores.float()
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced mean log-probabilities (B, T, V), as `decode` gives them."""
@@ -137,11 +131,27 @@ def check_ensemble(runs: Sequence[Run], paths: Sequence[Path]) -> None:
                               "models of an ensemble share their tokenizers and vocabularies")
 
 
-def _first_difference(a: Run, b: Run) -> str | None:
+def _shared_settings(run: Run) -> list[tuple[str, object]]:
+    """The (key, value) pairs of SHARED_DATA_KEYS, the tokenizer's kind and each of its
+    settings apart; how a kind samples segmentations in training (SAMPLING) is not among them:
+    it leaves the tokenizer at decoding as it is."""
+    d, pairs = run.cfg.data, []
     for key in SHARED_DATA_KEYS:
-        if getattr(a.cfg.data, key) != getattr(b.cfg.data, key):
-            return (f"its data.{key} is {getattr(b.cfg.data, key)!r}, not "
-                    f"{getattr(a.cfg.data, key)!r}")
+        value = getattr(d, key)
+        if key != "tokenizer":
+            pairs.append((key, value))
+            continue
+        pairs.append(("tokenizer", value.kind))
+        pairs += [(f"tokenizer.{f.name}", getattr(value, f.name))
+                  for f in dataclasses.fields(value)
+                  if f.name != "kind" and f.name not in value.SAMPLING]
+    return pairs
+
+
+def _first_difference(a: Run, b: Run) -> str | None:
+    for (key, x), (_, y) in zip(_shared_settings(a), _shared_settings(b)):
+        if x != y:
+            return f"its data.{key} is {y!r}, not {x!r}"
     for name in sorted(set(a.files) | set(b.files)):
         if a.files.get(name) != b.files.get(name):
             return f"its tokenizer file {name} differs"

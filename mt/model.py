@@ -70,17 +70,23 @@ def _unfold(y: torch.Tensor, G: int, T: int) -> torch.Tensor:
     return y.view(-1, H, G, T, X).transpose(1, 2).reshape(-1, H, T, X)
 
 
+ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU}  # model.activation
+
+
 class FeedForward(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, dropout: float):
+    def __init__(self, d_model: int, d_ff: int, dropout: float, activation: str = "relu"):
         super().__init__()
-        self.net = nn.Sequential(nn.Linear(d_model, d_ff), nn.ReLU(), Dropout(dropout),
-                                 nn.Linear(d_ff, d_model))
+        self.activation = activation
+        self.net = nn.Sequential(nn.Linear(d_model, d_ff), ACTIVATIONS[activation](),
+                                 Dropout(dropout), nn.Linear(d_ff, d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # The layers stay in `net`, under the names checkpoints use; ReLU and dropout run as
+        # The layers stay in `net`, under the names checkpoints use. ReLU and dropout run as
         # one (relu_dropout: its backward keeps one copy of the hidden activations, not three).
-        first, _, drop, last = self.net
-        return last(relu_dropout(first(x), drop.p, self.training))
+        first, act, drop, last = self.net
+        if self.activation == "relu":
+            return last(relu_dropout(first(x), drop.p, self.training))
+        return last(drop(act(first(x))))
 
 
 class Residual(nn.Module):
@@ -114,7 +120,8 @@ class EncoderLayer(nn.Module):
         super().__init__()
         p_attn = _rate(cfg.attention_dropout, cfg.dropout)
         self.attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, p_attn)
-        self.ff = FeedForward(cfg.d_model, cfg.d_ff, _rate(cfg.activation_dropout, cfg.dropout))
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, _rate(cfg.activation_dropout, cfg.dropout),
+                              cfg.activation)
         self.res1 = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
         self.res2 = Residual(cfg.d_model, cfg.dropout, cfg.pre_norm)
 
@@ -131,7 +138,8 @@ class DecoderLayer(nn.Module):
         p_attn = _rate(cfg.attention_dropout, cfg.dropout)
         self.self_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, p_attn)
         self.cross_attn = MultiHeadAttention(cfg.d_model, cfg.n_heads, p_attn)
-        self.ff = FeedForward(cfg.d_model, cfg.d_ff, _rate(cfg.activation_dropout, cfg.dropout))
+        self.ff = FeedForward(cfg.d_model, cfg.d_ff, _rate(cfg.activation_dropout, cfg.dropout),
+                              cfg.activation)
         self.res = nn.ModuleList(Residual(cfg.d_model, cfg.dropout, cfg.pre_norm) for _ in range(3))
 
     def forward(self, x: torch.Tensor, past: KV | None, cross: KV, src_mask: torch.Tensor,
@@ -316,9 +324,16 @@ class Seq2Seq(nn.Module):
         cache = DecoderCache(P + T, cache.src_mask, cache.cross, past, cache.group)
         return (self.dec_norm(x), cache) + ((weights,) if need_weights else ())
 
+    @property
+    def vocab_size(self) -> int:
+        return self.generator.out_features
+
+    def next_scores(self, states: torch.Tensor) -> torch.Tensor:
+        """Decoder states (..., D) -> the generator's logits (..., V) (mt.decode.Decodable)."""
+        return self.generator(states)
+
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
-        """generator's logits (..., V) -> float32 log-probabilities, as searches score them (an
-        Ensemble's generator gives log-probabilities already)."""
+        """generator's logits (..., V) -> float32 log-probabilities, as searches score them."""
         return logits.float().log_softmax(-1)
 
     @torch.no_grad()

@@ -30,7 +30,7 @@ def toy_test(tiny_run):
     src, _ = read_parallel(TOY / "toy.test.en", TOY / "toy.test.de")
     ids = [run.src_vocab.encode(t) for t in run.src_tok.tokenize_many(src)]
     c = run.cfg.decode
-    return run, ids, greedy(run.model, pad(ids), c.max_len_a, c.max_len_b, c.min_len)
+    return run, ids, greedy(run.model, pad(ids), c)
 
 
 @pytest.fixture(scope="module")
@@ -228,3 +228,25 @@ def test_an_override_that_breaks_a_sound_export_is_a_config_error(cli, exported)
     r = cli("translate", "--engine", "ctranslate2", exported, "--set", "model.bogus=1",
             stdin=b"eight cats\n")
     assert_user_error(r, 3, "--set model.bogus=1", "unknown key")
+
+
+@pytest.mark.parametrize("activation", ["gelu", "silu"])
+def test_the_feed_forward_activation_is_exported(tiny_run, toy_test, exported, tmp_path,
+                                                activation):
+    """The toy model's weights under another activation: CTranslate2 scores as mt does, and
+    the ReLU export does not (so the mapping is what the test sees)."""
+    import dataclasses
+
+    from mt.model import make_model
+
+    run, ids, hyps = toy_test
+    other = load_run(tiny_run)
+    model = make_model(dataclasses.replace(other.model.cfg, activation=activation),
+                       len(other.src_vocab), len(other.tgt_vocab)).eval()
+    model.load_state_dict(other.model.state_dict())
+    other = dataclasses.replace(other, model=model)
+    spec = build_spec(model, run.src_vocab.itos, run.tgt_vocab.itos)
+    spec.optimize()
+    spec.save(str(tmp_path))
+    assert logprob_gap(tmp_path, other, ids[:50], hyps[:50]) < 1e-4
+    assert logprob_gap(exported, other, ids[:50], hyps[:50]) > 1e-3

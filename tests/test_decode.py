@@ -4,6 +4,8 @@ move, n-best lists, the length limits and the stopping rule."""
 from __future__ import annotations
 
 import itertools
+from collections import Counter
+from dataclasses import replace
 
 import pytest
 import torch
@@ -56,7 +58,7 @@ def test_beam_of_one_equals_greedy_on_random_model(seed):
     model, src = small_model(V, seed), random_src(6, 7, V, seed)
     lengths = set()
     for min_len in (0, 2):
-        g = greedy(model, src, 1.0, 3, min_len)
+        g = greedy(model, src, DecodeConfig(max_len_a=1.0, max_len_b=3, min_len=min_len))
         for norm, alpha in (("none", 0.0), ("gnmt", 0.0)):
             cfg = DecodeConfig(beam=1, length_norm=norm, length_penalty=alpha, min_len=min_len,
                                max_len_a=1.0, max_len_b=3)
@@ -68,7 +70,7 @@ def test_beam_of_one_equals_greedy_on_random_model(seed):
 def test_beam_of_one_equals_greedy_on_trained_model(tiny_run):
     run = load_run(tiny_run)
     src = _toy_batch(run, 40)
-    g = greedy(run.model, src, 1.5, 5)
+    g = greedy(run.model, src, DecodeConfig(max_len_a=1.5, max_len_b=5))
     cfg = DecodeConfig(beam=1, length_norm="none", max_len_a=1.5, max_len_b=5)
     assert [h[0].tokens for h in beam_search(run.model, src, cfg)] == g
     assert all(0 < len(h) < 30 for h in g)  # the model translates: it ends its sentences
@@ -112,7 +114,8 @@ def test_wide_beam_equals_exhaustive_search():
                 assert [h.score for h in found[i]] == pytest.approx(scores[top].tolist(),
                                                                     abs=1e-4)
                 best_lengths.add(len(outputs[top[0]]))
-                beats_greedy += outputs[top[0]] != greedy(model, s, 0.0, L, min_len)[0]
+                plain = DecodeConfig(max_len_a=0.0, max_len_b=L, min_len=min_len)
+                beats_greedy += outputs[top[0]] != greedy(model, s, plain)[0]
         assert beats_greedy > 0, (norm, alpha, min_len)  # the search problem is not trivial
     assert len(best_lengths) > 2
 
@@ -324,3 +327,38 @@ def test_search_stops_long_before_the_length_limit(tiny_run, monkeypatch):
         cfg = DecodeConfig(beam=4, length_norm=norm, max_len_a=0.0, max_len_b=60)
         hyps = beam_search(run.model, src, cfg)
         assert all(len(h[0].tokens) < 20 for h in hyps) and len(steps) < 30
+
+
+def test_a_constraint_plugged_in_once_reaches_greedy_sampling_and_beam(monkeypatch):
+    """Constraints.apply is where every search's step scores are constrained: a token banned
+    there alone is gone from greedy's, sampling's and beam search's outputs."""
+    model, src = small_model(24, 5), random_src(4, 6, 24, 5)  # untrained: any token comes up
+    cfg = DecodeConfig(max_len_a=0.0, max_len_b=12)
+    searches = {"greedy": lambda: greedy(model, src, cfg),
+                "sample": lambda: decode.sample(model, src, replace(cfg, sampling="topk",
+                                                                    topk=24, samples=3)),
+                "beam": lambda: [h.tokens for hyps in beam_search(model, src,
+                                                                  replace(cfg, beam=4, nbest=4))
+                                 for h in hyps]}
+    free = {name: run() for name, run in searches.items()}
+    banned = Counter(t for out in free.values() for h in out for t in h).most_common(1)[0][0]
+    assert all(any(banned in h for h in out) for out in free.values())  # so it can fail
+    plain = decode.Constraints.apply
+
+    def apply(self, scores, t, hyp, rows):
+        scores = plain(self, scores, t, hyp, rows)
+        scores[:, banned] = float("-inf")
+        return scores
+
+    monkeypatch.setattr(decode.Constraints, "apply", apply)
+    for name, run in searches.items():
+        assert not any(banned in h for h in run()), name
+
+
+def test_seq2seq_and_an_ensemble_are_decodable():
+    from mt.ensemble import Ensemble
+
+    model = small_model(16, 1)
+    assert isinstance(model, decode.Decodable)
+    assert isinstance(Ensemble([model, small_model(16, 2)]), decode.Decodable)
+    assert not isinstance(model.encoder, decode.Decodable)

@@ -49,8 +49,8 @@ def test_wide_beam_with_a_prefix_equals_exhaustive_search_over_its_continuations
 def test_greedy_with_a_prefix_is_greedy_continued_after_it():
     V = 8
     model, src = small_model(V, 3), random_src(4, 6, V, 3)
-    out = greedy(model, src, 1.0, 3, prefix=pad(PREFIXES))
-    free = greedy(model, src, 1.0, 3)
+    out = greedy(model, src, DecodeConfig(max_len_a=1.0, max_len_b=3), pad(PREFIXES))
+    free = greedy(model, src, DecodeConfig(max_len_a=1.0, max_len_b=3))
     for i, p in enumerate(PREFIXES):
         assert out[i][: len(p)] == p
         if not p:
@@ -72,7 +72,7 @@ def test_a_prefix_beats_the_length_limit_min_len_and_repetition_blocking():
     cfg = DecodeConfig(beam=3, nbest=2, max_len_a=0.0, max_len_b=2, no_repeat_ngram=2,
                        min_len=1)
     for hyps in (h.tokens for n in beam_search(model, src, cfg, prefix) for h in n), greedy(
-            model, src, 0.0, 2, 1, 2, prefix), sample(
+            model, src, cfg, prefix), sample(
             model, src, DecodeConfig(sampling="topk", topk=2, samples=2, max_len_a=0.0,
                                      max_len_b=2, no_repeat_ngram=2), prefix):
         hyps = list(hyps)

@@ -29,7 +29,7 @@ def has_repeat(tokens: list[int], n: int) -> bool:
 @pytest.mark.parametrize("how", ["topk", "topp"])
 def test_sampling_near_zero_temperature_is_greedy(how):
     model, src = small_model(12, 0), random_src(5, 6, 12, 0)
-    want = greedy(model, src, 0.0, 30)
+    want = greedy(model, src, DecodeConfig(max_len_a=0.0, max_len_b=30))
     assert sample(model, src, sampled(sampling=how, temperature=1e-4)) == want
     assert sample(model, src, sampled(sampling=how, temperature=2.0)) != want  # so it can fail
 
@@ -113,7 +113,7 @@ def test_topp_draws_follow_the_renormalised_nucleus():
 def test_no_repeat_ngram_in_greedy_beam_and_sampling(n):
     model, src = small_model(40, 3), random_src(4, 6, 40, 3)  # untrained: it repeats
     runs = {
-        "greedy": lambda c: greedy(model, src, 0.0, 30, no_repeat_ngram=c.no_repeat_ngram),
+        "greedy": lambda c: greedy(model, src, c),
         "beam": lambda c: [h[0].tokens for h in beam_search(model, src, c)],
         "sample": lambda c: sample(model, src, c),
     }

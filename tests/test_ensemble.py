@@ -31,8 +31,8 @@ def test_an_ensemble_of_a_model_with_itself_is_that_model(seed):
     V = 8
     model, src = small_model(V, seed), random_src(6, 7, V, seed)
     twice = Ensemble([model, copy.deepcopy(model)]).eval()
-    out = greedy(model, src, 1.0, 3)
-    assert greedy(twice, src, 1.0, 3) == out
+    out = greedy(model, src, DecodeConfig(max_len_a=1.0, max_len_b=3))
+    assert greedy(twice, src, DecodeConfig(max_len_a=1.0, max_len_b=3)) == out
     for cfg in (DecodeConfig(beam=4, nbest=3, max_len_a=1.0, max_len_b=3),
                 DecodeConfig(beam=3, length_norm="none", no_repeat_ngram=2, min_len=2)):
         assert _found(beam_search(twice, src, cfg)) == _found(beam_search(model, src, cfg))
@@ -88,6 +88,20 @@ def test_runs_that_cannot_be_ensembled_are_refused_naming_the_first_difference(o
     with pytest.raises(ConfigError) as e:
         check_ensemble([first, first, other], ["A", "B", "C"])
     assert str(e.value).startswith(f"C: cannot be ensembled with A: {what}; ")
+
+
+def test_tokenizer_settings_must_match_but_not_how_training_sampled_segmentations():
+    from mt.tokenizers.subword import SentencePieceSettings
+
+    def spm(**settings) -> Run:
+        return _run(["a"], ["x"], tokenizer=SentencePieceSettings(**settings))
+
+    check_ensemble([spm(alpha=0.1, samples=3), spm()], ["A", "B"])  # sampling: accepted
+    for other, what in ((spm(vocab_size=900), "its data.tokenizer.vocab_size is 900, not "),
+                        (_run(["a"], ["x"]), "its data.tokenizer is 'spacy', not "
+                                             "'sentencepiece'")):
+        with pytest.raises(ConfigError, match=what):
+            check_ensemble([spm(), other], ["A", "B"])
 
 
 def test_tokenizer_files_must_match():

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 
 from mt.checkpoint import load_run
-from mt.config import ModelConfig
+from mt.config import DecodeConfig, ModelConfig
 from mt.decode import greedy
 from mt.kernels import attention
 from mt.model import MultiHeadAttention, make_model
@@ -123,7 +123,7 @@ def test_greedy_matches_stepwise_argmax_and_respects_max_len():
     model = small_model()
     src = random_ids(4, 6)
     src[1, 3:] = PAD
-    hyps = greedy(model, src, max_len_a=0.0, max_len_b=5)
+    hyps = greedy(model, src, DecodeConfig(max_len_a=0.0, max_len_b=5))
     for i, hyp in enumerate(hyps):
         assert len(hyp) <= 5
         # Re-derive sentence i alone, re-decoding the whole prefix each step.
@@ -169,3 +169,35 @@ def test_cross_attention_of_a_single_target_position():
                                    d_ff=32, dropout=0.0), 10, 12).eval()
     w = model.cross_attention(torch.tensor([[4, 5, 6]]), torch.tensor([[BOS]]))
     assert w[0].shape == (1, 2, 1, 3)
+
+
+@pytest.mark.parametrize("activation, fn", [("gelu", torch.nn.functional.gelu),
+                                            ("silu", torch.nn.functional.silu)])
+def test_the_feed_forward_activation_is_a_model_option(activation, fn, tmp_path):
+    """model.activation: the same parameter names as ReLU's (a checkpoint's layout), the
+    activation's values, gradients in training, and the setting saved with the config."""
+    from mt.config import Config, load_config
+
+    torch.manual_seed(0)
+    relu, other = small_model(), small_model(activation=activation)
+    other.load_state_dict(relu.state_dict())  # the same names and shapes
+    ff, x = other.encoder[0].ff, torch.randn(2, 3, 32)
+    first, _, _, last = ff.net
+    assert torch.allclose(ff(x), last(fn(first(x))))
+    assert not torch.allclose(ff(x), relu.encoder[0].ff(x))
+    src = random_ids(2, 5)
+    other.train()(src, src).sum().backward()
+    assert first.weight.grad is not None and first.weight.grad.abs().sum() > 0
+    cfg = Config()
+    cfg.model.activation = activation
+    cfg.save(tmp_path / "config.yaml")
+    assert load_config(tmp_path / "config.yaml").model.activation == activation
+
+
+def test_an_unknown_activation_is_a_config_error():
+    from mt.config import load_config
+    from mt.errors import ConfigError
+
+    assert load_config(None).model.activation == "relu"  # old configs, without the key
+    with pytest.raises(ConfigError, match="model.activation"):
+        load_config(None, ["model.activation=tanh"])

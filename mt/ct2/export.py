@@ -95,6 +95,10 @@ def _inputs(spec, embedding: torch.nn.Embedding, table: torch.Tensor) -> None:
     spec.position_encodings.encodings = _np(table)  # (max_positions, D); row i for position i
 
 
+# model.activation -> CTranslate2's (its GELU is the erf form, as torch's nn.GELU)
+CT2_ACTIVATIONS = {"relu": "RELU", "gelu": "GELU", "silu": "SWISH"}
+
+
 def build_spec(model: Seq2Seq, src_tokens: list[str], tgt_tokens: list[str]):
     """A filled, validated `ctranslate2.specs.TransformerSpec` for an mt model.
 
@@ -105,7 +109,7 @@ def build_spec(model: Seq2Seq, src_tokens: list[str], tgt_tokens: list[str]):
     cfg = model.cfg
     spec = specs.TransformerSpec.from_config(
         (cfg.n_enc_layers, cfg.n_dec_layers), cfg.n_heads, pre_norm=cfg.pre_norm,
-        activation=specs.Activation.RELU)
+        activation=getattr(specs.Activation, CT2_ACTIVATIONS[cfg.activation]))
     enc, dec = spec.encoder, spec.decoder
     table = model.positions.table
     _inputs(enc, model.src_embed, table)
