@@ -187,6 +187,18 @@ def run_copy(tiny_run, tmp_path) -> Path:
     return Path(shutil.copytree(tiny_run, tmp_path / "run"))
 
 
+@pytest.fixture(scope="session")
+def ct2_export(tiny_run, tmp_path_factory) -> Path:
+    """The tiny model exported to CTranslate2 (mt export), shared by the tests that only read
+    it; skipped without the ctranslate2 extra."""
+    pytest.importorskip("ctranslate2")
+    from mt.commands.export import export
+
+    out = tmp_path_factory.mktemp("ct2") / "model"
+    export(tiny_run, out)
+    return out
+
+
 
 def png_size(path) -> tuple[int, int]:
     """(width, height) from a PNG's header, after checking it is one."""
