@@ -15,7 +15,8 @@ checked against the Translator's translation of its lines: one wrong or missing 
 the run (exit 1). Reported: requests/s, lines/s, and the 50th and 99th percentile latency of a
 request; then lines/s under load against the Translator's (the issue's target: 0.8x) and
 against one client. The contenders take turns, --rounds rounds, each keeping its fastest.
-Its helpers (Served, Client, send_all) also drive the server in tests/test_serve.py.
+Its helpers (Served, Client, send_all) also drive the server in tests/test_serve_app.py and
+tests/test_serve_server.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """Shared fixtures and helpers: the toy corpus, a tiny model trained once per session, `mt` run
 in a subprocess (run_mt) or in this process (the cli fixture), and the checks on what a failed
-command leaves behind (snapshot, leftovers).
+command leaves behind (snapshot, leftovers), and Trainers small enough to build in a test
+(toy300, exact_trainer) for the tests of mt/train/.
 
 Tiers (markers registered in pyproject.toml): plain `python -m pytest` runs the fast tier;
 `scripts/test.sh` runs everything. A test that uses a fixture in TRAINED (a model trained for
@@ -194,6 +195,18 @@ def run_copy(tiny_run, tmp_path) -> Path:
     return Path(shutil.copytree(tiny_run, tmp_path / "run"))
 
 
+@pytest.fixture(scope="session")
+def ct2_export(tiny_run, tmp_path_factory) -> Path:
+    """The tiny model exported to CTranslate2 (mt export), shared by the tests that only read
+    it; skipped without the ctranslate2 extra."""
+    pytest.importorskip("ctranslate2")
+    from mt.commands.export import export
+
+    out = tmp_path_factory.mktemp("ct2") / "model"
+    export(tiny_run, out)
+    return out
+
+
 
 def png_size(path) -> tuple[int, int]:
     """(width, height) from a PNG's header, after checking it is one."""
@@ -249,3 +262,52 @@ def straight_and_resumed(tmp_path: Path, sets: list[str], steps: int, split: int
                            ("split", steps, True)):
         train(CONFIG, [*sets, f"train.max_steps={n}"], tmp_path / run, "cpu", resume)
     return tuple(load_checkpoint(tmp_path / run / "last.pt") for run in ("straight", "split"))
+
+
+# Trainers built in this process (tests of mt/train/): small and fast; dropout off, so that
+# ranks (which share the seed) and micro-batches draw the same (no) random masks; fp32, so that
+# sums split differently agree to rounding.
+SMALL_EXACT = [*TINY, "model.d_model=32", "model.d_ff=64", "train.max_tokens=400",
+               "train.amp=none", "train.eval_bleu=false", "train.metric=loss",
+               "train.eval_every=1000", "train.log_every=1", "train.warmup=10"]
+
+
+@pytest.fixture(scope="module")
+def toy300(tmp_path_factory) -> Path:
+    """300 training pairs of the toy corpus (about 25 batches of 400 tokens)."""
+    d = tmp_path_factory.mktemp("corpus")
+    for split, count in (("train", 300), ("val", 30)):
+        for lang in ("en", "de"):
+            lines = (TOY / f"toy.{split}.{lang}").read_text().splitlines()[:count]
+            (d / f"toy.{split}.{lang}").write_text("\n".join(lines) + "\n")
+    return d
+
+
+def exact_sets(data: Path, *more: str) -> list[str]:
+    """The config's --set values: SMALL_EXACT on the corpus in `data` (toy300), then `more`."""
+    return [*SMALL_EXACT, f"data.dir={data}", *more]
+
+
+def exact_trainer(data: Path, run: Path, *more: str):
+    """A Trainer of exact_sets(data, *more) in `run`, its data loaded and model built."""
+    from mt.config import load_config
+    from mt.train.loop import Trainer
+
+    t = Trainer(load_config(CONFIG, exact_sets(data, *more)), run, "cpu")
+    t.prepare_run_dir()
+    t.load_data()
+    t.build()
+    return t
+
+
+def saved_run(run: Path) -> Path:
+    """A run directory as far as a resume reads it before the data: config and vocabularies
+    (last.pt is not opened before then)."""
+    from mt.config import load_config
+
+    run.mkdir()
+    load_config(CONFIG, TINY).save(run / "config.yaml")
+    for name in ("vocab.src.txt", "vocab.tgt.txt"):
+        (run / name).write_text("<pad>\n<unk>\n<bos>\n<eos>\n")
+    (run / "last.pt").write_bytes(b"not read before the data")
+    return run

@@ -1,5 +1,5 @@
-"""One process of a distributed test run (tests/test_train_loop.py starts several, as torchrun
-would).
+"""One process of a distributed test run (tests/test_train_distributed.py starts several, as
+torchrun would).
 
 Trains with mt's Trainer, appending to TRACE.RANK the epoch and batch positions of every update
 it trains, and sends itself SIGTERM after step `signal_at` when asked. Errors end it as `mt`

@@ -1,21 +1,24 @@
-"""mt.train.step.UpdateStep on its own: the record of one update, the non-finite policy (skip,
-count, give up after MAX_BAD_STEPS), an idle rank's update, and a signal travelling through the
-step's flags."""
+"""mt/train/step.py: UpdateStep on its own: the record of one update, the non-finite policy
+(skip, count, give up after MAX_BAD_STEPS), an idle rank's update, and a signal travelling
+through the step's flags; and through the Trainer: k micro-batches (train.accum_steps) equal one
+batch of their union, and CPU bf16 autocast trains."""
 
 import math
 
 import pytest
 import torch
 
+from conftest import exact_trainer
 from mt.config import ModelConfig, TrainConfig
 from mt.data import Batch, pad
+from mt.device import autocast_dtype, cpu_has_native_bf16
 from mt.model import make_model
 from mt.train.distributed import Group
 from mt.train.schedule import lr_at
 from mt.train.state import Clock, Progress
 from mt.train.step import MAX_BAD_STEPS, UpdateStep
 from mt.train.stopping import Stopping, StopReason
-from mt.vocab import BOS, EOS
+from mt.vocab import BOS, EOS, PAD
 
 V = 20
 
@@ -102,3 +105,44 @@ def test_a_signal_reaches_the_stop_reason_through_the_steps_flags(update):
     update.stopping.signalled = True
     update(update.model, [batch()], False, Progress())
     assert update.stopping.reason is StopReason.SIGNAL and update.stopping.interrupted()
+
+
+def merge(batches: list[Batch]) -> Batch:
+    """One batch holding the sentences of several (padded to the longest)."""
+    rows = lambda name: [r[r != PAD].tolist() for b in batches for r in getattr(b, name)]  # noqa: E731
+    return Batch(pad(rows("src")), pad(rows("tgt_in")), pad(rows("tgt_out")),
+                 sum(b.n_tgt_tokens for b in batches))
+
+
+def test_k_micro_batches_equal_one_batch_of_their_union(toy300, tmp_path):
+    accumulated = exact_trainer(toy300, tmp_path / "a", "train.accum_steps=3")
+    whole = exact_trainer(toy300, tmp_path / "b")
+    three = accumulated.train_data.batches(400, seed=1)[:3]
+    assert len({b.src.size(1) for b in three}) > 1  # the union needs more padding than each
+    loss_k = accumulated.step(*three)
+    loss_1 = whole.step(merge(three))
+    assert torch.allclose(loss_k, loss_1, rtol=1e-6), (loss_k, loss_1)
+    for (name, a), b in zip(accumulated.model.named_parameters(), whole.model.parameters()):
+        # Gradients, not weights: Adam's first step is lr * sign(grad), so a gradient that is
+        # zero up to rounding (the key bias's) moves a weight by +-lr either way.
+        assert a.grad is not None and torch.allclose(a.grad, b.grad, rtol=1e-4, atol=1e-7), name
+    assert accumulated.progress.step == whole.progress.step == 1
+
+
+def test_cpu_bf16_autocast_trains(toy300, tmp_path):
+    assert autocast_dtype("bf16", torch.device("cpu")) == torch.bfloat16
+    assert autocast_dtype("none", torch.device("cpu")) is None
+    assert autocast_dtype("fp16", torch.device("cpu")) is None  # fp16 is for CUDA
+    auto = torch.bfloat16 if cpu_has_native_bf16() else None  # never emulated bf16
+    assert autocast_dtype("auto", torch.device("cpu")) == auto
+    assert isinstance(cpu_has_native_bf16(), bool)
+    t = exact_trainer(toy300, tmp_path / "run", "train.amp=bf16")
+    batch = t.train_data.batches(400, seed=1)[0]
+    seen = []
+    linear = next(m for m in t.model.decoder.modules() if isinstance(m, torch.nn.Linear))
+    hook = linear.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+    losses = [float(t.step(batch)) for _ in range(20)]
+    hook.remove()
+    assert seen[0] == torch.bfloat16  # the matrix products ran in bf16
+    assert all(p.dtype == torch.float32 for p in t.model.parameters())  # weights stay fp32
+    assert losses[-1] < losses[0] * 0.7, losses

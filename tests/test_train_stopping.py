@@ -1,5 +1,6 @@
-"""mt.train.stopping: the reasons a run ends (as metrics.jsonl's "end" record writes them) and
-the decisions of Stopping: signal and time budget, step limit, patience."""
+"""mt/train/stopping.py: the reasons a run ends (as metrics.jsonl's "end" record writes them)
+and the decisions of Stopping: signal (a second one stops at once) and time budget (a run out
+of time validates and saves; a resume counts the time spent), step limit, patience."""
 
 import json
 import signal
@@ -7,11 +8,13 @@ import time
 
 import pytest
 
-from conftest import ROOT, TINY
+from conftest import CONFIG, ROOT, TINY, exact_sets
+from mt.checkpoint import load_checkpoint
 from mt.commands.train import train
-from mt.config import TrainConfig
+from mt.config import TrainConfig, load_config
 from mt.errors import RunError
 from mt.train.distributed import Group
+from mt.train.loop import Trainer
 from mt.train.state import Clock, Progress
 from mt.train.stopping import Stopping, StopReason
 
@@ -87,3 +90,30 @@ def test_signals_are_caught_only_while_training(tmp_path):
         with pytest.raises(RunError, match="interrupted twice"):
             s.on_signal(signal.SIGTERM, None)
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+@pytest.mark.slow
+def test_max_minutes_ends_training_with_a_validation_and_save(toy300, tmp_path):
+    """A budget far below max_epochs: training stops on time, validates at its last step and
+    keeps best.pt; a resume counts the time already spent, so it stops again at once."""
+    run = tmp_path / "run"
+    result = train(CONFIG, exact_sets(toy300, "train.max_epochs=10000",
+                                      "train.max_minutes=0.05"), run, "cpu", False)
+    events = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    end = events[-1]
+    assert end["event"] == "end" and end["reason"] == "max_minutes", end
+    assert [e for e in events if e["event"] == "valid"][-1]["step"] == result["step"]
+    assert (run / "best.pt").is_file()
+    trained = load_checkpoint(run / "last.pt")["progress"]["train_s"]
+    assert trained >= 3.0, trained
+    again = train(None, ["train.max_minutes=0.05"], run, "cpu", True)
+    assert again["step"] == result["step"] + 1  # one update, then the budget is found spent
+
+
+def test_a_second_signal_stops_at_once(tmp_path):
+    trainer = Trainer(load_config(CONFIG, TINY), tmp_path / "run", "cpu")
+    trainer.stopping.on_signal(signal.SIGINT, None)
+    # The first only asks the loop to save and stop (once every rank knows).
+    assert trainer.stopping.signalled and trainer.stopping.reason is None
+    with pytest.raises(RunError, match="interrupted twice: stopped without saving"):
+        trainer.stopping.on_signal(signal.SIGINT, None)

@@ -1,5 +1,6 @@
-"""mt translate --workers N (mt/commands/parallel.py): the same bytes as one process, in every
-format, to a file and to stdout; usage errors; and no partial output file when interrupted."""
+"""mt/commands/parallel.py: `mt translate --workers N` writes the same bytes as one process, in
+every format, to a file and to stdout; usage errors; and no partial output file when
+interrupted."""
 
 import os
 import signal

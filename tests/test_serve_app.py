@@ -1,0 +1,226 @@
+"""mt/serve/app.py: the HTTP side of `mt serve`. In this process on a stand-in translator: a
+slow translation holds up no other answer, and a bug is a JSON 500. Over real HTTP on loopback
+against `mt serve` on the tiny model: the translations (equal to `mt translate --format
+jsonl`'s), prefixes, attention, every error status with its JSON body, concurrent clients,
+/health, /info and the page, and the request log."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import socket
+import threading
+import time
+
+import pytest
+from test_serve_batcher import Upper
+
+from benchmarks.bench_serve import Client, Served, make_plans, send_all
+from conftest import THREADS, TOY, TWO_LINES
+from mt.config import DecodeConfig
+from mt.translator import Translator
+
+
+class Slow(Upper):
+    """Upper taking its time, with what the app asks of a Translator; the line "bug" fails as a
+    bug in mt would."""
+
+    decode_cfg, model = DecodeConfig(), None
+
+    def check_options(self, attention=False, **options) -> DecodeConfig:
+        return self.decode_cfg
+
+    def translate_nbest(self, lines, prefix=None, *, attention=False, **options):
+        time.sleep(1.5)
+        if lines == ["bug"]:
+            raise RuntimeError("a bug")
+        return super().translate_nbest(lines, prefix, attention=attention, **options)
+
+
+@contextlib.contextmanager
+def serving(app):
+    """app on uvicorn in a thread, on a free loopback port: its URL."""
+    import uvicorn
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="critical", lifespan="on"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]})
+    thread.start()
+    while not server.started:
+        assert thread.is_alive()
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join()
+
+
+def test_a_slow_translation_does_not_hold_up_the_other_answers_and_a_bug_is_a_json_500():
+    from mt.serve.app import Limits, create_app
+
+    with serving(create_app(Slow(), {"path": "slow"}, Limits(), wait_ms=0)) as url:
+        found = []
+        slow = threading.Thread(target=lambda: found.append(Client(url).translate(["a"])))
+        slow.start()
+        time.sleep(0.3)  # the worker is in translate_nbest now
+        start = time.perf_counter()
+        assert Client(url).request("GET", "/health")[0] == 200
+        assert Client(url).request("GET", "/info")[1]["path"] == "slow"
+        assert time.perf_counter() - start < 1.0 and slow.is_alive()
+        slow.join()
+        assert found == [[{"src": "a", "text": "A", "score": -1.0}]]
+        status, answer = Client(url).request("POST", "/translate", {"text": "bug"})
+    assert status == 500 and answer == {"error": "internal error (RuntimeError): a bug in mt; "
+                                                 "the server's log has the traceback"}
+
+
+LINES = [*TWO_LINES.splitlines(), "", "Today you have eight cats.",
+         "The doctor wrote three hundred ninety nine letters."]
+
+
+MAX_CHARS = 1000
+
+
+@pytest.fixture(scope="module")
+def served(tiny_run):
+    with Served(tiny_run, "--max-lines", "8", "--max-chars", str(MAX_CHARS),
+                "--batch-wait-ms", "20", env=THREADS) as s:
+        yield s
+        assert s.stop() == 0, s.log[-20:]
+        assert re.match(r"stopped: answered (\d+) of \1 request\(s\)$", s.log[-1]), s.log[-3:]
+
+
+def jsonl(cli, run, tmp_path, *options: str, lines=LINES) -> list[dict]:
+    """`mt translate RUN --format jsonl OPTIONS` of lines: one object per line."""
+    src = tmp_path / "src.txt"
+    src.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    r = cli("translate", run, "-i", src, "--format", "jsonl", "--device", "cpu", *options)
+    assert r.code == 0, r.err
+    return [json.loads(line) for line in r.out.splitlines()]
+
+
+def assert_same(got: list[dict], want: list[dict]) -> None:
+    """The same records: text, source, alignments and n-best lists alike, scores to 1e-4."""
+    assert len(got) == len(want)
+    for g, w in zip(got, want):
+        assert g.keys() == w.keys(), (g, w)
+        assert g["score"] == pytest.approx(w["score"], abs=1e-4)
+        for key in g.keys() - {"score", "nbest"}:
+            assert g[key] == w[key], key
+        if "nbest" in w:
+            assert_same(g["nbest"], w["nbest"])
+
+
+@pytest.mark.parametrize("options, flags", [
+    ({}, []),
+    ({"beam": 3, "nbest": 2, "length_penalty": 1.0}, ["--beam", "3", "--nbest", "2",
+                                                      "--length-penalty", "1.0"]),
+    ({"align": True, "max_len_b": 4}, ["--align", "--max-len-b", "4"]),
+    ({"sampling": "topk", "topk": 3, "samples": 2, "seed": 7},
+     ["--sampling", "topk", "--topk", "3", "--samples", "2", "--seed", "7"]),
+])
+def test_translations_equal_mt_translates(served, tiny_run, cli, tmp_path, options, flags):
+    got = Client(served.url).translate(LINES, **options)
+    assert [t["src"] for t in got] == LINES
+    assert_same(got, jsonl(cli, tiny_run, tmp_path, *flags))
+    [one] = Client(served.url).translate(LINES[0], **options)  # a string: one line
+    assert_same([one], got[:1])
+
+
+def test_a_prefix_per_line_as_mt_translates_prefix_file(served, tiny_run, cli, tmp_path):
+    prefix = ["Gestern", "", "", "Heute haben", ""]
+    (tmp_path / "prefix.txt").write_text("".join(f"{p}\n" for p in prefix), encoding="utf-8")
+    got = Client(served.url).translate(LINES, prefix=prefix)
+    assert got[0]["text"].startswith("Gestern") and got[3]["text"].startswith("Heute haben")
+    assert_same(got, jsonl(cli, tiny_run, tmp_path, "--prefix", tmp_path / "prefix.txt"))
+
+
+def test_attention_is_the_translators_for_one_sentence(served, tiny_run):
+    line = LINES[3]
+    [got] = Client(served.url).translate([line], attention=True)
+    [want] = Translator.load(tiny_run).translate_nbest([line], attention=True)
+    assert got["text"] == want[0].text
+    att = got["attention"]
+    assert att["src_tokens"] == want[0].attention.src_tokens == ["Today", "you", "have",
+                                                                 "eight", "cats", "\uffed."]
+    assert att["out_tokens"] == want[0].attention.out_tokens
+    assert len(att["weights"]) == len(att["out_tokens"])
+    for row, row_want in zip(att["weights"], want[0].attention.weights):
+        assert len(row) == len(att["src_tokens"]) and sum(row) == pytest.approx(1, abs=1e-3)
+        assert row == pytest.approx(row_want, abs=2e-4)
+    [plain] = Client(served.url).translate([line])
+    assert "attention" not in plain and plain["text"] == got["text"]
+
+
+TOO_MANY_CHARS = {"text": ["x" * (MAX_CHARS // 2), "y" * (MAX_CHARS // 2 + 1)]}
+
+
+@pytest.mark.parametrize("method, path, body, status, needle", [
+    ("POST", "/translate", b'{"text": "eight cats"', 400, "not JSON"),
+    ("POST", "/translate", b"", 400, "not JSON"),
+    ("POST", "/translate", b"\xff\xfe", 400, "not JSON"),
+    ("POST", "/translate", b"[1, 2]", 422, "object"),
+    ("POST", "/translate", {"txt": "eight cats"}, 422, "txt: unknown field"),
+    ("POST", "/translate", {"text": "a", "bream": 2}, 422, "bream: unknown field"),
+    ("POST", "/translate", {"text": "a", "dtype": "bf16"}, 422, "dtype: unknown field"),
+    ("POST", "/translate", {"beam": 2}, 422, "text: Field required"),
+    ("POST", "/translate", {"text": 5}, 422, "text:"),
+    ("POST", "/translate", {"text": ["a", 3]}, 422, "text[1]"),
+    ("POST", "/translate", {"text": "a", "beam": "2"}, 422, "beam:"),
+    ("POST", "/translate", {"text": "a", "beam": 0}, 422, "beam must be at least 1"),
+    ("POST", "/translate", {"text": "a", "beam": 2, "nbest": 3}, 422, "nbest (3)"),
+    ("POST", "/translate", {"text": "a", "sampling": "maybe"}, 422, "sampling:"),
+    ("POST", "/translate", {"text": "a", "tag": "<2xx>"}, 422, "tag <2xx>: not a tag"),
+    ("POST", "/translate", {"text": ["a", "b"], "prefix": "x"}, 422, "prefix:"),
+    ("POST", "/translate", {"text": ["a"] * 9}, 413, "9 lines"),
+    ("POST", "/translate", TOO_MANY_CHARS, 413, "1,001 characters"),
+    ("POST", "/translate", b"x" * (12 * MAX_CHARS + 65_537), 413, "a body of"),
+    ("GET", "/translate", None, 405, "Method Not Allowed"),
+    ("GET", "/nothing", None, 404, "Not Found: GET /nothing"),
+])
+def test_each_error_has_its_status_and_a_json_body(served, method, path, body, status, needle):
+    client = Client(served.url)
+    got, answer = client.request(method, path, body)
+    assert got == status, answer
+    assert isinstance(answer, dict) and list(answer) == ["error"], answer
+    assert needle in answer["error"] and "Traceback" not in answer["error"]
+    assert client.request("GET", "/health")[0] == 200  # the same connection still answers
+
+
+def test_concurrent_clients_are_batched_and_each_answered_in_order(served, tiny_run):
+    lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:40]
+    plans = make_plans(lines, clients=12, requests=4, seed=1, most=6)
+    expected = dict(zip(lines, Translator.load(tiny_run).translate(lines)))
+    client = Client(served.url)
+    before = client.request("GET", "/health")[1]
+    outcome = send_all(served.url, plans, expected)
+    after = client.request("GET", "/health")[1]
+    assert outcome.wrong == [] and outcome.refused == 0 and len(outcome.latencies) == 48
+    assert after["requests"] - before["requests"] == 48
+    assert after["translator_calls"] - before["translator_calls"] < 48  # some went together
+
+
+def test_health_info_and_the_page(served, tiny_run, cli):
+    client = Client(served.url)
+    status, health = client.request("GET", "/health")
+    assert status == 200 and health["status"] == "ok"
+    status, info = client.request("GET", "/info")
+    serve = info.pop("serve")
+    assert status == 200 and info == json.loads(cli("info", tiny_run, "--json").out)
+    assert serve["max_lines"] == 8 and serve["attention"] is True and "beam" in serve["options"]
+    status, page = client.request("GET", "/")
+    assert status == 200 and '<canvas id="heatmap"' in page and "fetch(\"translate\"" in page
+
+
+def test_one_log_line_per_request(served):
+    client = Client(served.url)
+    time.sleep(0.5)  # a line is written after its answer: let the last test's come
+    count = len(served.log)
+    client.translate(LINES[:2])
+    client.request("GET", "/nothing")
+    time.sleep(0.5)
+    assert [re.sub(r"\d+\.\d ms$", "T ms", line) for line in served.log[count:]] == [
+        "POST /translate | 200 | lines 2 | T ms", "GET /nothing | 404 | lines 0 | T ms"]
