@@ -150,7 +150,7 @@ def test_sentencepiece_training_errors(tmp_path):
     cfg = str(ROOT / "configs" / "toy.yaml")
     r = run_mt("train", cfg, "--out", str(tmp_path / "big"), "--device", "cpu",
                *sets(*SPM, "data.vocab_size=100000"))
-    assert_user_error(r, 3, "data.vocab_size 100000", "largest usable size is")
+    assert_user_error(r, 3, "data.tokenizer.vocab_size 100000", "largest usable size is")
     data = tmp_path / "blank"
     data.mkdir()
     for split in ("toy.train", "toy.val"):

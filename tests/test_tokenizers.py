@@ -174,7 +174,7 @@ def test_sentencepiece_vocab_size_too_large_names_the_largest(tmp_path):
     src, _ = build_tokenizers(cfg, tmp_path, TOY / "toy.train.en", TOY / "toy.train.de")
     assert len(src.fixed_vocab) == largest
     cfg.tokenizer.vocab_size = largest + 1
-    with pytest.raises(ConfigError, match="data.vocab_size"):
+    with pytest.raises(ConfigError, match="data.tokenizer.vocab_size"):
         build_tokenizers(cfg, tmp_path, TOY / "toy.train.en", TOY / "toy.train.de")
 
 

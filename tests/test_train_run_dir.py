@@ -106,14 +106,14 @@ def test_a_refused_start_takes_back_what_it_made_and_nothing_else(cli, tmp_path)
     too_big = ["--set", "data.tokenizer=sentencepiece", "--set", "data.vocab_size=100000"]
     new = tmp_path / "runs" / "new"
     r = cli("train", CONFIG, "--out", new, "--device", "cpu", *too_big)
-    assert_user_error(r, 3, "data.vocab_size 100000 is too large")
+    assert_user_error(r, 3, "data.tokenizer.vocab_size 100000 is too large")
     assert list(tmp_path.iterdir()) == []
     mine = tmp_path / "mine"
     mine.mkdir()
     (mine / "config.yaml").write_text("data: {}\n")  # the user's own: not the run's to remove
     before = snapshot(mine)
     r = cli("train", mine / "config.yaml", "--out", mine, "--device", "cpu", *too_big)
-    assert_user_error(r, 3, "data.vocab_size 100000 is too large")
+    assert_user_error(r, 3, "data.tokenizer.vocab_size 100000 is too large")
     assert snapshot(mine) == before and [p.name for p in mine.iterdir()] == ["config.yaml"]
     r = cli("train", CONFIG, "--out", new, "--resume", "--device", "cpu")
     assert_user_error(r, 6, "nothing to resume")

@@ -199,11 +199,13 @@ def _train(texts: list[Text], model_path: Path, d: DataSection) -> None:
         message = str(e)
         if m := re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)",
                           message):
-            raise ConfigError(f"data.vocab_size {s.vocab_size} is too large for the training "
-                              f"text ({where}); the largest usable size is {m[1]}") from None
+            raise ConfigError(f"data.tokenizer.vocab_size {s.vocab_size} is too large for the "
+                              f"training text ({where}); the largest usable size is {m[1]}"
+                              ) from None
         if m := re.search(r"smaller than required_chars\. \d+ vs (\d+)", message):
-            raise ConfigError(f"data.vocab_size {s.vocab_size} is too small for the characters "
-                              f"of the training text ({where}); use at least {m[1]}") from None
+            raise ConfigError(f"data.tokenizer.vocab_size {s.vocab_size} is too small for the "
+                              f"characters of the training text ({where}); use at least {m[1]}"
+                              ) from None
         raise
     if failed:
         raise failed[0]
