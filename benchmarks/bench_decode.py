@@ -204,7 +204,7 @@ def more_translators(run, pair: list[Path], decoding, cfgs: dict, device: torch.
     # One load of both models; its search serves the ensemble's greedy and beam Translators.
     ensemble = Translator.load(pair, device)
     for kind, cfg in cfgs.items():
-        out[f"ensemble 2 {kind}"] = Translator(ensemble.run, cfg, device, ensemble.search)
+        out[f"ensemble 2 {kind}"] = Translator(ensemble.run, cfg, device, ensemble.engine)
     return out, ensemble.model.models[0]
 
 

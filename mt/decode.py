@@ -184,17 +184,21 @@ class Constraints:
         of the rows `rows` (r,) at step t, after their tokens hyp (r, t) -> the scores the
         search may choose from: -inf for what it may not."""
         want = forced(self.prefix, rows, t)  # (r,) or None
-        if want is not None:  # its score, before the constraints change it
-            at = want.clamp(min=0)[:, None]
-            only = torch.full_like(scores, float("-inf")).scatter_(1, at, scores.gather(1, at))
+        if want is not None:  # the forced tokens' scores, before the constraints change them
+            kept = scores.gather(1, want.clamp(min=0)[:, None])  # (r, 1)
         eos = scores[:, EOS].clone() if t >= self.first_limit else None
         scores = block_repeats(_forbid(scores, t, self.min_len), hyp, self.no_repeat_ngram)
-        if eos is not None:  # some rows must end now: <eos> (even before min_len) or nothing
-            at_limit = (self.limits[rows] <= t)[:, None]  # (r, 1)
-            scores = scores.masked_fill(at_limit, float("-inf"))
-            scores[:, EOS] = torch.where(at_limit[:, 0], eos, scores[:, EOS])
+        # Only the rows concerned are rewritten, not every row at every step.
+        if eos is not None:  # rows at their limit must end now: <eos> (even before min_len)
+            end = (self.limits[rows] <= t).nonzero().squeeze(1)
+            if end.numel():
+                scores[end] = float("-inf")
+                scores[end, EOS] = eos[end]
         if want is not None:  # a row inside its prefix has one candidate (limits hold it)
-            scores = torch.where((want >= 0)[:, None], only, scores)
+            inside = (want >= 0).nonzero().squeeze(1)
+            if inside.numel():
+                scores[inside] = float("-inf")
+                scores[inside, want[inside]] = kept[inside, 0]
         return scores
 
 
