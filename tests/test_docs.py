@@ -1,0 +1,70 @@
+"""docs/ against the code. docs/decoding.md's table of decoding options is the one list of them:
+one row for each field of mt.config.DecodeConfig and none other, with its default (as `--set`
+would read it) and its command-line option on the commands that take it."""
+
+import dataclasses
+import re
+
+import typer
+import yaml
+
+from conftest import ROOT
+from mt.cli import app
+from mt.config import DecodeConfig
+
+
+def cells(line: str) -> list[str]:
+    return [cell.strip() for cell in line.strip().strip("|").split(" | ")]
+
+
+def options_table() -> dict[str, dict[str, str]]:
+    """The table under decoding.md's `## Options`: {field name: its row's cells by column}."""
+    text = (ROOT / "docs" / "decoding.md").read_text(encoding="utf-8")
+    assert "\n## Options\n" in text, "docs/decoding.md has no '## Options' section"
+    section = text.split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("|")]
+    header = cells(lines[0])
+    assert header == ["key", "option", "default", "meaning"], header
+    assert set(lines[1]) <= set("|-"), lines[1]  # the separator: one table, not two
+    rows = {}
+    for line in lines[2:]:
+        row = dict(zip(header, cells(line), strict=True))
+        key = re.fullmatch(r"`decode\.(\w+)`", row["key"])
+        assert key, f"one `decode.KEY` per row: {row['key']}"
+        assert key[1] not in rows, f"decode.{key[1]}: two rows"
+        rows[key[1]] = row
+    return rows
+
+
+def default(cell: str):
+    """A default cell, `VALUE`, read as `--set decode.KEY=VALUE` reads VALUE (YAML)."""
+    value = re.fullmatch(r"`([^`]*)`", cell)
+    assert value, f"a default in backticks: {cell}"
+    return yaml.safe_load(value[1])
+
+
+def flags(command: str) -> set[str]:
+    params = typer.main.get_command(app).commands[command].params
+    return {opt for p in params for opt in p.opts if opt.startswith("--")}
+
+
+def test_every_decode_config_field_has_one_row_with_its_default():
+    rows = options_table()
+    fields = {f.name: f.default for f in dataclasses.fields(DecodeConfig)}
+    assert sorted(rows) == sorted(fields), (
+        f"in DecodeConfig, not in the table: {sorted(fields.keys() - rows.keys())}; "
+        f"in the table, not in DecodeConfig: {sorted(rows.keys() - fields.keys())}")
+    for key, value in fields.items():
+        documented = default(rows[key]["default"])
+        kinds = (int, float) if type(value) is float else (type(value),)  # `1` for 1.0 reads
+        assert documented == value and type(documented) in kinds, (key, documented, value)
+
+
+def test_each_option_is_its_keys_flag_on_the_commands_that_take_it():
+    translate, serve, evaluate = flags("translate"), flags("serve"), flags("eval")
+    for key, row in options_table().items():
+        flag = re.match(r"`(--[a-z-]+)", row["option"])
+        assert flag and flag[1] == "--" + key.replace("_", "-"), (key, row["option"])
+        assert flag[1] in translate and flag[1] in serve, flag[1]
+        not_eval = "(not `mt eval`)" in row["option"]
+        assert (flag[1] in evaluate) != not_eval, (flag[1], "mt eval", row["option"])
