@@ -1,16 +1,22 @@
 """docs/ against the code. docs/decoding.md's table of decoding options is the one list of them:
 one row for each field of mt.config.DecodeConfig and none other, with its default (as `--set`
-would read it) and its command-line option on the commands that take it."""
+would read it) and its command-line option on the commands that take it; the other pages that
+name decoding options link to it instead of copying it."""
 
 import dataclasses
 import re
 
+import pytest
 import typer
 import yaml
 
 from conftest import ROOT
 from mt.cli import app
 from mt.config import DecodeConfig
+
+# The pages that once copied the list (and fell behind it): each now links to the table.
+LINKING = ["README.md", "docs/commands.md", "docs/python.md", "docs/serve.md",
+           "docs/ctranslate2.md", "docs/configuration.md"]
 
 
 def cells(line: str) -> list[str]:
@@ -68,3 +74,8 @@ def test_each_option_is_its_keys_flag_on_the_commands_that_take_it():
         assert flag[1] in translate and flag[1] in serve, flag[1]
         not_eval = "(not `mt eval`)" in row["option"]
         assert (flag[1] in evaluate) != not_eval, (flag[1], "mt eval", row["option"])
+
+
+@pytest.mark.parametrize("page", LINKING)
+def test_pages_link_to_the_table(page):
+    assert "decoding.md#options" in (ROOT / page).read_text(encoding="utf-8"), page
