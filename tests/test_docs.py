@@ -2,7 +2,8 @@
 one row for each field of mt.config.DecodeConfig and none other, with its default (as `--set`
 would read it) and its command-line option on the commands that take it; the other pages that
 name decoding options link to it instead of copying it. docs/commands.md gives `mt plot`'s
-picture size as mt/commands/plot.py makes it (and so does its --help)."""
+picture size as mt/commands/plot.py makes it (and so does its --help), and every key of
+`mt info --json`."""
 
 import dataclasses
 import re
@@ -94,3 +95,11 @@ def test_mt_plots_size_is_the_one_its_help_and_commands_md_give():
     assert f"{width} x {height} pixels" in typer.main.get_command(app).commands["plot"].help
     assert f"{width} × {height} pixels" in section("docs/commands.md", "mt plot")
 
+
+def test_every_key_of_mt_info_json_is_in_commands_md(tiny_run):
+    from mt.commands.info import run_info
+
+    rows = [cells(line) for line in section("docs/commands.md", "mt info").splitlines()
+            if line.startswith("| `")]
+    documented = [re.fullmatch(r"`(\w+)`", row[0])[1] for row in rows]
+    assert documented == list(run_info(tiny_run)), "docs/commands.md#mt-info: the --json keys"
