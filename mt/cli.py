@@ -372,9 +372,10 @@ def plot(
     runs: list[Path] = typer.Argument(..., help="Run directories (or metrics.jsonl files)."),
     out: Path = typer.Option(Path("curves.png"), "-o", "--output", help="The PNG to write."),
 ) -> None:
-    """Draw loss, validation BLEU and learning rate against steps into one PNG.
+    """Draw loss, validation BLEU, learning rate and peak memory against steps into one PNG.
 
-    Several runs are overlaid, one colour each. Needs matplotlib (the plot extra).
+    Four panels side by side, 2000 x 400 pixels. Several runs are overlaid, one colour each.
+    Needs matplotlib (the plot extra).
     """
     from mt.commands.plot import plot_runs
 

@@ -1,7 +1,9 @@
 """docs/ against the code. docs/decoding.md's table of decoding options is the one list of them:
 one row for each field of mt.config.DecodeConfig and none other, with its default (as `--set`
 would read it) and its command-line option on the commands that take it; the other pages that
-name decoding options link to it instead of copying it."""
+name decoding options link to it instead of copying it. docs/commands.md gives `mt plot`'s
+picture size as mt/commands/plot.py makes it (and so does its --help), and every key of
+`mt info --json`."""
 
 import dataclasses
 import re
@@ -23,12 +25,17 @@ def cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split(" | ")]
 
 
+def section(page: str, heading: str) -> str:
+    """The text of a page under `## heading`, up to the next heading of that level."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    assert f"\n## {heading}\n" in text, f"{page} has no '## {heading}' section"
+    return text.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
 def options_table() -> dict[str, dict[str, str]]:
     """The table under decoding.md's `## Options`: {field name: its row's cells by column}."""
-    text = (ROOT / "docs" / "decoding.md").read_text(encoding="utf-8")
-    assert "\n## Options\n" in text, "docs/decoding.md has no '## Options' section"
-    section = text.split("\n## Options\n", 1)[1].split("\n## ", 1)[0]
-    lines = [line for line in section.splitlines() if line.startswith("|")]
+    lines = [line for line in section("docs/decoding.md", "Options").splitlines()
+             if line.startswith("|")]
     header = cells(lines[0])
     assert header == ["key", "option", "default", "meaning"], header
     assert set(lines[1]) <= set("|-"), lines[1]  # the separator: one table, not two
@@ -79,3 +86,20 @@ def test_each_option_is_its_keys_flag_on_the_commands_that_take_it():
 @pytest.mark.parametrize("page", LINKING)
 def test_pages_link_to_the_table(page):
     assert "decoding.md#options" in (ROOT / page).read_text(encoding="utf-8"), page
+
+
+def test_mt_plots_size_is_the_one_its_help_and_commands_md_give():
+    from mt.commands.plot import DPI, HEIGHT, WIDTH
+
+    width, height = WIDTH * DPI, HEIGHT * DPI
+    assert f"{width} x {height} pixels" in typer.main.get_command(app).commands["plot"].help
+    assert f"{width} × {height} pixels" in section("docs/commands.md", "mt plot")
+
+
+def test_every_key_of_mt_info_json_is_in_commands_md(tiny_run):
+    from mt.commands.info import run_info
+
+    rows = [cells(line) for line in section("docs/commands.md", "mt info").splitlines()
+            if line.startswith("| `")]
+    documented = [re.fullmatch(r"`(\w+)`", row[0])[1] for row in rows]
+    assert documented == list(run_info(tiny_run)), "docs/commands.md#mt-info: the --json keys"
