@@ -311,3 +311,15 @@ def saved_run(run: Path) -> Path:
         (run / name).write_text("<pad>\n<unk>\n<bos>\n<eos>\n")
     (run / "last.pt").write_bytes(b"not read before the data")
     return run
+
+
+def register(monkeypatch, registry: dict, name: str, attr: str, value) -> None:
+    """Register value as `attr` of a new module under `name` in one of mt's registries (a name
+    -> module path dict: tokenizer KINDS, corpus FORMATS), for this test only: what a new
+    module and its one registry line do."""
+    import types
+
+    module = types.ModuleType(f"{name}_registered_module")
+    setattr(module, attr, value)
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    monkeypatch.setitem(registry, name, module.__name__)

@@ -5,12 +5,11 @@ each format finds its files, checks its keys and reads its pairs; a format added
 from __future__ import annotations
 
 import json
-import sys
-import types
 from pathlib import Path
 
 import pytest
 
+from conftest import register
 from mt.config import load_config
 from mt.corpus_formats import FORMATS, CorpusConfig, CorpusFormat, CorpusSource
 from mt.data import corpus_sources
@@ -79,10 +78,7 @@ class _Jsonl(CorpusFormat):
 @pytest.fixture
 def jsonl(monkeypatch):
     """A new format: one module with its FORMAT, and one line in FORMATS; nothing else."""
-    module = types.ModuleType("jsonl_format_module")
-    module.FORMAT = _Jsonl()
-    monkeypatch.setitem(sys.modules, "jsonl_format_module", module)
-    monkeypatch.setitem(FORMATS, "jsonl", "jsonl_format_module")
+    register(monkeypatch, FORMATS, "jsonl", "FORMAT", _Jsonl())
 
 
 def test_a_new_format_is_one_module_and_one_registry_line(jsonl, tmp_path):

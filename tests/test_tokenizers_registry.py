@@ -8,12 +8,11 @@ from __future__ import annotations
 import dataclasses
 import subprocess
 import sys
-import types
 from collections.abc import Iterator
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, register
 from mt import tokenizers
 from mt.config import DataConfig, config_from_dict, load_config
 from mt.errors import ConfigError
@@ -152,11 +151,9 @@ class _FakeKind(tokenizers.TokenizerKind):
 @pytest.fixture
 def fake_kind(monkeypatch):
     """A new kind: one module with its settings and KIND, and one line in KINDS; nothing else."""
-    module = types.ModuleType("fake_kind_module")
-    module.KIND = _FakeKind()
-    monkeypatch.setitem(sys.modules, "fake_kind_module", module)
-    monkeypatch.setitem(KINDS, "fake", "fake_kind_module")
-    return module.KIND
+    kind = _FakeKind()
+    register(monkeypatch, KINDS, "fake", "KIND", kind)
+    return kind
 
 
 def test_a_new_kind_is_usable_by_config_and_the_registry_functions(fake_kind, tmp_path):
