@@ -37,6 +37,14 @@ def _with_options(cfg: Config, decode: DecodeConfig, options: dict) -> DecodeCon
     return config_from_dict(raw, "Translator options").decode
 
 
+def _lines(lines):
+    """lines, unless it is one string: iterated, that would be one line per character."""
+    if isinstance(lines, str):
+        raise TypeError("Translator: give a list of lines, not one string (for one line: "
+                        "translate([text]))")
+    return lines
+
+
 def _rounded(weights: list, decimals: int | None) -> list:
     if decimals is None:
         return weights
@@ -157,6 +165,8 @@ class Translator:
     def _translate_list(self, lines: list[str], prefix: list[str] | None, scored: bool,
                         options: dict, attention: AttentionSpec | None = None
                         ) -> list[list[Translation]]:
+        for given in (lines, prefix or []):
+            _lines(given)
         if prefix is not None and len(prefix) != len(lines):
             raise prefix_mismatch(len(lines), len(prefix))
         return self._translate(lines, scored, self._cfg(options), prefix, attention)
@@ -287,7 +297,7 @@ class Translator:
         """translate_nbest over an iterable of lines (and of their prefixes), chunk by chunk,
         in input order. More or fewer prefixes than lines is a DataError, raised when the
         shorter ends."""
-        cfg, it = self._cfg(decode), iter(lines)
+        cfg, it = self._cfg(decode), iter(_lines(lines))
         prefixes = None if prefix is None else iter(prefix)
         size, done = self.chunk_lines or CHUNK_LINES, 0
         while True:

@@ -230,3 +230,14 @@ def test_no_command_assigns_an_attribute_of_a_translator():
                       if isinstance(t, ast.Attribute) and t.attr in own
                       and not (isinstance(t.value, ast.Name) and t.value.id == "self")]
     assert found == []
+
+
+def test_one_string_instead_of_a_list_of_lines_is_a_type_error_naming_the_fix(tiny_run):
+    translator = Translator(load_run(tiny_run))
+    for call in (lambda: translator.translate("We have two dogs."),
+                 lambda: translator.translate_nbest("We have two dogs."),
+                 lambda: list(translator.translate_stream("We have two dogs.")),
+                 lambda: translator.translate(["We have two dogs."], prefix="Wir")):
+        with pytest.raises(TypeError, match=r"not one string.*translate\(\[text\]\)"):
+            call()
+    assert len(translator.translate(["We have two dogs."])) == 1
