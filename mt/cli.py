@@ -15,7 +15,7 @@ from pathlib import Path
 
 import typer
 
-from mt.errors import ConfigError, FileSystemError, MTError, os_error_message
+from mt.errors import ConfigError, FileSystemError, MTError, OutputClosed, os_error_message
 from mt.threads import ONEDNN_CACHE
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
@@ -504,6 +504,10 @@ def main() -> None:
         _fail(" ".join(e.format_message().split()) + hint, e.exit_code)
     except typer.Abort:
         _fail("aborted", 1)
+    except OutputClosed:
+        # Nothing more can reach the reader; what Python still holds for stdout goes nowhere.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(OutputClosed.exit_code)
     except MTError as e:
         _fail(str(e), e.exit_code)
     except OSError as e:  # permission denied, disk full, ...: the user's to fix, not a bug

@@ -47,6 +47,13 @@ class FileSystemError(MTError):
     exit_code = 7
 
 
+class OutputClosed(MTError):
+    """Whoever read stdout stopped reading (`mt translate ... | head -1`): normal shell use, so
+    the command ends quietly with exit 0 (docs/errors.md), as when the input ended."""
+
+    exit_code = 0
+
+
 class ServerError(MTError):
     """`mt serve` cannot listen where it was told: the port is taken, not allowed, or the host
     is not an address of this machine."""

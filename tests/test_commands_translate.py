@@ -237,3 +237,18 @@ def test_lines_typed_at_a_terminal_are_answered_one_by_one(tiny_run):
         os.close(typed)
     assert p.returncode == 130 and "interrupted" in err.decode(), err
     assert "Traceback" not in err.decode()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_a_reader_that_stops_reading_ends_mt_translate_quietly(tiny_run, tmp_path, workers):
+    """`mt translate ... | head -1`: exit 0 and nothing said, as when the input ended."""
+    src = tmp_path / "in.txt"
+    src.write_text("Today you have eight cats.\n" * 5000)
+    p = subprocess.Popen([sys.executable, "-m", "mt", "translate", str(tiny_run), "-i", str(src),
+                          "--workers", workers, "--threads", "1"], cwd=ROOT,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert p.stdout.readline().strip()
+    p.stdout.close()  # as head does after its line
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=300) == 0, err
+    assert "error" not in err and "Traceback" not in err, err

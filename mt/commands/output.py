@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from mt.errors import DataError, FileSystemError
+from mt.errors import DataError, FileSystemError, OutputClosed
 from mt.textio import atomic_write
 
 
@@ -43,8 +43,11 @@ def write_output(out: str, write: Callable[[TextIO], None]) -> None:
     if out == "-":
         stdout = io.TextIOWrapper(sys.stdout.buffer, encoding="utf-8", newline="\n",
                                   line_buffering=True)
-        write(stdout)
-        stdout.detach()  # flush, but leave sys.stdout open
+        try:
+            write(stdout)
+            stdout.detach()  # flush, but leave sys.stdout open
+        except BrokenPipeError:  # the reader is gone (`| head`): not an error of ours
+            raise OutputClosed("stdout closed by its reader") from None
         return
 
     def to_file(tmp: str) -> None:
