@@ -31,6 +31,11 @@ class AttentionSpec:
     end: bool = False  # also the row of the step that predicts <eos> (out_tokens ends "</s>")
     decimals: int | None = 4  # rounded: enough to draw, and a third of the JSON; None: exact
 
+    @property
+    def averaged(self) -> bool:
+        """Layers and heads averaged, no <eos> row: the weights alignments are made from."""
+        return self.layer is None and not self.heads and not self.end
+
 
 @dataclass
 class Translation:

@@ -260,12 +260,13 @@ class Translator:
         alignment's)."""
         rows = [b for b, hyps in enumerate(found) for _ in hyps]
         outputs = [h.tokens for hyps in found for h in hyps]
-        averaged = align.cross_attention(self.model, src[rows], outputs)
-        shown = averaged
-        if attention is not None and attention != AttentionSpec(decimals=attention.decimals):
+        averaged = shown = [None] * len(rows)  # one teacher-forced pass each, where needed
+        if alignment or (attention is not None and attention.averaged):
+            averaged = shown = align.cross_attention(self.model, src[rows], outputs)
+        if attention is not None and not attention.averaged:
             shown = align.cross_attention(self.model, src[rows], outputs, attention.layer,
                                           attention.heads, attention.end)
-        words = [align.token_words(t, self.src_tok.detokenize) for t in tokens]
+        words = [align.token_words(t, self.src_tok.detokenize) for t in tokens] if alignment else []
         translations = (t for ts in out for t in ts)
         for b, y, w, a, t in zip(rows, outputs, averaged, shown, translations, strict=True):
             out_tokens = self.run.tgt_vocab.decode(y)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 from tqdm import tqdm
 
@@ -14,7 +13,7 @@ from mt.commands.formats import formatted
 from mt.commands.heatmap import Pictures, translate_with_attention
 from mt.commands.options import TranslateOptions
 from mt.commands.output import check_input_path, check_output_path, write_output
-from mt.ensemble import Paths, open_runs
+from mt.ensemble import Paths, as_paths, open_runs
 from mt.errors import DataError, UsageError
 from mt.records import lists
 from mt.textio import iter_lines
@@ -28,7 +27,7 @@ def translate(runs: Paths, src: str, out: str, options: TranslateOptions,
     """`mt translate`: translate_file, or with pictures translate_with_attention; the options
     that cannot go together are a UsageError first. Returns the lines written."""
     nbest = options.given("decode.nbest")
-    runs = [runs] if isinstance(runs, str | Path) else list(runs)
+    runs = as_paths(runs)
     if pictures is not None:
         clashes = [name for name, on in (
             ("--nbest", nbest), (f"--format {options.output_format}",
