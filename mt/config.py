@@ -509,7 +509,8 @@ def _with_flat_keys_folded(data: dict, blame: Callable[[str], str]) -> dict:
     data.spm_*) moved into data.tokenizer's section, where they win over what it says there
     (they come from --set as often as not). A config saved in the old form holds all of them
     whatever its kind: another kind's are dropped when they hold their old defaults, and
-    refused otherwise, as they always were (they had no effect)."""
+    refused otherwise (before, only spm_alpha was refused; the others were silently without
+    effect)."""
     flat = {key: data[key] for key in FLAT_KEYS if key in data}
     if not flat:
         return data
