@@ -64,7 +64,7 @@ def prepare(
     config: Path = typer.Argument(..., help="YAML config whose training split to prepare."),
     set_: list[str] = typer.Option([], "--set",
                                    help="Override a config value: --set data.min_freq=2"),
-    workers: int = typer.Option(0, "--workers", min=0,
+    workers: int = typer.Option(0, "--workers", min=0, max=256,
                                 help="Tokenizer processes (default: one per available core)."),
 ) -> None:
     """Tokenize the training corpora into the token cache now (docs/data.md);
@@ -184,7 +184,7 @@ def evaluate(
     engine: str = ENGINE,
     metrics: list[str] = typer.Option([], "--metrics", callback=_one_of("mt.metrics:EXTRA_METRICS"),
                                       help="Add a metric: ter."),
-    threads: int = typer.Option(0, "--threads", min=0,
+    threads: int = typer.Option(0, "--threads", min=0, max=1024,
                                 help="torch threads, fixed, in one stream; 0: one stream of "
                                 "one thread per core, decoding batches side by side."),
     overrides: list[str] = (),
@@ -233,11 +233,11 @@ def translate(
     prefix: str = typer.Option(None, "--prefix", help="A file of target prefixes, one per input "
                                "line (empty: none): each output starts with its prefix, "
                                "forced and scored (docs/decoding.md)."),
-    workers: int = typer.Option(1, "--workers", min=1,
+    workers: int = typer.Option(1, "--workers", min=1, max=256,
                                 help="Processes translating chunks of the input, each with "
                                 "the available cores shared out as torch threads; output in "
                                 "order. Not with --engine ctranslate2."),
-    threads: int = typer.Option(0, "--threads", min=0,
+    threads: int = typer.Option(0, "--threads", min=0, max=1024,
                                 help="torch threads of each process, fixed; 0: with one "
                                 "process one stream of one thread per core, decoding batches "
                                 "side by side; with workers the cores shared out."),
@@ -271,25 +271,38 @@ SERVE_HELPS = {
 @app.command()
 @_config_overrides(helps=SERVE_HELPS)
 def serve(
-    run: Path = typer.Argument(..., help="Run directory (uses best.pt), checkpoint file, or "
-                               "with --engine ctranslate2 an `mt export` directory.",
-                               metavar="RUN"),
+    runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; 0.0.0.0: "
                              "every interface (reachable from other machines)."),
     port: int = typer.Option(8000, "--port", min=0, max=65535,
                              help="Port to listen on; 0: one the system picks (printed)."),
     device: str = DEVICE,
     engine: str = ENGINE,
-    threads: int = typer.Option(0, "--threads", min=0,
+    threads: int = typer.Option(0, "--threads", min=0, max=1024,
                                 help="torch threads, fixed; 0: the cores, fewer while other "
                                 "processes keep some busy."),
-    max_lines: int = typer.Option(100, "--max-lines", min=1,
+    max_lines: int = typer.Option(100, "--max-lines", min=1, max=10**6,
                                   help="Lines one request may hold (413 beyond)."),
-    max_chars: int = typer.Option(20_000, "--max-chars", min=1, help="Characters one request "
-                                  "may hold, its lines and prefixes together (413 beyond)."),
-    batch_wait_ms: float = typer.Option(5.0, "--batch-wait-ms", min=0.0, help="How long the "
-                                        "worker waits, after each request that arrives, for "
-                                        "another to translate with it (ten waits at most)."),
+    max_chars: int = typer.Option(20_000, "--max-chars", min=1, max=10**9,
+                                  help="Characters one request may hold, its lines and "
+                                  "prefixes together (413 beyond)."),
+    batch_wait_ms: float = typer.Option(5.0, "--batch-wait-ms", min=0.0, max=60_000.0,
+                                        help="How long the worker waits, after each request "
+                                        "that arrives, for another to translate with it (ten "
+                                        "waits at most)."),
+    api_key_file: Path = typer.Option(None, "--api-key-file", help="API keys, one a line: "
+                                      "every request but GET /health and the page must send "
+                                      "`Authorization: Bearer KEY` (401 without)."),
+    lines_per_minute: int = typer.Option(0, "--lines-per-minute", min=0, max=10**9,
+                                         help="Lines each client (its key, else its address) "
+                                         "may send per minute (429 with Retry-After beyond); "
+                                         "0: no limit."),
+    grace: float = typer.Option(10.0, "--grace", min=0.0, max=3600.0, help="Seconds the "
+                                "requests in flight have to finish after SIGTERM or Ctrl-C; "
+                                "then the connections still open are closed."),
+    full_info: bool = typer.Option(False, "--full-info", help="GET /info and the page also "
+                                   "tell where the model is on this host (its paths, data and "
+                                   "lineage), as `mt info --json` does."),
     overrides: list[str] = (),
 ) -> None:
     """Keep the model loaded and translate over HTTP: POST /translate (JSON), GET /health,
@@ -303,8 +316,9 @@ def serve(
     from mt.commands.serve import ServeOptions
     from mt.commands.serve import serve as run_server
 
-    run_server(run, TranslateOptions(_device(device), engine, tuple(overrides), threads),
-               ServeOptions(host, port, max_lines, max_chars, batch_wait_ms))
+    run_server(runs, TranslateOptions(_device(device), engine, tuple(overrides), threads),
+               ServeOptions(host, port, max_lines, max_chars, batch_wait_ms, api_key_file,
+                            lines_per_minute, grace, full_info))
 
 
 @app.command("export")
@@ -356,7 +370,8 @@ def tokenize(
 @app.command()
 def average(
     run: Path = typer.Argument(..., help="Run directory trained with train.keep_checkpoints."),
-    last: int = typer.Option(..., "--last", min=1, help="Average the newest N ckpt.STEP.pt."),
+    last: int = typer.Option(..., "--last", min=1, max=10**6,
+                             help="Average the newest N ckpt.STEP.pt."),
     output: Path = typer.Option(None, "-o", "--output", help="Checkpoint to write (default "
                                 "RUN/average.pt); it carries the run's config and vocabularies, "
                                 "as best.pt does."),

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -357,8 +358,43 @@ def _coerce(value: object, kind: type, blame: Callable[[str], str], key: str):
     raise ConfigError(f"{blame(key)}: '{key}' must be {names}, got {value!r}")
 
 
+# Every integer key is at most INT_MAX (and at least -INT_MAX), every float key finite, so no
+# value reaches torch or numpy arithmetic that overflows; the keys in LIMITS have lower bounds,
+# since their values size what is allocated (docs/configuration.md#bounds).
+INT_MAX = 2**31 - 1
+LIMITS = {"decode.beam": 1024, "decode.samples": 1024, "data.train.weight": 100.0}
+
+
+def _bound_problems(value: object, key: str) -> Iterator[Problem]:
+    """An integer beyond INT_MAX, a float that is not finite, a value beyond its LIMITS, anywhere
+    in a config section."""
+    if dataclasses.is_dataclass(value):
+        for f in dataclasses.fields(value):
+            yield from _bound_problems(getattr(value, f.name), f"{key}{f.name}")
+        return
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _bound_problems(item, f"{key}[{i}].")
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    limit = LIMITS.get(re.sub(r"\[\d+\]", "", key))  # data.train[2].weight: data.train.weight
+    if isinstance(value, float) and not math.isfinite(value):
+        yield key, f"{key} must be a finite number, got {value}"
+    elif limit is not None and value > limit:
+        yield key, f"{key} must be at most {limit:,g}, got {value:,g}"
+    elif isinstance(value, int) and abs(value) > INT_MAX:
+        bound = f"at most {INT_MAX:,}" if value > 0 else f"at least {-INT_MAX:,}"
+        yield key, f"{key} must be {bound}, got {value}"
+
+
 def _range_problems(cfg: Config) -> list[Problem]:
     """What types alone cannot express: ranges and settings that need each other."""
+    bounds = [(key, message) for section in dataclasses.fields(cfg)
+              for key, message in _bound_problems(getattr(cfg, section.name),
+                                                  f"{section.name}.")]
+    if bounds:  # before the checks below compare or compute with them
+        return bounds
     d, m, t, dec = cfg.data, cfg.model, cfg.train, cfg.decode
     checks = [
         ("model.d_model", m.d_model > 0, "model.d_model must be positive"),

@@ -110,6 +110,18 @@ def test_shipped_configs_are_valid(path):
     ("", ["model.dropout=1.5"], ["model.dropout must be in [0, 1)"]),
     ("", ["data.tgt_lang=zz"], ["data.tgt_lang", "'zz'"]),
     ("", ["train.lr"], ["--set 'train.lr'", "key=value"]),
+    # bounds (docs/configuration.md#bounds): before any arithmetic, not an OverflowError
+    ("data:\n  train:\n    - {prefix: toy.train, weight: .inf}\n", [],
+     ["data.train[0].weight must be a finite number"]),
+    ("data:\n  train:\n    - {prefix: toy.train, weight: 1.0e9}\n", [],
+     ["data.train[0].weight must be at most 100"]),
+    ("", ["data.train=[{prefix: a}, {prefix: b, weight: 101}]"], ["--set data.train",
+                                                                   "data.train[1].weight"]),
+    ("", ["decode.beam=99999999999999999999"], ["--set decode.beam", "at most 1,024"]),
+    ("", ["decode.max_len_b=99999999999999999999"], ["decode.max_len_b",
+                                                     "at most 2,147,483,647"]),
+    ("", ["train.lr=nan"], ["train.lr must be a finite number"]),
+    ("", ["model.d_model=-99999999999999999999"], ["model.d_model must be at least -2,147"]),
 ])
 def test_config_errors_are_caught_at_load_before_any_work(cli, tmp_path, yaml_text, sets,
                                                           needles):

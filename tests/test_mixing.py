@@ -4,13 +4,14 @@ files give the same pairs; tags first in each source, never split; a bidirection
 import collections
 import gzip
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from conftest import ROOT, TINY, TOY, straight_and_resumed
+from conftest import ROOT, TINY, TOY, assert_user_error, straight_and_resumed
 from mt.cached_mix import mixed_data, run_vocabs
 from mt.commands.info import run_info
 from mt.commands.train import train
@@ -225,6 +226,10 @@ def test_corpora_of_one_name_in_two_places_keep_their_entries(tmp_path, capsys):
     ("tag", 4, "holds '<bt>', which is also a corpus tag"),
     ("weight", 3, "data.train[0].weight must be positive"),
     ("alpha", 3, "data.spm_alpha is a setting of the sentencepiece tokenizer"),
+    ("inf", 3, "data.train[0].weight must be a finite number"),
+    ("huge", 3, "data.train[0].weight must be at most 100, got 1e+09"),
+    ("tiny", 4, "data.train[1].weight 0.001: draws no pair from corpus 'toy.train' (round(0.001 "
+                "x 50 pairs) = 0); give it at least 0.02"),
 ])
 def test_bad_corpora_stop_mt_train_with_one_line_and_nothing_written(cli, tmp_path, case, code,
                                                                    needle):
@@ -233,10 +238,28 @@ def test_bad_corpora_stop_mt_train_with_one_line_and_nothing_written(cli, tmp_pa
     (d / "toy.train.en").write_text("a <bt> b\n" * 50, encoding="utf-8")
     train = {"tsv": f"[{{format: tsv, path: {d}/bad.tsv}}]",
              "tag": "[{prefix: toy.train, tag: <bt>}]",
-             "weight": "[{prefix: toy.train, weight: 0}]", "alpha": "toy.train"}[case]
+             "weight": "[{prefix: toy.train, weight: 0}]", "alpha": "toy.train",
+             "inf": "[{prefix: toy.train, weight: .inf}]",
+             "huge": "[{prefix: toy.train, weight: 1e9}]",
+             "tiny": f"[{{format: tsv, path: {d}/good.tsv}}, {{prefix: toy.train, weight: "
+                     "0.001}]"}[case]
+    (d / "good.tsv").write_text("a b\tc d\n" * 20, encoding="utf-8")
     more = ["--set", "data.spm_alpha=0.1"] if case == "alpha" else []
     r = cli("train", ROOT / "configs" / "toy.yaml", "--out", tmp_path / "run", "--set",
             f"data.dir={d}", "--set", f"data.train={train}", *more)
-    assert r.code == code and needle in r.err and len(r.err.strip().splitlines()) <= 3, r.err
-    assert r.err.strip().splitlines()[-1].startswith("error: ")
+    assert_user_error(r, code, needle)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_corpus_name_of_any_length_has_its_cache_entry(cli, tmp_path):
+    """The entry's file name holds only the first STEM_CHARS of the name: 300 characters fit."""
+    d = write_toy(tmp_path, 50)
+    name = "n" * 300
+    r = cli("train", ROOT / "configs" / "toy.yaml", "--out", tmp_path / "run", "--set",
+            f"data.dir={d}", "--set", f"data.train=[{{prefix: toy.train, name: {name}}}]",
+            "--set", "train.max_steps=1", "--set", "train.eval_bleu=false", "--set",
+            "train.metric=loss", "--set", "train.warmup=0")
+    assert r.code == 0, r.err
+    [entry] = [p for p in (Path(os.environ["MT_CACHE_DIR"]) / "tokens").glob("n" * 40 + "*")
+               if p.is_dir()]
+    assert entry.name.startswith("n" * 40 + ".") and len(entry.name) < 100

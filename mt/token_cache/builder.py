@@ -35,6 +35,7 @@ from mt.tokenizers import Tokenizer, samples
 from mt.vocab import UNK, Vocab
 
 CHUNK_PAIRS = 5000  # pairs per worker task: big enough to amortize the hand-over
+STEM_CHARS = 40  # of the corpus's name in its entry's name
 MAX_ANGLE_TOKENS = 10000  # distinct <...> strings an entry records (to refuse clashing tags)
 
 
@@ -42,7 +43,9 @@ def open_entry(d: DataConfig, corpus: CorpusSource, tok_dir: Path | None, settin
                workers: int = 0) -> CacheEntry:
     """The entry of one corpus, built when missing, stale or damaged."""
     files = [file_identity(p) for p in corpus.paths]
-    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in corpus.name)
+    # The name only helps a reader find the entry: cut, so that no name is too long for a file
+    # system's 255 bytes (the hashes tell entries apart).
+    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in corpus.name)[:STEM_CHARS]
     # The paths' hash keeps apart corpora of one name (two dirs' "train"); the files' hash
     # tells versions of one corpus apart, and a new version replaces the old (_siblings).
     where = short_hash([str(p.resolve()) for p in corpus.paths])

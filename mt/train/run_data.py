@@ -83,6 +83,11 @@ def load_run_data(cfg: Config, run_dir: Path, resume: bool, group: Group,
         raise DataError(f"{' and '.join(map(str, cache.sources))}: no training pairs left "
                         f"after dropping empty ones and those over data.max_len={d.max_len} "
                         "tokens")
+    for i, part in enumerate(train.parts):
+        if len(part.variants[0]) and not part.drawn():
+            raise DataError(f"data.train[{i}].weight {part.weight:g}: draws no pair from corpus "
+                            f"{part.name!r} (round({part.weight:g} x {len(part.variants[0])} "
+                            f"pairs) = 0); give it at least {1 / len(part.variants[0]):.2g}")
     val_src, val_ref = read_parallel(split_path(d.dir, d.val, d.src_lang),
                                      split_path(d.dir, d.val, d.tgt_lang))
     val = ParallelData.from_text(val_src, val_ref, src_tok, tgt_tok, src_vocab, tgt_vocab)
