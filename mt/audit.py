@@ -76,7 +76,7 @@ class CorpusAudit:
     ratio: Finding = field(default_factory=Finding)  # mt.filters.ratio_outlier
     duplicate: Finding = field(default_factory=Finding)  # a repeat of an earlier pair
     copy: Finding = field(default_factory=Finding)  # the target is the source
-    invalid_utf8: Finding = field(default_factory=Finding)  # U+FFFD on a side
+    invalid_utf8: Finding = field(default_factory=Finding)  # bytes not UTF-8 on a side
     control: Finding = field(default_factory=Finding)  # control characters on a side
     overlap: list[Overlap] = field(default_factory=list)  # training corpora only
 

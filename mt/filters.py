@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from mt.config import FilterConfig
+from mt.textio import Undecoded
 from mt.tokenizers.text import normalize
 
 RATIO_FLOOR = 3  # word counts below this count as this in the ratio: 1 word against 3 is no outlier
@@ -34,8 +35,8 @@ def is_empty(src: str, tgt: str) -> bool:
 
 
 def bad_utf8(line: str) -> bool:
-    """mt.textio decodes undecodable bytes as U+FFFD."""
-    return "\ufffd" in line
+    """The line had bytes that are not UTF-8 (mt.textio marks it), not just a U+FFFD."""
+    return isinstance(line, Undecoded)
 
 
 def has_control(line: str) -> bool:

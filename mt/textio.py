@@ -8,6 +8,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import stat
 import sys
 import tempfile
@@ -46,32 +47,50 @@ def file_identity(path: Path) -> list:
 
 
 def open_text(path: str | Path) -> io.TextIOBase:
-    """Open a UTF-8 text file, gzipped or not. Undecodable bytes become U+FFFD (counted by callers).
+    """Open a UTF-8 text file, gzipped or not. Undecodable bytes become lone surrogates
+    (surrogateescape), which iter_lines counts and replaces with U+FFFD.
 
     '-' is standard input. Lines end at '\\n' only, so line numbers match `wc -l` and other tools.
     """
     if str(path) == "-":
-        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="replace", newline="\n")
+        return io.TextIOWrapper(sys.stdin.buffer, encoding="utf-8", errors="surrogateescape",
+                                newline="\n")
     path = Path(path)
     try:
         if path.suffix == ".gz":
-            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8", errors="replace",
-                                    newline="\n")
-        return open(path, encoding="utf-8", errors="replace", newline="\n")
+            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8",
+                                    errors="surrogateescape", newline="\n")
+        return open(path, encoding="utf-8", errors="surrogateescape", newline="\n")
     except OSError as e:
         raise read_error(e, path) from None
 
 
+# What surrogateescape makes of the bytes 0x80-0xff that are not UTF-8.
+ESCAPED = re.compile("[\udc80-\udcff]")
+
+
+class Undecoded(str):
+    """A line (or a side of one) that had bytes that are not UTF-8, each now U+FFFD; a U+FFFD
+    that was in the text, valid UTF-8, leaves a plain str."""
+
+
+def undecoded(part: str, line: str) -> str:
+    """part of line (a TSV side, say), still marked Undecoded if it holds one of line's U+FFFD."""
+    return Undecoded(part) if isinstance(line, Undecoded) and "\ufffd" in part else part
+
+
 def iter_lines(path: str | Path, warn_invalid: bool = True) -> Iterator[str]:
-    """Lines without their line ending; warns once with the count of lines that were not UTF-8
-    (unless warn_invalid is False: for a second pass over a file already read)."""
+    """Lines without their line ending, undecodable bytes as U+FFFD in an Undecoded line; warns
+    once with the count of such lines (unless warn_invalid is False: for a second pass over a
+    file already read)."""
     bad = 0
     first_bad = 0
     with open_text(path) as f:
         try:
             for n, line in enumerate(f, 1):
                 line = line.rstrip("\n").removesuffix("\r")
-                if "\ufffd" in line:
+                if not line.isascii() and ESCAPED.search(line):
+                    line = Undecoded(ESCAPED.sub("\ufffd", line))
                     bad += 1
                     first_bad = first_bad or n
                 yield line

@@ -25,6 +25,7 @@ import pytest
 import torch
 
 from mt.cli import main
+from mt.textio import Undecoded
 
 # One thread per process: tests start several processes, and oversubscribed OpenMP threads
 # spin against each other on a small CI machine.
@@ -196,6 +197,18 @@ def run_copy(tiny_run, tmp_path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def other_run(tiny_run, tmp_path_factory) -> Path:
+    """A second toy model, for ensembles: another seed, half the epochs (so a worse one)."""
+    out = tmp_path_factory.mktemp("runs") / "other"
+    args = ["train", str(CONFIG), "--out", str(out), "--device", "cpu"]
+    for s in [*TINY, "train.seed=2", "train.max_epochs=2"]:
+        args += ["--set", s]
+    r = run_mt(*args)
+    assert r.code == 0, r.err
+    return out
+
+
+@pytest.fixture(scope="session")
 def ct2_export(tiny_run, tmp_path_factory) -> Path:
     """The tiny model exported to CTranslate2 (mt export), shared by the tests that only read
     it; skipped without the ctranslate2 extra."""
@@ -224,7 +237,7 @@ PLANTED_PAIRS = [
     ("Adrian Coles , BSA", "Adrian  Coles , BSA"),                     # 4 copy
     ("Ein Hund", "a dog that runs across a field of very tall green grass at noon"),  # 5 ratio
     ("Hallo", "hello there friend"),                                   # 6 clean: under the floor
-    ("Ein b\ufffdser Hund .", "An angry dog ."),                       # 7 invalid UTF-8
+    (Undecoded("Ein b\ufffdser Hund ."), "An angry dog ."),            # 7 invalid UTF-8
     ("Mal sehen .", "Let's see\x85"),                                  # 8 control character
     ("Nur Quelle .", ""),                                              # 9 empty side
     (" ".join(["wort"] * 101), " ".join(["word"] * 101)),              # 10 over 100 words
@@ -234,6 +247,7 @@ PLANTED_PAIRS = [
     ("", ""),                                                          # 14 empty (no duplicate)
     ("", ""),                                                          # 15 empty (no duplicate)
     ("Kinder spielen .", "Children play ."),                           # 16 clean
+    ("Das Zeichen \ufffd .", "The sign \ufffd ."),                      # 17 clean: valid U+FFFD
 ]
 PLANTED = {"empty": [9, 14, 15], "too_long": [10], "ratio": [5], "duplicate": [3, 11],
            "copy": [4], "invalid_utf8": [7], "control": [8]}
@@ -243,10 +257,12 @@ PLANTED_TEST = [("Eine  Frau singt .", "A woman sings ."), ("Ein Mann liest .", 
 
 def write_pairs(directory: Path, split: str, pairs, src: str = "de", tgt: str = "en"
                 ) -> tuple[Path, Path]:
-    """{split}.{src} and {split}.{tgt} in directory; U+FFFD is written as the invalid byte \\xff."""
+    """{split}.{src} and {split}.{tgt} in directory; the U+FFFD of an Undecoded side is written
+    as the invalid byte \\xff (what reading it back makes Undecoded), any other as UTF-8."""
     paths = directory / f"{split}.{src}", directory / f"{split}.{tgt}"
     for path, side in zip(paths, zip(*pairs)):
-        path.write_bytes(b"".join(s.encode().replace("\ufffd".encode(), b"\xff") + b"\n"
+        path.write_bytes(b"".join((s.encode().replace("\ufffd".encode(), b"\xff")
+                                   if isinstance(s, Undecoded) else s.encode()) + b"\n"
                                   for s in side))
     return paths
 

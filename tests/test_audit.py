@@ -21,7 +21,7 @@ def planted(tmp_path):
 def test_every_planted_defect_is_counted_with_its_lines(planted):
     result = audit(planted[:1], planted[1:], max_len=100, max_ratio=3)
     train, val, test = result.corpora
-    assert (train.name, train.pairs, val.pairs, test.pairs) == ("train", 16, 2, 2)
+    assert (train.name, train.pairs, val.pairs, test.pairs) == ("train", 17, 2, 2)
     for key, lines in PLANTED.items():
         assert getattr(train, key) == Finding(len(lines), lines), key
         assert getattr(val, key).count == getattr(test, key).count == 0, key
@@ -47,7 +47,7 @@ def test_report_and_json(planted):
     result = audit(planted[:1], planted[1:], max_len=100, max_ratio=3)
     assert json.loads(result.to_json()) == dataclasses.asdict(result)
     report = result.report()
-    assert "train: 16 pairs" in report
+    assert "train: 17 pairs" in report
     assert "duplicate pairs (repeats)             2  lines 3, 11" in report
     assert "pair in test                          1  lines 13  (1 of test's 2)" in report
     assert "source in val                         1  lines 12  (1 of val's 2)" in report
@@ -58,7 +58,7 @@ def test_bad_input_is_one_data_error_before_reading(planted, tmp_path):
     with pytest.raises(DataError, match="missing.en: file not found"):
         audit(planted[:1], [CorpusSource("val", "plain", (src, tmp_path / "missing.en"))], 100, 3)
     tgt.write_text("one line\n", encoding="utf-8")
-    with pytest.raises(DataError, match="differ in length.*16 lines.*has 1"):
+    with pytest.raises(DataError, match="differ in length.*17 lines.*has 1"):
         audit(planted[:1], [], 100, 3)
 
 

@@ -108,7 +108,7 @@ def bare(d, *splits):
 def test_check_files_report_and_json(cli, planted_dir):
     r = cli("data", "check", *bare(planted_dir, "val", "test"))
     assert r.code == 0, r.err
-    assert r.out.startswith("train: 16 pairs")
+    assert r.out.startswith("train: 17 pairs")
     assert "source copied to target               1  lines 4" in r.out
     assert "pair in test                          1  lines 13  (1 of test's 2)" in r.out
     r = cli("data", "check", *bare(planted_dir), "--json", "--set", "data.max_len=5")

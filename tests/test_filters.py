@@ -21,7 +21,7 @@ def test_the_filters_drop_exactly_the_planted_pairs_each_under_its_reason():
     mask = f.keep(PLANTED_PAIRS)
     assert dropped_lines(mask) == sorted(n for lines in DROPPED.values() for n in lines)
     assert f.dropped == {reason: len(lines) for reason, lines in DROPPED.items()}
-    assert f.summary() == "data.filter dropped 6 of 16 pairs (2 invalid, 1 copy, 1 ratio, " \
+    assert f.summary() == "data.filter dropped 6 of 17 pairs (2 invalid, 1 copy, 1 ratio, " \
                           "2 duplicate)"
 
 

@@ -36,3 +36,19 @@ def test_atomic_write_failure_leaves_the_old_file_and_no_temp_file(tmp_path):
     assert leftovers(tmp_path) == []
     atomic_write(target, lambda tmp: Path(tmp).write_text("new\n"))
     assert target.read_text() == "new\n" and leftovers(tmp_path) == []
+
+
+def test_undecodable_bytes_are_counted_and_a_valid_replacement_character_is_not(tmp_path, capsys):
+    from mt.corpus_formats.tsv import iter_tsv
+    from mt.filters import bad_utf8
+    from mt.textio import Undecoded, iter_lines
+
+    path = tmp_path / "in.txt"
+    path.write_bytes("valid \ufffd\tsee\n".encode() + b"bad \xff\tside\n" + b"ok\t\xc3 both\n")
+    lines = list(iter_lines(path))
+    assert lines == ["valid \ufffd\tsee", "bad \ufffd\tside", "ok\t\ufffd both"]
+    assert [isinstance(line, Undecoded) for line in lines] == [False, True, True]
+    assert "in.txt: 2 line(s) had invalid UTF-8 (first at line 2)" in capsys.readouterr().err
+    # a TSV line's sides: only the side that held the bad bytes is marked
+    assert [(bad_utf8(s), bad_utf8(t)) for s, t in iter_tsv(path)] == [
+        (False, False), (True, False), (False, True)]

@@ -144,18 +144,18 @@ def test_data_filter_drops_pairs_while_building(tmp_path, cache_dir, monkeypatch
     from mt.tokenizers.text import normalize
 
     monkeypatch.setattr(builder, "CHUNK_PAIRS", 2)  # duplicates across chunks; chunk 4
-    write_pairs(tmp_path, "train", PLANTED_PAIRS)  # (lines 7, 8) is dropped whole
+    write_pairs(tmp_path, "train", PLANTED_PAIRS)  # (lines 7, 8) is dropped whole; 17 kept
     d = DataConfig(dir=str(tmp_path), train="train", src_lang="de", tgt_lang="en")
     d.filter = FilterConfig(max_ratio=3, dedup=True, drop_copies=True, drop_invalid=True)
     assert entry_settings(d, {})["data"]["filter"]["dedup"]  # part of the key
     corpora = open_cache(d, workers=1)
     [cache] = corpora.entries
-    assert cache.meta["pairs"] == 10
+    assert cache.meta["pairs"] == 11
     assert cache.meta["filtered"] == {"invalid": 2, "copy": 1, "ratio": 1, "duplicate": 2}
-    assert ("data: train: data.filter dropped 6 of 16 pairs (2 invalid, 1 copy, 1 ratio, "
+    assert ("data: train: data.filter dropped 6 of 17 pairs (2 invalid, 1 copy, 1 ratio, "
             "2 duplicate)" in capsys.readouterr().err)
     src_tok = corpora.tokenizers()[0]
     sources = [src_tok.detokenize(cache.src_vocab.decode(cache.data().pair(i)[0]))
-               for i in range(10)]
+               for i in range(11)]
     assert sources == [normalize(PLANTED_PAIRS[n - 1][0]) for n in (1, 2, 6, 9, 10, 12, 13, 14,
-                                                                    15, 16)]
+                                                                    15, 16, 17)]

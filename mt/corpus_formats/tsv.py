@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mt.corpus_formats import CorpusConfig, CorpusFormat
 from mt.errors import DataError
-from mt.textio import iter_lines
+from mt.textio import iter_lines, undecoded
 
 
 def iter_tsv(path: Path) -> Iterator[tuple[str, str]]:
@@ -20,7 +20,7 @@ def iter_tsv(path: Path) -> Iterator[tuple[str, str]]:
             found = "no tab" if len(parts) == 1 else f"{len(parts) - 1} tabs"
             raise DataError(f"{path}:{n}: expected source TAB target, found {found}; a tsv "
                             "corpus has one tab a line")
-        yield parts[0], parts[1]
+        yield undecoded(parts[0], line), undecoded(parts[1], line)
     if not n:
         raise DataError(f"{path}: file is empty; give a file with one pair a line")
 
