@@ -20,6 +20,8 @@ class Attention:
     src_tokens: list[str]  # the source's tokens (after a tag), as the tokenizer wrote them
     out_tokens: list[str]  # the output's tokens, before detokenizing
     weights: list  # (T, S), each row summing to 1; (H, T, S) with AttentionSpec.heads
+    src_labels: list[str]  # each source token as a reader sees it: its joiner marks removed
+    out_labels: list[str]
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from mt.log import warn
 from mt.model import Seq2Seq
 from mt.records import Attention, AttentionSpec, Translation
 from mt.threads import Streams, translation_streams
+from mt.tokenizers import Tokenizer
 from mt.vocab import EOS, SPECIALS
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
@@ -43,6 +44,12 @@ def _lines(lines):
         raise TypeError("Translator: give a list of lines, not one string (for one line: "
                         "translate([text]))")
     return lines
+
+
+def _labels(tokens: list[str], tokenizer: Tokenizer) -> list[str]:
+    """Each token as a reader sees it, detokenized alone: spaCy's joiner marks and
+    SentencePiece's word-start mark removed (a token that is only marks stays as it is)."""
+    return [tokenizer.detokenize([t]).strip() or t for t in tokens]
 
 
 def _rounded(weights: list, decimals: int | None) -> list:
@@ -277,7 +284,9 @@ class Translator:
                 a = a[..., lead:]
                 ends = [SPECIALS[EOS]] if attention.end else []
                 t.attention = Attention(tokens[b], out_tokens + ends,
-                                        _rounded(a.tolist(), attention.decimals))
+                                        _rounded(a.tolist(), attention.decimals),
+                                        _labels(tokens[b], self.src_tok),
+                                        _labels(out_tokens, self.tgt_tok) + ends)
 
     def detokenize(self, ids: list[int]) -> str:
         """Output ids to one line of text."""

@@ -12,7 +12,7 @@ import pytest
 import torch
 from test_decode import CONTENT, random_src, small_model, teacher_forced_logprob
 
-from conftest import TINY, assert_user_error, run_mt
+from conftest import assert_user_error, run_mt
 from mt.checkpoint import Run
 from mt.config import Config, DecodeConfig
 from mt.decode import beam_search, greedy, length_penalty, sample, sequence_scores
@@ -120,18 +120,6 @@ def test_an_export_in_an_ensemble_and_an_ensemble_through_ctranslate2_are_refuse
     assert_user_error(r, 3, f"{export}: a CTranslate2 export cannot be part of an ensemble")
     with pytest.raises(ConfigError, match="an ensemble of 2 models: not with the ctranslate2"):
         Translator.load([export, export], engine="ctranslate2")
-
-
-@pytest.fixture(scope="module")
-def other_run(tiny_run, tmp_path_factory):
-    """A second toy model: another seed, half the epochs (so a worse one)."""
-    out = tmp_path_factory.mktemp("runs") / "other"
-    args = ["train", "configs/toy.yaml", "--out", str(out), "--device", "cpu"]
-    for s in [*TINY, "train.seed=2", "train.max_epochs=2"]:
-        args += ["--set", s]
-    r = run_mt(*args)
-    assert r.code == 0, r.err
-    return out
 
 
 @pytest.mark.slow

@@ -147,6 +147,9 @@ def test_attention_is_the_translators_for_one_sentence(served, tiny_run):
     assert att["src_tokens"] == want[0].attention.src_tokens == ["Today", "you", "have",
                                                                  "eight", "cats", "\uffed."]
     assert att["out_tokens"] == want[0].attention.out_tokens
+    # the labels a reader sees: the joiner marks gone
+    assert att["src_labels"] == ["Today", "you", "have", "eight", "cats", "."]
+    assert att["out_labels"] == [t.replace("\uffed", "") for t in att["out_tokens"]]
     assert len(att["weights"]) == len(att["out_tokens"])
     for row, row_want in zip(att["weights"], want[0].attention.weights):
         assert len(row) == len(att["src_tokens"]) and sum(row) == pytest.approx(1, abs=1e-3)
@@ -172,6 +175,14 @@ TOO_MANY_CHARS = {"text": ["x" * (MAX_CHARS // 2), "y" * (MAX_CHARS // 2 + 1)]}
     ("POST", "/translate", {"text": "a", "beam": "2"}, 422, "beam:"),
     ("POST", "/translate", {"text": "a", "beam": 0}, 422, "beam must be at least 1"),
     ("POST", "/translate", {"text": "a", "beam": 2, "nbest": 3}, 422, "nbest (3)"),
+    ("POST", "/translate", {"text": "a", "beam": 99999999999999999999}, 422,
+     "beam must be at most 1,024"),
+    ("POST", "/translate", {"text": "a", "max_len_b": 99999999999999999999}, 422,
+     "max_len_b must be at most 2,147,483,647"),
+    ("POST", "/translate", {"text": "a", "sampling": "topk", "samples": 10**20}, 422,
+     "samples must be at most 1,024"),
+    ("POST", "/translate", b'{"text": "a", "length_penalty": 1e999}', 422,
+     "length_penalty must be a finite number"),
     ("POST", "/translate", {"text": "a", "sampling": "maybe"}, 422, "sampling:"),
     ("POST", "/translate", {"text": "a", "tag": "<2xx>"}, 422, "tag <2xx>: not a tag"),
     ("POST", "/translate", {"text": ["a", "b"], "prefix": "x"}, 422, "prefix:"),
@@ -209,7 +220,10 @@ def test_health_info_and_the_page(served, tiny_run, cli):
     assert status == 200 and health["status"] == "ok"
     status, info = client.request("GET", "/info")
     serve = info.pop("serve")
-    assert status == 200 and info == json.loads(cli("info", tiny_run, "--json").out)
+    full = json.loads(cli("info", tiny_run, "--json").out)
+    # what `mt info --json` says, but where things are on the host (--full-info: all of it)
+    assert status == 200 and info == {"name": "tiny", **{k: full[k] for k in (
+        "step", "steps_trained", "parameters", "model", "vocab", "tokenizer", "best")}}
     assert serve["max_lines"] == 8 and serve["attention"] is True and "beam" in serve["options"]
     status, page = client.request("GET", "/")
     assert status == 200 and '<canvas id="heatmap"' in page and "fetch(\"translate\"" in page

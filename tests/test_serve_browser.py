@@ -55,12 +55,13 @@ def test_the_page_translates_and_draws_the_attention(tiny_run, browser, tmp_path
     from selenium.webdriver.support.ui import WebDriverWait
 
     wait = WebDriverWait(browser, 120)
-    shutil.copytree(tiny_run, tmp_path / "runs" / "toy")  # the page names runs/toy, as a user's
+    shutil.copytree(tiny_run, tmp_path / "runs" / "toy")  # served as a user's runs/toy
     with Served("runs/toy", env=THREADS, cwd=tmp_path) as served:
         [want] = Client(served.url).translate([SENTENCE], attention=True)
         browser.get(served.url + "/")
         wait.until(lambda d: d.find_element(By.ID, "beam").get_attribute("value"))  # /info read
-        assert browser.find_element(By.ID, "model").text.startswith("en → de: runs/toy")
+        # the run's name, not where it is on the host
+        assert browser.find_element(By.ID, "model").text.startswith("en → de: toy (step ")
         browser.find_element(By.ID, "source").send_keys(SENTENCE)
         browser.find_element(By.ID, "translate").click()
         wait.until(lambda d: d.find_element(By.ID, "translation").text)
@@ -81,6 +82,10 @@ def test_the_page_translates_and_draws_the_attention(tiny_run, browser, tmp_path
         assert 0.15 < blue / total < 0.95 and dark > 0, (blue, dark, total)
         att = want["attention"]
         assert canvas.size["height"] >= 16 * len(att["out_tokens"])  # a row per output token
+        # labelled with the words as a reader sees them: "dogs" and ".", not "dogs" and "￭."
+        label = canvas.get_attribute("aria-label")
+        assert label.endswith("source Yesterday we saw forty two red dogs ."), label
+        assert "\uffed" not in label and "\u00b7" not in label
         # usable on the phone: nothing wider than its screen
         width = browser.execute_script("return [document.documentElement.scrollWidth, "
                                        "window.innerWidth]")

@@ -17,7 +17,6 @@ from mt.commands.plot import DPI, pyplot, save_png
 from mt.errors import ConfigError, DataError
 from mt.records import AttentionSpec
 from mt.textio import iter_lines
-from mt.tokenizers.text import MARK
 
 MAX_LINES = 100  # one picture per line: this is for looking at a few sentences
 HEADS = ("mean", "all")  # `--attention-heads`: averaged, or one panel per head
@@ -67,11 +66,9 @@ def translate_with_attention(run_path: Path, src: str, out: str, pictures: Pictu
         if best.attention is None:  # an empty line: an empty translation and no picture
             continue
         title = f"line {n}, decoder layer {layer % n_layers}, heads {pictures.heads}"
-        # The joiner mark is not in matplotlib's default font: shown as a middle dot.
-        shown = [[t.replace(MARK, "\u00b7") for t in side]
-                 for side in (best.attention.src_tokens, best.attention.out_tokens)]
-        figure = heatmap(plt, torch.tensor(best.attention.weights), *shown, pictures.heads,
-                         title, best.text)
+        a = best.attention
+        figure = heatmap(plt, torch.tensor(a.weights), a.src_labels, a.out_labels,
+                         pictures.heads, title, best.text)
         save_png(figure, directory / f"{n:04d}.png")
     write_output(out, lambda f: f.writelines(t + "\n" for t in texts))
     return len(texts)

@@ -10,6 +10,7 @@ import torch
 
 from mt.commands.info import run_info, tokenizer_info
 from mt.commands.options import TranslateOptions
+from mt.ensemble import Paths, as_paths
 from mt.errors import MTError
 from mt.log import info
 from mt.serve import require
@@ -31,23 +32,33 @@ class ServeOptions:
     max_lines: int = 100  # lines one request may hold
     max_chars: int = 20_000  # characters one request may hold, its lines and prefixes together
     wait_ms: float = 5.0  # the batcher's wait for more requests (mt.serve.batcher)
+    api_key_file: Path | None = None  # keys, one a line: every request but /health needs one
+    lines_per_minute: int = 0  # lines a client may send per minute; 0: no limit
+    grace_s: float = 10.0  # after SIGTERM, how long requests in flight have to finish
+    full_info: bool = False  # GET /info: `mt info --json`'s object, paths included
 
 
-def serve(run_path: Path, options: TranslateOptions = TranslateOptions(),
+def serve(runs: Paths, options: TranslateOptions = TranslateOptions(),
           server: ServeOptions = ServeOptions()) -> dict:
     """Serve until stopped; returns the count of requests begun and answered.
 
-    The port is taken before the model loads (a ServerError, exit 8, if it cannot be); then
-    one line says where the server listens: `serving RUN on http://HOST:PORT/ ...`.
+    runs: one run (or checkpoint, or export), or several as an ensemble (Translator.load). The
+    API keys are read, and the port taken, before the model loads (a ServerError, exit 8, if
+    it cannot be); then one line says where the server listens: `serving RUN on
+    http://HOST:PORT/ ...`.
     options.overrides are the server's decoding defaults (a request may change them for
     itself; decode.batch_tokens is CALL_BUDGET times the run's unless given); options.threads:
     torch threads (0: mt.threads.follow_load).
     """
     require()  # the missing extra: one line, before anything else
+    from mt.serve.access import Access, read_keys
     from mt.serve.app import Limits, create_app
     from mt.serve.server import bind, url
     from mt.serve.server import serve as run_server
 
+    runs = as_paths(runs)
+    access = Access(read_keys(server.api_key_file) if server.api_key_file else [],
+                    server.lines_per_minute)
     sock = bind(server.host, server.port)
     with sock:
         # The batcher's thread runs the model, and is to be the only one with a team of OpenMP
@@ -56,19 +67,23 @@ def serve(run_path: Path, options: TranslateOptions = TranslateOptions(),
         # translation, docs/serve.md#threads). The model loads on one thread here.
         cap = torch.get_num_threads()
         torch.set_num_threads(1)
-        translator = Translator.load(run_path, options.device, options.engine, options.overrides)
+        translator = Translator.load(runs, options.device, options.engine, options.overrides)
         if not options.given("decode.batch_tokens"):
             translator = translator.with_options(
                 batch_tokens=CALL_BUDGET * translator.decode_cfg.batch_tokens)
-        app = create_app(translator, model_info(run_path, translator),
+        about = [model_info(path, translator) for path in runs]
+        about = about if server.full_info else [public_info(a, path)
+                                                for a, path in zip(about, runs, strict=True)]
+        app = create_app(translator, about[0] if len(about) == 1 else ensemble_info(about),
                          Limits(server.max_lines, server.max_chars), server.wait_ms,
-                         setup=lambda: follow_load(options.threads, cap))
+                         setup=lambda: follow_load(options.threads, cap), access=access)
         address = url(server.host, sock.getsockname()[1])
-        run_server(app, sock,
-                   on_start=lambda: info(f"serving {run_path} on {address}/ (the API: "
+        shown = " + ".join(map(str, runs))
+        run_server(app, sock, server.grace_s,
+                   on_start=lambda: info(f"serving {shown} on {address}/ (the API: "
                                          f"{address}/docs); SIGTERM or Ctrl-C stops"),
                    on_stop=lambda: info(f"stopping: answering the {app.in_flight} request(s) "
-                                        "in flight first"))
+                                        f"in flight first (at most {server.grace_s:g} s)"))
     info(f"stopped: answered {app.answered} of {app.begun} request(s)")
     return {"begun": app.begun, "answered": app.answered}
 
@@ -83,3 +98,24 @@ def model_info(path: Path, translator: Translator) -> dict:
         return {"path": str(path), "step": run.step, "export": "ctranslate2",
                 "vocab": {"src": len(run.src_vocab), "tgt": len(run.tgt_vocab)},
                 "tokenizer": tokenizer_info(run.cfg.data)}
+
+
+# What GET /info tells every client of a model without --full-info: nothing of where it is on
+# the host (no path, no data directory, no lineage of checkpoint files).
+PUBLIC_KEYS = ("step", "steps_trained", "parameters", "model", "vocab", "tokenizer", "best",
+               "export")
+
+
+def public_info(full: dict, path: Path) -> dict:
+    """model_info's object without paths: the run's name (its directory's name, or the
+    checkpoint file's with it) instead."""
+    path = Path(path)
+    name = path.name if path.is_dir() else f"{path.parent.name}/{path.name}".lstrip("/")
+    return {"name": name, **{k: full[k] for k in PUBLIC_KEYS if k in full}}
+
+
+def ensemble_info(members: list[dict]) -> dict:
+    """GET /info of an ensemble: the first member's languages and tokenizer (all members share
+    them), and each member's object."""
+    return {"name": " + ".join(str(m.get("name") or m.get("path")) for m in members),
+            "tokenizer": members[0].get("tokenizer"), "ensemble": members}

@@ -4,7 +4,9 @@ and one log line per request.
 
 Statuses: 400 a body that is not JSON; 422 an unknown field, a wrong type or a bad value (the
 decoding options are checked as `--set decode.KEY` is); 413 more lines or characters than the
-server's limits (--max-lines, --max-chars); 404 and 405 as usual; 500 only for a bug in mt.
+server's limits (--max-lines, --max-chars, --lines-per-minute); 401 no or a wrong API key
+(--api-key-file); 429 more lines a minute than --lines-per-minute; 499 (in the log only) a
+client gone before its request was read; 404 and 405 as usual; 500 only for a bug in mt.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from mt.config import DecodeConfig
 from mt.errors import MTError
 from mt.records import lists, record
+from mt.serve.access import Access, ClientError
 from mt.serve.batcher import Batcher, Job
 from mt.translator import Translator
 
@@ -66,16 +70,9 @@ def request_model() -> type[BaseModel]:
 TranslateRequest = request_model()
 
 
-class ClientError(Exception):
-    """A request the client must change: answered with status and {"error": message}."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-
-
 def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: float,
-               setup: Callable[[], Callable[[], None]] | None = None) -> RequestLog:
+               setup: Callable[[], Callable[[], None]] | None = None,
+               access: Access = Access()) -> RequestLog:
     """The ASGI app: FastAPI's routes inside the request log. info: GET /info's object (what
     `mt info --json` says of the model, and how this server decodes). The batcher's worker
     starts with the app's lifespan (first calling setup, in its thread) and, when it ends,
@@ -98,18 +95,20 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
     async def translate(request: Request) -> JSONResponse:
         """Translate one line ("text": "...") or several (["...", ...]), in input order."""
         try:
+            client = access.client(request.headers, address(request))
             req = TranslateRequest.model_validate_json(await read_body(request, limits))
             lines, prefix = as_lines(req.text), as_prefix(req.prefix, req.text)
             request.state.lines = len(lines)
             check_limits(lines, prefix, limits)
             options = {k: getattr(req, k) for k in OPTIONS if getattr(req, k) is not None}
             cfg = translator.check_options(req.attention, **options)
+            access.admit(client, len(lines))  # only what is to be translated counts
             job = Job(lines, options, prefix, req.attention)
             found = await asyncio.wrap_future(state["batcher"].submit(job))
         except ValidationError as e:
             return error(*validation_message(e))
         except ClientError as e:
-            return error(e.status, str(e))
+            return error(e.status, str(e), e.headers)
         except MTError as e:  # a bad option value, an unknown tag: what --set would refuse
             # named as the request names them: `beam`, not `decode.beam`
             return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
@@ -125,11 +124,17 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
                 "translator_calls": b.calls}
 
     @app.get("/info")
-    async def model_info() -> dict:
-        """What `mt info --json` says of the model, and "serve": decoding and limits."""
-        return {**info, "serve": {"decode": dataclasses.asdict(translator.decode_cfg),
-                                  "options": list(OPTIONS), **dataclasses.asdict(limits),
-                                  "attention": translator.model is not None}}
+    async def model_info(request: Request) -> JSONResponse:
+        """What the model is (its name, languages, step, size; `mt info --json`'s object with
+        `mt serve --full-info`), and "serve": decoding and limits."""
+        try:
+            access.client(request.headers, address(request))
+        except ClientError as e:
+            return error(e.status, str(e), e.headers)
+        return JSONResponse({**info, "serve": {
+            "decode": dataclasses.asdict(translator.decode_cfg), "options": list(OPTIONS),
+            **dataclasses.asdict(limits), "lines_per_minute": access.lines_per_minute,
+            "api_key": bool(access.keys), "attention": translator.model is not None}})
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index() -> HTMLResponse:
@@ -161,14 +166,22 @@ async def read_body(request: Request, limits: Limits) -> bytes:
     """The body, or a 413 ClientError past limits.max_body. A larger body is still read to
     its end (and dropped), so the client, still sending, gets the answer and not a reset."""
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size <= limits.max_body:
-            chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size <= limits.max_body:
+                chunks.append(chunk)
+    except ClientDisconnect:  # nobody reads the answer; its status is for the log
+        raise ClientError(499, "the client closed the connection before sending its whole "
+                               "request") from None
     if size > limits.max_body:
         raise ClientError(413, f"a body of {size:,} bytes: more than this server takes "
                                f"({limits.max_body:,}, from --max-chars {limits.max_chars:,})")
     return b"".join(chunks)
+
+
+def address(request: Request) -> str | None:
+    return request.client.host if request.client else None
 
 
 def as_lines(text: str | list[str]) -> list[str]:
@@ -246,6 +259,12 @@ class RequestLog:
 
         try:
             await self.app(scope, receive, sending)
+        except asyncio.CancelledError:
+            # uvicorn cancels what is not answered when the grace period after SIGTERM ends (a
+            # client stalled half-way through its body, say): it gets a 503, if it can.
+            if status == 500 and not done:
+                await error(503, "the server is stopping; send the request again to another "
+                                 "or later")(scope, receive, sending)
         finally:
             self.answered += done
             ms = (time.perf_counter() - start) * 1000

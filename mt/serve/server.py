@@ -6,6 +6,7 @@ stops accepting, answers every request already read, lets the batcher finish, an
 from __future__ import annotations
 
 import errno
+import logging
 import signal
 import socket
 from collections.abc import Callable
@@ -62,22 +63,33 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+class _Quiet(logging.Filter):
+    """Drops uvicorn's line on the requests it cancels when the grace period ends: the request
+    log has a line for each (503)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Cancel ")
+
+
 def _stopped(signum, frame) -> None:
     """The signal handler while the server runs and just after: uvicorn (0.29 and later) raises
     the signal that stopped it again once it has stopped; it has stopped gracefully by then,
     which is a normal end (exit 0), not an interruption."""
 
 
-def serve(app, sock: socket.socket, on_start: Callable[[], None],
+def serve(app, sock: socket.socket, grace_s: float, on_start: Callable[[], None],
           on_stop: Callable[[], None]) -> None:
     """Serve app on sock (bound) until SIGTERM or Ctrl-C: then stop accepting, answer every
-    request already read, end the app's lifespan, and return. A second Ctrl-C stops at once.
-    on_start: called once listening (a client may connect from then on, and is answered as soon
-    as uvicorn runs); on_stop: called once, when the signal comes."""
+    request already read, end the app's lifespan, and return. Requests not answered within
+    grace_s seconds (a client that stalls half-way through sending one, say) are cancelled and
+    their connections closed. A second Ctrl-C stops at once. on_start: called once listening
+    (a client may connect from then on, and is answered as soon as uvicorn runs); on_stop:
+    called once, when the signal comes."""
     sock.listen(BACKLOG)
     on_start()
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            backlog=BACKLOG)
+                            backlog=BACKLOG, timeout_graceful_shutdown=grace_s)
+    logging.getLogger("uvicorn.error").addFilter(_Quiet())
     handlers = {s: signal.signal(s, _stopped) for s in STOP_SIGNALS}
     try:
         _Server(config, on_stop).run(sockets=[sock])
