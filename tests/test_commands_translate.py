@@ -43,7 +43,8 @@ def test_translate_checks_paths_before_loading_the_model(cli, tmp_path):
 
 
 def test_translate_invalid_utf8_from_file_and_stdin(cli, tmp_path, tiny_run):
-    data = b"one two\n\xff\xfe three\n\nfour \xc3\n"
+    # line 1 holds a U+FFFD that is valid UTF-8: not counted
+    data = "one \ufffd two\n".encode() + b"\xff\xfe three\n\nfour \xc3\n"
     src = tmp_path / "in.txt"
     src.write_bytes(data)
     for args, stdin, name in ((["-i", src], None, str(src)), ([], data, "-")):
@@ -51,6 +52,13 @@ def test_translate_invalid_utf8_from_file_and_stdin(cli, tmp_path, tiny_run):
         assert r.code == 0, r.err
         assert r.out.count("\n") == 4 and r.out.split("\n")[2] == "", r.out
         assert f"{name}: 2 line(s) had invalid UTF-8 (first at line 2)" in r.err
+
+
+@pytest.mark.parametrize("option", ["--beam", "--max-len-b", "--min-len", "--batch-tokens"])
+def test_an_integer_option_beyond_its_bound_is_exit_3(cli, tiny_run, option):
+    for command in ("translate", "eval"):
+        r = cli(command, tiny_run, option, "99999999999999999999", stdin=b"one two\n")
+        assert_user_error(r, 3, f"{option} 99999999999999999999", "must be at most")
 
 
 def big_input(n: int = 100_000) -> tuple[bytes, int, int]:

@@ -87,3 +87,46 @@ def test_an_override_that_breaks_a_sound_export_is_a_config_error(cli, ct2_expor
     r = cli("translate", "--engine", "ctranslate2", ct2_export, "--set", "model.bogus=1",
             stdin=b"eight cats\n")
     assert_user_error(r, 3, "--set model.bogus=1", "unknown key")
+
+
+def repeats(line: str, n: int) -> bool:
+    words = line.split()
+    grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
+    return len(grams) != len(set(grams))
+
+
+def test_no_repeat_ngram_maps_to_the_same_rule(tiny_run, ct2_export):
+    """no_repeat_ngram_size: CTranslate2's output is mt's, with and without the option, on
+    lines whose greedy output repeats a bigram (the toy model never saw two words alone)."""
+    lines = "eight cats\nseven dogs\nforty two red books\nToday you have eight cats.\n"
+    outs = {}
+    for engine, run in (("mt", tiny_run), ("ctranslate2", ct2_export)):
+        for n in ("0", "2"):
+            r = run_mt("translate", "--engine", engine, str(run), "--no-repeat-ngram", n,
+                       "--device", "cpu", input=lines)
+            assert r.code == 0, r.err
+            outs[engine, n] = r.out.splitlines()
+    for n in ("0", "2"):
+        assert outs["ctranslate2", n] == outs["mt", n], n
+    assert any(repeats(line, 2) for line in outs["mt", "0"])  # the option has work to do
+    assert not any(repeats(line, 2) for line in outs["ctranslate2", "2"])
+
+
+def test_top_p_maps_to_the_nucleus(tiny_run, ct2_export):
+    """sampling_topp: a nucleus of 0.01 holds the most likely token alone, so every sample is
+    the greedy translation, however hot the temperature; the whole distribution (topp 1) at
+    that temperature gives others."""
+    lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:6]
+    text = "".join(f"{line}\n" for line in lines)
+    greedy = run_mt("translate", str(tiny_run), "--device", "cpu", input=text).out.splitlines()
+
+    def samples(p: str) -> list[list[str]]:
+        r = run_mt("translate", "--engine", "ctranslate2", str(ct2_export), "--sampling", "topp",
+                   "--topp", p, "--temperature", "3", "--samples", "3", "--seed", "5",
+                   input=text)
+        assert r.code == 0, r.err
+        rows = [line.split("\t") for line in r.out.splitlines()]
+        return [[t for i, _, t in rows if int(i) == n] for n in range(len(lines))]
+
+    assert samples("0.01") == [[g] * 3 for g in greedy]
+    assert any(s != g for drawn, g in zip(samples("1.0"), greedy) for s in drawn)

@@ -39,6 +39,27 @@ def test_the_end_record_of_a_run_holds_the_reasons_value(tmp_path):
     assert end["event"] == "end" and end["reason"] == StopReason.MAX_STEPS.value == "max_steps"
 
 
+@pytest.mark.slow  # a real (tiny) training run
+def test_a_run_stops_at_its_patience(tmp_path, capsys):
+    """A learning rate too small to move the validation loss's 4 decimals: the first
+    validation is the best, and the run stops after train.patience more, long before its
+    step limit."""
+    run = tmp_path / "run"
+    sets = [*TINY, f"data.dir={ROOT / 'data' / 'toy'}", "model.d_model=32", "model.d_ff=64",
+            "train.max_steps=1000", "train.max_epochs=100", "train.eval_every=3",
+            "train.eval_epochs=false", "train.eval_bleu=false", "train.metric=loss",
+            "train.lr=1e-12", "train.warmup=0", "train.patience=2"]
+    train(ROOT / "configs" / "toy.yaml", sets, run, "cpu", False)
+    records = [json.loads(line) for line in (run / "metrics.jsonl").open()]
+    valid = [r for r in records if r["event"] == "valid"]
+    assert [r["step"] for r in valid] == [3, 6, 9]
+    assert len({r["val_loss"] for r in valid}) == 1  # the loss did not move
+    assert records[-1] == {**records[-1], "event": "end", "step": 9, "reason": "patience"}
+    assert "done at step 9 (patience)" in capsys.readouterr().err
+    assert load_checkpoint(run / "best.pt")["step"] == 3
+    assert load_checkpoint(run / "last.pt")["step"] == 9
+
+
 def test_agreed_flags_decide_signal_before_time(tmp_path):
     s = stopping(tmp_path)
     s.agree(0.0, 0.0)
