@@ -8,7 +8,7 @@
 Each contender is a whole `mt train CONFIG --set train.buckets=... --set train.amp=...` process
 of --steps steps from scratch (validation only at the end, no BLEU), as a user runs it: exact
 lengths with oneDNN's kernel cache at its own default (1,024 kernels), as mt trained before
-buckets, against mt's defaults (buckets, a cache of mt.threads.ONEDNN_CACHE kernels); each --env
+buckets, against mt's defaults (buckets, mt.threads.KERNEL_CACHES); each --env
 setting adds mt's defaults with those variables in the environment (oneDNN's cache as
 ONEDNN_PRIMITIVE_CACHE_CAPACITY=N; glibc's malloc as GLIBC_TUNABLES=glibc.malloc.X=N), and
 each --rev commit mt's defaults as of that commit (its mt package run from a temporary
@@ -40,10 +40,11 @@ from benchmarks.harness import (
     watched,
 )
 from mt.config import load_config
-from mt.threads import ONEDNN_CACHE
+from mt.threads import KERNEL_CACHES
 from mt.train.loop import Trainer
 
-NAMES = {"false": "exact lengths, cache 1,024", "true": f"buckets, cache {ONEDNN_CACHE[1]}"}
+NAMES = {"false": "exact lengths, caches 1,024",
+         "true": f"buckets, caches {KERNEL_CACHES[0][1]}"}
 
 
 def batches_seen(config: str, sets: list[str], steps: int) -> tuple[float, int, int]:
@@ -95,7 +96,7 @@ def main() -> None:
     ap.add_argument("--env", nargs="+", default=[], metavar="SETTING",
                     help="also buckets with these variables, one contender a setting, e.g. "
                     "ONEDNN_PRIMITIVE_CACHE_CAPACITY=64 (oneDNN's kernel cache: 1,024 kernels "
-                    f"by default, {ONEDNN_CACHE[1]} in mt) or "
+                    f"by default, {KERNEL_CACHES[0][1]} in mt) or "
                     "GLIBC_TUNABLES=glibc.malloc.mmap_threshold=4194304")
     ap.add_argument("--rev", nargs="+", default=[], metavar="COMMIT",
                     help="also buckets with mt as of these commits, one contender each")
@@ -109,7 +110,7 @@ def main() -> None:
     contenders = {(amp, kind): [*base, f"train.amp={amp}",
                                 f"train.buckets={'false' if kind == 'false' else 'true'}"]
                   for amp in args.amp.split(",") for kind in kinds}
-    envs = {"false": {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": "1024"},
+    envs = {"false": {name: "1024" for name, _ in KERNEL_CACHES},
             **{setting: environment(setting) for setting in args.env}}
     if args.plan_only:
         for kind in ("false", "true"):

@@ -16,7 +16,7 @@ from pathlib import Path
 import typer
 
 from mt.errors import ConfigError, FileSystemError, MTError, OutputClosed, os_error_message
-from mt.threads import ONEDNN_CACHE
+from mt.threads import KERNEL_CACHES
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train Transformer translation models, translate files, score with BLEU.")
@@ -503,7 +503,8 @@ def main() -> None:
     """Run the app. User errors become one `error: ...` line and an exit code (docs/errors.md);
     --debug or MT_DEBUG=1 prints the traceback before that line, with the same exit code.
     Anything else is a bug in mt and keeps its traceback."""
-    os.environ.setdefault(*ONEDNN_CACHE)  # before any command runs oneDNN
+    for name, value in KERNEL_CACHES:  # before any command runs oneDNN
+        os.environ.setdefault(name, value)
     for s in (signal.SIGINT, signal.SIGTERM):
         if signal.getsignal(s) is not signal.SIG_IGN:  # a background job keeps ignoring Ctrl-C
             signal.signal(s, _interrupt)

@@ -30,7 +30,7 @@ class _ProjectedCE(torch.autograd.Function):
         rows = max(1, size // V)
         h = states.to(dtype)
         if N % rows and N > rows:  # the last slice padded: every slice of one shape, whose
-            pad = rows - N % rows   # kernels oneDNN builds once (mt.cli.ONEDNN_CACHE)
+            pad = rows - N % rows   # kernels oneDNN builds once (mt.threads.KERNEL_CACHES)
             h, target = F.pad(h, (0, 0, 0, pad)), F.pad(target, (0, pad), value=PAD)
         keep = target != PAD
         w = weight.to(dtype)

@@ -8,13 +8,17 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-# torch is imported where it is used: cli.py reads ONEDNN_CACHE before any command, and
+# torch is imported where it is used: cli.py reads KERNEL_CACHES before any command, and
 # `mt --help` should not wait for torch.
 
-# oneDNN keeps up to 1,024 kernels, one per op and shape, each with its scratch memory: beyond a
-# GB after a few hundred bf16 training steps (docs/benchmarks.md#memory-and-batch-shapes). It
-# reads the variable when it first runs, so the CLI sets it first; the user's setting wins.
-ONEDNN_CACHE = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16")
+# The caches of kernels torch's CPU matrix products keep, one entry per op, shape and thread
+# count, each with its scratch memory; each library reads its variable when it first runs, so
+# the CLI sets them first, and the user's settings win. oneDNN keeps up to 1,024 kernels: beyond
+# a GB after a few hundred bf16 training steps (docs/benchmarks.md#memory-and-batch-shapes).
+# ideep (torch's layer over oneDNN) keeps 1,024 of its own, which hold oneDNN's kernels past
+# that cache's bound: each change of the thread count (mt.threads.Governor) and each new
+# validation batch shape added some, +200 MiB in 300 steps (docs/benchmarks.md#a-busy-neighbour).
+KERNEL_CACHES = (("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16"), ("LRU_CACHE_CAPACITY", "16"))
 
 
 def available_cores() -> int:

@@ -16,7 +16,7 @@ import pytest
 import mt.commands.translate
 from conftest import CONFIG, Result, assert_user_error, make_weights_only, own_signals, run_mt
 from mt.cli import main
-from mt.threads import ONEDNN_CACHE
+from mt.threads import KERNEL_CACHES
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -165,13 +165,16 @@ def test_pointers_to_the_docs_name_files_that_exist():
 
 
 @pytest.mark.parametrize("given", [None, "512"])
-def test_onednn_cache_is_bounded_unless_the_environment_says(monkeypatch, given):
-    """mt bounds oneDNN's kernel cache for its own process (docs/training.md#memory); a value
-    in the environment wins."""
-    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
-    if given:
-        monkeypatch.setenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", given)
+def test_kernel_caches_are_bounded_unless_the_environment_says(monkeypatch, given):
+    """mt bounds oneDNN's and ideep's kernel caches for its own process (docs/training.md#memory);
+    a value in the environment wins."""
+    for name, _ in KERNEL_CACHES:
+        monkeypatch.delenv(name, raising=False)
+        if given:
+            monkeypatch.setenv(name, given)
     monkeypatch.setattr(sys, "argv", ["mt", "--help"])
     with pytest.raises(SystemExit), own_signals():
         main()
-    assert os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] == (given or ONEDNN_CACHE[1])
+    assert [os.environ[name] for name, _ in KERNEL_CACHES] == [given or "16", given or "16"]
+    assert [name for name, _ in KERNEL_CACHES] == ["ONEDNN_PRIMITIVE_CACHE_CAPACITY",
+                                                   "LRU_CACHE_CAPACITY"]
