@@ -72,12 +72,14 @@ TranslateRequest = request_model()
 
 def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: float,
                setup: Callable[[], Callable[[], None]] | None = None,
-               access: Access = Access()) -> RequestLog:
+               access: Access | None = None) -> RequestLog:
     """The ASGI app: FastAPI's routes inside the request log. info: GET /info's object (what
     `mt info --json` says of the model, and how this server decodes). The batcher's worker
     starts with the app's lifespan (first calling setup, in its thread) and, when it ends,
-    answers what is queued, then stops."""
+    answers what is queued, then stops. access: the keys and the lines per minute
+    (mt.serve.access; default none)."""
     state: dict[str, Batcher] = {}
+    access = access or Access()  # no keys, no limit
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
