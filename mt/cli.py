@@ -18,6 +18,9 @@ import typer
 from mt.errors import ConfigError, FileSystemError, MTError, OutputClosed, os_error_message
 from mt.threads import KERNEL_CACHES
 
+# Bounds of the options that are not config keys (docs/configuration.md#bounds): beyond, exit 2.
+MAX_THREADS, MAX_WORKERS = 1024, 256
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train Transformer translation models, translate files, score with BLEU.")
 data_app = typer.Typer(no_args_is_help=True, help="Fetch public corpora; audit a corpus.")
@@ -64,7 +67,7 @@ def prepare(
     config: Path = typer.Argument(..., help="YAML config whose training split to prepare."),
     set_: list[str] = typer.Option([], "--set",
                                    help="Override a config value: --set data.min_freq=2"),
-    workers: int = typer.Option(0, "--workers", min=0, max=256,
+    workers: int = typer.Option(0, "--workers", min=0, max=MAX_WORKERS,
                                 help="Tokenizer processes (default: one per available core)."),
 ) -> None:
     """Tokenize the training corpora into the token cache now (docs/data.md);
@@ -184,7 +187,7 @@ def evaluate(
     engine: str = ENGINE,
     metrics: list[str] = typer.Option([], "--metrics", callback=_one_of("mt.metrics:EXTRA_METRICS"),
                                       help="Add a metric: ter."),
-    threads: int = typer.Option(0, "--threads", min=0, max=1024,
+    threads: int = typer.Option(0, "--threads", min=0, max=MAX_THREADS,
                                 help="torch threads, fixed, in one stream; 0: one stream of "
                                 "one thread per core, decoding batches side by side."),
     overrides: list[str] = (),
@@ -233,11 +236,11 @@ def translate(
     prefix: str = typer.Option(None, "--prefix", help="A file of target prefixes, one per input "
                                "line (empty: none): each output starts with its prefix, "
                                "forced and scored (docs/decoding.md)."),
-    workers: int = typer.Option(1, "--workers", min=1, max=256,
+    workers: int = typer.Option(1, "--workers", min=1, max=MAX_WORKERS,
                                 help="Processes translating chunks of the input, each with "
                                 "the available cores shared out as torch threads; output in "
                                 "order. Not with --engine ctranslate2."),
-    threads: int = typer.Option(0, "--threads", min=0, max=1024,
+    threads: int = typer.Option(0, "--threads", min=0, max=MAX_THREADS,
                                 help="torch threads of each process, fixed; 0: with one "
                                 "process one stream of one thread per core, decoding batches "
                                 "side by side; with workers the cores shared out."),
@@ -278,7 +281,7 @@ def serve(
                              help="Port to listen on; 0: one the system picks (printed)."),
     device: str = DEVICE,
     engine: str = ENGINE,
-    threads: int = typer.Option(0, "--threads", min=0, max=1024,
+    threads: int = typer.Option(0, "--threads", min=0, max=MAX_THREADS,
                                 help="torch threads, fixed; 0: the cores, fewer while other "
                                 "processes keep some busy."),
     max_lines: int = typer.Option(100, "--max-lines", min=1, max=10**6,

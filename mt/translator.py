@@ -274,6 +274,7 @@ class Translator:
             shown = align.cross_attention(self.model, src[rows], outputs, attention.layer,
                                           attention.heads, attention.end)
         words = [align.token_words(t, self.src_tok.detokenize) for t in tokens] if alignment else []
+        labels = [_labels(t, self.src_tok) for t in tokens] if attention is not None else []
         translations = (t for ts in out for t in ts)
         for b, y, w, a, t in zip(rows, outputs, averaged, shown, translations, strict=True):
             out_tokens = self.run.tgt_vocab.decode(y)
@@ -285,7 +286,7 @@ class Translator:
                 ends = [SPECIALS[EOS]] if attention.end else []
                 t.attention = Attention(tokens[b], out_tokens + ends,
                                         _rounded(a.tolist(), attention.decimals),
-                                        _labels(tokens[b], self.src_tok),
+                                        labels[b],
                                         _labels(out_tokens, self.tgt_tok) + ends)
 
     def detokenize(self, ids: list[int]) -> str:
