@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 import torch
 
 from mt.data import pad
-from mt.vocab import BOS, PAD
+from mt.vocab import PAD, start_id
 
 Detokenize = Callable[[Sequence[str]], str]
 
@@ -36,7 +36,7 @@ def cross_attention(model, src: torch.Tensor, outputs: list[list[int]], layer: i
     layers and heads: row j is the step that predicts output token j. layer: that decoder
     layer's only; heads (with a layer): every head's, (H, T_b, S_b); end: and the row of the
     step that predicts <eos> (T_b + 1 rows)."""
-    tgt_in = pad([[BOS] + y for y in outputs]).to(src.device)
+    tgt_in = pad([[start_id(model.cfg.decoder_start)] + y for y in outputs]).to(src.device)
     layers = model.cross_attention(src, tgt_in)  # per layer (B, H, T + 1, S)
     if layer is None:
         weights = torch.stack([w.float().mean(1) for w in layers]).mean(0)  # (B, T + 1, S)

@@ -25,6 +25,8 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Train Transformer translation models, translate files, score with BLEU.")
 data_app = typer.Typer(no_args_is_help=True, help="Fetch public corpora; audit a corpus.")
 app.add_typer(data_app, name="data")
+import_app = typer.Typer(no_args_is_help=True, help="Bring in models trained elsewhere.")
+app.add_typer(import_app, name="import")
 
 DEVICE = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda.")
 
@@ -329,22 +331,51 @@ def export_model(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
     out: Path = typer.Argument(..., help="Directory to create for the exported model."),
     to: str = typer.Option(..., "--to", callback=_one_of("mt.commands.export:FORMATS"),
-                           help='Format: ctranslate2 (needs the extra: pip install '
-                           '"mt[ctranslate2]").'),
+                           help='Format: ctranslate2 (needs pip install "mt[ctranslate2]"), or '
+                           'hf: a Marian model for transformers (needs "mt[hf]").'),
     quantization: str = typer.Option(None, "--quantization",
                                      callback=_one_of("mt.ct2.export:QUANTIZATIONS"),
                                      help="Weights as int8, int8_float32, bfloat16 or float16 "
                                      "(default: float32)."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
 ) -> None:
-    """Export a model for another engine: mt export RUN --to ctranslate2 OUT.
+    """Export a model for another engine: mt export RUN --to ctranslate2|hf OUT.
 
-    OUT gets the CTranslate2 model and the run's config, vocabularies and tokenizer files;
-    it is written whole or not at all. Translate with it: mt translate --engine ctranslate2 OUT.
+    ctranslate2: OUT gets the CTranslate2 model and the run's config, vocabularies and
+    tokenizer files; translate with it: mt translate --engine ctranslate2 OUT. hf: OUT is a
+    Marian model directory (MarianMTModel.from_pretrained(OUT)), for runs with a marian
+    tokenizer (mt import hf, and runs fine-tuned from one). OUT is written whole or not at all.
     """
     from mt.commands.export import export
 
-    print(json.dumps(export(run, out, quantization, force)))
+    print(json.dumps(export(run, out, to, quantization, force)))
+
+
+@import_app.command("hf")
+def import_hf(
+    source: str = typer.Argument(..., help="A Marian model directory in the Hugging Face "
+                                 "format (config.json, model.safetensors, source.spm, ...), or "
+                                 "a Hub id such as Helsinki-NLP/opus-mt-de-en."),
+    out: Path = typer.Option(..., "--out", help="Run directory to create."),
+    src_lang: str = typer.Option(None, "--src-lang", help="Source language code (default: "
+                                 "tokenizer_config.json's source_lang)."),
+    tgt_lang: str = typer.Option(None, "--tgt-lang", help="Target language code (default: "
+                                 "its target_lang)."),
+    revision: str = typer.Option("main", "--revision", help="With a Hub id: the branch, tag "
+                                 "or commit."),
+    force: bool = typer.Option(False, "--force", help="Replace --out if it exists."),
+) -> None:
+    """Import a Marian (OPUS-MT) model: mt import hf DIR --out RUN.
+
+    RUN is an ordinary run: mt translate, eval, serve, export and info take it, and mt train
+    CONFIG --init-from RUN fine-tunes it. Needs safetensors (pip install "mt[hf]"), never
+    transformers. A Hub id is fetched into the cache ($MT_CACHE_DIR/hf) through
+    $HF_ENDPOINT (default https://huggingface.co); offline, download the model elsewhere and
+    give its directory. Prints one JSON object.
+    """
+    from mt.commands.import_hf import import_hf as run_import
+
+    print(json.dumps(run_import(source, out, src_lang, tgt_lang, revision, force)))
 
 
 @app.command()

@@ -84,6 +84,13 @@ class ModelConfig:
     tie_output: bool = True  # target embedding shares weights with the output projection
     tie_all: bool = False  # source embedding too; needs data.shared_vocab
     max_positions: int = 256  # longest sequence the positional table covers
+    # Sinusoidal positions: sinusoid (sines and cosines interleaved) or marian (the sines in
+    # the first half of the dimensions, the cosines in the second, as Marian models have them)
+    positions: Literal["sinusoid", "marian"] = "sinusoid"
+    scale_embedding: bool = True  # embeddings times sqrt(d_model) before positions are added
+    logits_bias: bool = False  # a fixed (untrained) bias on the output logits, Marian's
+    # The decoder's first input: <bos>, or <pad> (Marian's, whose vocabularies have no <bos>)
+    decoder_start: Literal["bos", "pad"] = "bos"
 
 
 @dataclass
@@ -414,6 +421,9 @@ def _range_problems(cfg: Config) -> list[Problem]:
         ("model.max_positions", m.max_positions > 0, "model.max_positions must be positive"),
         (("model.tie_all", "data.shared_vocab"), not m.tie_all or d.shared_vocab,
          "model.tie_all needs data.shared_vocab: true"),
+        (("model.decoder_start", "data.tokenizer"),
+         d.tokenizer.kind != "marian" or m.decoder_start == "pad",
+         "model.decoder_start must be pad with a marian tokenizer (its vocabulary has no <bos>)"),
         ("data.max_len", d.max_len > 0, "data.max_len must be positive"),
         ("data.filter.max_ratio", d.filter.max_ratio == 0 or d.filter.max_ratio >= 1,
          "data.filter.max_ratio must be 0 (off) or at least 1"),

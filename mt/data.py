@@ -83,14 +83,13 @@ class TokenArray:
     def lengths(self) -> np.ndarray:
         return np.diff(self.offsets).astype(np.int32)
 
-    def padded(self, rows: np.ndarray, bos: bool = False, eos: bool = False,
-               first: int | None = None, remap: np.ndarray | None = None) -> torch.Tensor:
-        """Sequences `rows` as a (B, L) PAD-padded tensor; <bos> (or the id `first`) first and
-        <eos> last if asked; ids looked up in `remap` when given."""
+    def padded(self, rows: np.ndarray, eos: bool = False, first: int | None = None,
+               remap: np.ndarray | None = None) -> torch.Tensor:
+        """Sequences `rows` as a (B, L) PAD-padded tensor; the id `first` (say the decoder's
+        start) first and <eos> last if asked; ids looked up in `remap` when given."""
         rows = np.asarray(rows, dtype=np.int64)
         starts = self.offsets[rows]
         lens = self.offsets[rows + 1] - starts
-        first = BOS if bos else first
         lead = int(first is not None)
         out = np.full((len(rows), max(int(lens.max(initial=0)) + lead + eos, 1)), PAD,
                       dtype=np.int64)
@@ -199,7 +198,8 @@ class Batched:
 
 
 class ParallelData(Batched):
-    """Encoded sentence pairs (source ids; target ids without <bos>/<eos>).
+    """Encoded sentence pairs (source ids; target ids without <bos>/<eos>). Batches' targets
+    start with `start`, the decoder's first input (mt.vocab.start_id).
 
     Held in memory (validation, tests) or memory-mapped from the token cache (training, see
     mt.token_cache); either way batches are planned from the lengths alone and collated on demand.
@@ -207,6 +207,7 @@ class ParallelData(Batched):
 
     def __init__(self, src: TokenArray, tgt: TokenArray):
         self.src, self.tgt = src, tgt
+        self.start = BOS
         self.src_lens, self.tgt_lens = src.lengths(), tgt.lengths()
         self.pairs = np.arange(len(src))  # the pairs in use: filter_length drops some
         self._plan: tuple[tuple, BatchPlan] | None = None  # the latest plan, asked for again
@@ -250,7 +251,7 @@ class ParallelData(Batched):
 
     def collate(self, pairs: np.ndarray) -> Batch:
         src = self.src.padded(pairs)
-        tgt_in = self.tgt.padded(pairs, bos=True)
+        tgt_in = self.tgt.padded(pairs, first=self.start)
         tgt_out = self.tgt.padded(pairs, eos=True)
         return Batch(src, tgt_in, tgt_out, int(self.tgt_lens[pairs].sum()) + len(pairs))
 

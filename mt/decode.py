@@ -12,7 +12,8 @@ and the closing <eos>) divided by a length penalty lp(n + 1), the length countin
     none      1
 Every lp is >= 1 and non-decreasing in m for alpha >= 0. Both searches emit <eos> no earlier
 than `min_len` tokens and must emit it after `max_len_a * src_len + max_len_b` tokens. Like
-greedy always did, neither forbids other tokens (a trained model does not emit <pad>/<bos>).
+greedy always did, none forbids other tokens but <pad>, which is never generated (a trained
+model does not emit <bos> either; a Marian model, whose decoder starts from <pad>, might).
 With decode.no_repeat_ngram n > 0, all three never complete an n-gram the output already holds.
 
 A forced target prefix (B, P) (padded with PAD; a row of PAD: none) makes each search take the
@@ -33,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from mt.config import LENGTH_NORMS, DecodeConfig, ModelConfig
-from mt.vocab import BOS, EOS, PAD
+from mt.vocab import EOS, PAD, start_id
 
 CHUNK = 64  # scores per chunk, in beam_step and argmax
 
@@ -112,7 +113,8 @@ def argmax(scores: torch.Tensor) -> torch.Tensor:
 
 
 def _forbid(scores: torch.Tensor, t: int, min_len: int) -> torch.Tensor:
-    """In place on next-token scores (n, V) at step t: no <eos> before min_len."""
+    """In place on next-token scores (n, V) at step t: never <pad>, no <eos> before min_len."""
+    scores[:, PAD] = float("-inf")
     if t < min_len:
         scores[:, EOS] = float("-inf")
     return scores
@@ -238,7 +240,8 @@ def incremental(model: Decodable, src: torch.Tensor, cfg: DecodeConfig, choose: 
         cache = cache.reorder(rows // copies, group=1)
     out: list[list[int]] = [[] for _ in range(B)]
     hyp = torch.empty(B, 0, dtype=torch.long, device=src.device)  # (b, t) tokens so far
-    prev = torch.full((B, 1), BOS, dtype=torch.long, device=src.device)
+    prev = torch.full((B, 1), start_id(model.cfg.decoder_start), dtype=torch.long,
+                      device=src.device)
     for t in range(int(constraints.limits.max()) + 1):
         states, cache = model.decode(prev, cache)
         scores = constraints.apply(model.next_scores(states[:, -1]), t, hyp, rows)
@@ -394,7 +397,7 @@ def sequence_scores(model: Decodable, src: torch.Tensor, hyps: list[list[int]],
     tgt_in = torch.full((len(hyps), int(lengths.max())), PAD, dtype=torch.long)
     tgt_out = tgt_in.clone()
     for i, h in enumerate(hyps):
-        tgt_in[i, : len(h) + 1] = torch.tensor([BOS] + h)
+        tgt_in[i, : len(h) + 1] = torch.tensor([start_id(model.cfg.decoder_start)] + h)
         tgt_out[i, : len(h) + 1] = torch.tensor(h + [EOS])
     tgt_in, tgt_out = tgt_in.to(src.device), tgt_out.to(src.device)
     lprobs = model.log_probs(model(src, tgt_in))  # (B, T, V)
@@ -481,7 +484,7 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     scores = torch.zeros(B, 1, device=dev)  # (b, k) log-probs of live beams
     kept = torch.full((B, n), float("-inf"), device=dev)  # (b, n) n best finished scores
     hyp = torch.empty(B, 0, dtype=torch.long, device=dev)  # (b*k, t) tokens so far
-    prev = torch.full((B, 1), BOS, dtype=torch.long, device=dev)
+    prev = torch.full((B, 1), start_id(model.cfg.decoder_start), dtype=torch.long, device=dev)
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
     for t in range(int(limits.max()) + 1):
         states, cache = model.decode(prev, cache)

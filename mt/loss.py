@@ -21,8 +21,9 @@ GPU_SLICE_ELEMENTS = 1 << 26  # 256 MB: fewer, larger matrix products keep a GPU
 
 class _ProjectedCE(torch.autograd.Function):
     @staticmethod
-    def forward(ctx, states, weight, target, smoothing, dtype, grads):
-        """states (N, D), weight (V, D), target (N,), N = B*T; the projection in `dtype`
+    def forward(ctx, states, weight, target, smoothing, dtype, grads, bias):
+        """states (N, D), weight (V, D), target (N,), N = B*T, bias (V,) or None (a constant:
+        model.logits_bias); the projection in `dtype`
         (autocast's, or float32); with `grads`, both gradients for backward. -> (loss sum,
         NLL sum) over non-pad rows, in float32 (float64 for float64)."""
         N, V = states.size(0), weight.size(0)
@@ -34,6 +35,7 @@ class _ProjectedCE(torch.autograd.Function):
             h, target = F.pad(h, (0, 0, 0, pad)), F.pad(target, (0, pad), value=PAD)
         keep = target != PAD
         w = weight.to(dtype)
+        b = None if bias is None else bias.to(dtype)
         # fp16's gradients would underflow without the loss scale, unknown here: float32.
         gdt = torch.float32 if dtype == torch.float16 else dtype
         hg, wg = h.to(gdt), w.to(gdt)
@@ -45,7 +47,8 @@ class _ProjectedCE(torch.autograd.Function):
             grad_w = torch.zeros(weight.shape, dtype=acc, device=states.device)
         for i in range(0, h.size(0), rows):
             t, k = target[i:i + rows, None], keep[i:i + rows]
-            lprobs = torch.log_softmax(h[i:i + rows] @ w.T, dim=-1, dtype=acc)
+            logits = h[i:i + rows] @ w.T if b is None else torch.addmm(b, h[i:i + rows], w.T)
+            lprobs = torch.log_softmax(logits, dim=-1, dtype=acc)
             picked = -lprobs.gather(1, t).squeeze(1)
             smooth = -lprobs.mean(dim=-1)
             loss += ((1.0 - smoothing) * picked + smoothing * smooth).masked_fill(~k, 0.0).sum()
@@ -69,21 +72,23 @@ class _ProjectedCE(torch.autograd.Function):
         # The NLL sum is reported, never differentiated (it is returned detached).
         grad_h, grad_w = ctx.saved_tensors
         return ((grad_h * grad_loss).to(ctx.dtypes[0]), (grad_w * grad_loss).to(ctx.dtypes[1]),
-                None, None, None, None)
+                None, None, None, None, None)
 
 
 def label_smoothed_loss(states: torch.Tensor, weight: torch.Tensor, target: torch.Tensor,
-                        smoothing: float, dtype: torch.dtype | None = None
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
+                        smoothing: float, dtype: torch.dtype | None = None,
+                        bias: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Summed label-smoothed cross-entropy of the logits states @ weight.T, and summed NLL
     (detached), over non-pad targets.
 
     states (B, T, D): the decoder's (Seq2Seq.forward with project=False); weight (V, D): the
-    generator's; target (B, T); dtype: the projection's (autocast's dtype; None: float32).
+    generator's; target (B, T); dtype: the projection's (autocast's dtype; None: float32);
+    bias (V,): added to the logits, untrained (model.logits_bias), or None.
     Smoothing spreads `smoothing` uniformly over all V classes (the target included), as
     torch's cross_entropy does.
     """
     grads = torch.is_grad_enabled() and (states.requires_grad or weight.requires_grad)
     loss, nll = _ProjectedCE.apply(states.reshape(-1, states.size(-1)), weight,
-                                   target.reshape(-1), smoothing, dtype or torch.float32, grads)
+                                   target.reshape(-1), smoothing, dtype or torch.float32, grads,
+                                   bias)
     return loss, nll.detach()

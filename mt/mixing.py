@@ -21,7 +21,7 @@ import torch
 
 from mt.buckets import plan_bucketed, widen
 from mt.data import Batch, Batched, BatchPlan, ParallelData, plan_batches
-from mt.vocab import PAD
+from mt.vocab import BOS, PAD
 
 
 @dataclass
@@ -47,6 +47,7 @@ class MixedData(Batched):
 
     def __init__(self, parts: list[Part], buckets: bool = False):
         self.parts, self.buckets = parts, buckets  # buckets: plan and collate by mt.buckets
+        self.start = BOS  # the decoder's first input (mt.vocab.start_id)
         n_variants = {len(p.variants) for p in parts}
         assert len(n_variants) == 1, "every corpus has the same number of segmentations"
         self.n_variants = n_variants.pop()
@@ -109,7 +110,7 @@ class MixedData(Batched):
             data, (src_map, tgt_map) = part.variants[int(v[0])], part.remap
             ids = local[rows] - self.bases[i]
             pieces.append((rows, data.src.padded(ids, first=part.tag, remap=src_map),
-                           data.tgt.padded(ids, bos=True, remap=tgt_map),
+                           data.tgt.padded(ids, first=self.start, remap=tgt_map),
                            data.tgt.padded(ids, eos=True, remap=tgt_map),
                            int(data.tgt_lens[ids].sum())))
         n_tgt = sum(piece[4] for piece in pieces) + len(pairs)

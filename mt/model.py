@@ -224,15 +224,22 @@ class DecoderCache:
 
 
 class PositionalEncoding(nn.Module):
-    """Fixed sinusoids (Vaswani et al. 2017)."""
+    """Fixed sinusoids (Vaswani et al. 2017): interleaved (sin, cos, sin, ...), or in Marian's
+    layout (every sine, then every cosine) for model.positions: marian."""
 
-    def __init__(self, d_model: int, max_positions: int):
+    def __init__(self, d_model: int, max_positions: int, layout: str = "sinusoid"):
         super().__init__()
         pos = torch.arange(max_positions).unsqueeze(1)
-        freq = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
         table = torch.zeros(max_positions, d_model)
-        table[:, 0::2] = torch.sin(pos * freq)
-        table[:, 1::2] = torch.cos(pos * freq)
+        if layout == "marian":  # in float64, as transformers computes it: equal tables
+            freq = 10000.0 ** (-torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+            half = (d_model + 1) // 2
+            table[:, :half] = torch.sin(pos * freq)
+            table[:, half:] = torch.cos(pos * freq[: d_model // 2])
+        else:
+            freq = torch.exp(torch.arange(0, d_model, 2) * (-math.log(10000.0) / d_model))
+            table[:, 0::2] = torch.sin(pos * freq)
+            table[:, 1::2] = torch.cos(pos * freq[: d_model // 2])
         self.register_buffer("table", table, persistent=False)
 
     def forward(self, start: int, length: int) -> torch.Tensor:
@@ -250,7 +257,7 @@ class Seq2Seq(nn.Module):
         self.tgt_embed = nn.Embedding(tgt_vocab_size, D, padding_idx=PAD)
         self.src_embed = (self.tgt_embed if cfg.tie_all
                           else nn.Embedding(src_vocab_size, D, padding_idx=PAD))
-        self.positions = PositionalEncoding(D, cfg.max_positions)
+        self.positions = PositionalEncoding(D, cfg.max_positions, cfg.positions)
         self.drop = Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderLayer(cfg) for _ in range(cfg.n_enc_layers))
         self.decoder = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.n_dec_layers))
@@ -258,6 +265,10 @@ class Seq2Seq(nn.Module):
         self.enc_norm = nn.LayerNorm(D) if cfg.pre_norm else nn.Identity()
         self.dec_norm = nn.LayerNorm(D) if cfg.pre_norm else nn.Identity()
         self.generator = nn.Linear(D, tgt_vocab_size, bias=False)
+        if cfg.logits_bias:  # a buffer: loaded, saved, never trained (as Marian's)
+            self.register_buffer("logits_bias", torch.zeros(tgt_vocab_size))
+        else:
+            self.logits_bias = None
         self._init_weights()
         if cfg.tie_output or cfg.tie_all:
             self.generator.weight = self.tgt_embed.weight
@@ -276,7 +287,9 @@ class Seq2Seq(nn.Module):
                 emb.weight[PAD].zero_()
 
     def _embed(self, emb: nn.Embedding, ids: torch.Tensor, start: int) -> torch.Tensor:
-        x = emb(ids) * math.sqrt(self.cfg.d_model)  # (B, L, D)
+        x = emb(ids)  # (B, L, D)
+        if self.cfg.scale_embedding:
+            x = x * math.sqrt(self.cfg.d_model)
         return self.drop(x + self.positions(start, ids.size(1)).to(x.dtype))
 
     def src_mask(self, src: torch.Tensor) -> torch.Tensor:
@@ -330,7 +343,8 @@ class Seq2Seq(nn.Module):
 
     def next_scores(self, states: torch.Tensor) -> torch.Tensor:
         """Decoder states (..., D) -> the generator's logits (..., V) (mt.decode.Decodable)."""
-        return self.generator(states)
+        logits = self.generator(states)
+        return logits if self.logits_bias is None else logits + self.logits_bias.to(logits.dtype)
 
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
         """generator's logits (..., V) -> float32 log-probabilities, as searches score them."""
@@ -351,7 +365,7 @@ class Seq2Seq(nn.Module):
         src_mask = self.src_mask(src)
         memory = self.encode(src, src_mask)
         states = self.decode(tgt_in, self.start_cache(memory, src_mask))[0]
-        return self.generator(states) if project else states
+        return self.next_scores(states) if project else states
 
 
 def make_model(cfg: ModelConfig, src_vocab_size: int, tgt_vocab_size: int) -> Seq2Seq:

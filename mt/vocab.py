@@ -10,16 +10,31 @@ from mt.errors import VocabError
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 SPECIALS = ["<pad>", "<unk>", "<bos>", "<eos>"]
+# Marian's end of sentence: an imported vocabulary (mt.hf) keeps its own spelling
+EOS_NAMES = (SPECIALS[EOS], "</s>")
+
+
+def start_id(decoder_start: str) -> int:
+    """The decoder's first input for model.decoder_start (bos, or pad as in Marian)."""
+    return PAD if decoder_start == "pad" else BOS
 
 
 class Vocab:
+    """Ids 0, 1, 3 are <pad>, <unk> and the end of sentence (<eos> or </s>); id 2 is <bos>,
+    or, in a vocabulary without one (imported from Marian, whose decoder starts from <pad>:
+    model.decoder_start), an ordinary token."""
+
     def __init__(self, tokens: list[str]):
-        if tokens[: len(SPECIALS)] != SPECIALS:
-            raise VocabError(f"a vocabulary must start with {SPECIALS}")
+        head = list(tokens[:len(SPECIALS)])
+        if len(head) < len(SPECIALS) or head[PAD] != SPECIALS[PAD] or head[UNK] != SPECIALS[UNK] \
+                or head[EOS] not in EOS_NAMES:
+            raise VocabError(f"a vocabulary must start with {SPECIALS} (or <bos> replaced by "
+                             "a token and </s> for <eos>)")
         self.itos = list(tokens)
         self.stoi = {t: i for i, t in enumerate(self.itos)}
         if len(self.stoi) != len(self.itos):
             raise VocabError("duplicate tokens in vocabulary")
+        self.has_bos = head[BOS] == SPECIALS[BOS]
 
     @classmethod
     def build(cls, sentences: Iterable[list[str]], min_freq: int = 1, max_size: int = 0) -> Vocab:
@@ -50,10 +65,10 @@ class Vocab:
         for i in ids:
             if i == EOS:
                 break
-            if i >= len(SPECIALS):
-                out.append(self.itos[i])
-            elif i == UNK:
+            if i == UNK:
                 out.append(SPECIALS[UNK])
+            elif i != PAD and not (i == BOS and self.has_bos):
+                out.append(self.itos[i])
         return out
 
     def save(self, path: Path) -> None:

@@ -21,13 +21,13 @@ from mt.model import DecoderCache, make_model
 from mt.translator import Translator
 from mt.vocab import BOS, EOS, PAD, UNK
 
-CONTENT = [PAD, UNK, BOS, 4, 5]  # with V=6, every token a search may emit before <eos>
+CONTENT = [UNK, BOS, 4, 5]  # with V=6, every token a search may emit before <eos> (not <pad>)
 
 
-def small_model(V: int, seed: int, d_model: int = 32):
+def small_model(V: int, seed: int, d_model: int = 32, tie_output: bool = True):
     torch.manual_seed(seed)
     cfg = ModelConfig(d_model=d_model, n_heads=4, n_enc_layers=2, n_dec_layers=2,
-                      d_ff=2 * d_model, dropout=0.0, max_positions=64)
+                      d_ff=2 * d_model, dropout=0.0, max_positions=64, tie_output=tie_output)
     return make_model(cfg, V, V).eval()
 
 
@@ -88,9 +88,9 @@ SETTINGS = [("none", 0.0, 0), ("none", 0.0, 2), ("average", 0.0, 0), ("gnmt", 0.
 
 
 def test_wide_beam_equals_exhaustive_search():
-    """V=6: 5 tokens besides <eos>, so outputs of at most L=3 tokens number 1+5+25+125. With
-    K = 6 * 25 every prefix stays live and every ending ranks in the top K, so beam search
-    must return the exhaustive n-best, length penalty and all."""
+    """V=6: 4 tokens besides <eos> and <pad> (never generated), so outputs of at most L=3
+    tokens number 1+4+16+64. With K = 150 every prefix stays live and every ending ranks in the
+    top K, so beam search must return the exhaustive n-best, length penalty and all."""
     V, L, K, n = 6, 3, 150, 5
     best_lengths = set()
     for norm, alpha, min_len in SETTINGS:

@@ -10,7 +10,7 @@ import json
 
 import pytest
 import torch
-from test_decode import CONTENT, random_src, small_model, teacher_forced_logprob
+from test_decode import random_src, small_model, teacher_forced_logprob
 
 from conftest import assert_user_error, run_mt
 from mt.checkpoint import Run
@@ -19,7 +19,7 @@ from mt.decode import beam_search, greedy, length_penalty, sample, sequence_scor
 from mt.ensemble import Ensemble, check_ensemble
 from mt.errors import ConfigError
 from mt.translator import Translator
-from mt.vocab import SPECIALS, Vocab
+from mt.vocab import EOS, PAD, SPECIALS, Vocab
 
 
 def _found(hyps):
@@ -45,10 +45,13 @@ def test_an_ensemble_of_a_model_with_itself_is_that_model(seed):
 def test_wide_beam_over_two_models_equals_exhaustive_search_of_their_mean():
     """As test_decode's exhaustive check, over the mean of two different models'
     log-probabilities: every model's cache must follow the beams (and the rows that leave)."""
-    V, L, K, n = 6, 3, 150, 4
+    V, L, K, n = 7, 3, 150, 4  # 5 tokens besides <eos> and <pad>, as many as K holds
+    content = [t for t in range(V) if t not in (PAD, EOS)]
     beats_each = 0
     for seed in range(3):
-        models = [small_model(V, seed + 10 * j, d_model=16 * (j + 1)) for j in range(2)]
+        # untied: a tied output favours its input token (<bos>) over every other
+        models = [small_model(V, seed + 10 * j, d_model=16 * (j + 1), tie_output=False)
+                  for j in range(2)]
         with torch.no_grad():
             for m in models:
                 m.generator.weight *= 3  # peaked distributions: a less uniform problem
@@ -56,7 +59,7 @@ def test_wide_beam_over_two_models_equals_exhaustive_search_of_their_mean():
         cfg = DecodeConfig(beam=K, nbest=n, length_norm="gnmt", length_penalty=1.0,
                            max_len_a=0.0, max_len_b=L)
         found = beam_search(Ensemble(models).eval(), src, cfg)
-        outputs = [list(y) for m in range(L + 1) for y in itertools.product(CONTENT, repeat=m)]
+        outputs = [list(y) for m in range(L + 1) for y in itertools.product(content, repeat=m)]
         lp = torch.tensor([length_penalty(len(y) + 1, "gnmt", 1.0) for y in outputs])
         for i in range(src.size(0)):
             s = src[i:i + 1, : int((src[i] != 0).sum())]

@@ -25,7 +25,7 @@ LAYERS = [
     ["config"],
     ["data", "buckets", "mixing", "token_cache", "cached_mix", "filters", "audit", "kernels",
      "model", "loss", "decode", "align", "metrics", "records"],
-    ["checkpoint", "ensemble", "engines", "translator", "ct2"],
+    ["checkpoint", "ensemble", "engines", "translator", "ct2", "hf"],
     ["train", "serve"],
     ["commands"],
     ["cli", "__main__"],

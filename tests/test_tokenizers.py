@@ -202,7 +202,7 @@ def test_missing_or_corrupt_sentencepiece_model_is_a_checkpoint_error(spm_dir, t
 
 
 @pytest.mark.parametrize("key, value, needle", [
-    ("data.tokenizer", "moses", "data.tokenizer must be spacy or sentencepiece"),
+    ("data.tokenizer", "moses", "data.tokenizer must be one of spacy, sentencepiece, marian"),
     ("data.tokenizer.model_type", "char", "data.tokenizer.model_type must be unigram or bpe"),
     ("data.spm_model_type", "char", "data.tokenizer.model_type must be unigram or bpe"),
     ("data.vocab_size", "100", "data.tokenizer.vocab_size (100) must be more than 260"),

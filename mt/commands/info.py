@@ -41,8 +41,10 @@ def run_info(path: Path) -> dict:
         "steps_trained": max(run.step, last or 0),
         "parameters": sum(p.numel() for p in run.model.parameters()),
         "model": {k: getattr(m, k) for k in ("d_model", "n_heads", "n_enc_layers",
-                                             "n_dec_layers", "d_ff", "pre_norm", "tie_output",
-                                             "tie_all")},
+                                             "n_dec_layers", "d_ff", "activation", "pre_norm",
+                                             "tie_output", "tie_all", "positions",
+                                             "scale_embedding", "logits_bias",
+                                             "decoder_start")},
         "vocab": {"src": len(run.src_vocab), "tgt": len(run.tgt_vocab),
                   "shared": run.src_vocab.itos == run.tgt_vocab.itos},
         "tokenizer": tokenizer_info(d),
@@ -100,7 +102,9 @@ def format_info(info: dict) -> str:
                        + (", self-contained)" if info["self_contained"] else
                           ", weights only: config and vocab read from its directory)")),
         ("model", f"Transformer {m['n_enc_layers']}+{m['n_dec_layers']} layers, d_model "
-                  f"{m['d_model']}, {m['n_heads']} heads, d_ff {m['d_ff']}, {norm}, {tied}"),
+                  f"{m['d_model']}, {m['n_heads']} heads, d_ff {m['d_ff']} {m['activation']}, "
+                  f"{norm}, {tied}" + (", Marian positions" if m["positions"] == "marian"
+                                       else "")),
         ("parameters", f"{info['parameters']:,} ({info['parameters'] / 1e6:.2f}M)"),
         ("vocab", f"src {v['src']:,}, tgt {v['tgt']:,}" + (" (shared)" if v["shared"] else "")),
         ("tokenizer", f"{t['kind']} {t['src_lang']} -> {t['tgt_lang']}"

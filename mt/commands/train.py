@@ -7,8 +7,10 @@ import contextlib
 import sys
 from pathlib import Path
 
+import yaml
+
 from mt.checkpoint import CONFIG
-from mt.config import blamer, load_config
+from mt.config import blamer, load_config, override
 from mt.errors import ConfigError
 from mt.tokenizers import config_problems
 from mt.train.finetune import child_config, open_parent
@@ -47,7 +49,19 @@ def train(config: Path | None, overrides: list[str], out: Path | None, device: s
     parent = None
     if init_from is not None:  # before the run directory is made: a refusal leaves nothing
         parent = open_parent(init_from)
-        cfg = child_config(cfg, parent, blamer(str(config), overrides))
+        cfg = child_config(cfg, parent, blamer(str(config), overrides),
+                           own_model=gives_model(config, overrides))
+        cfg = override(cfg, (), f"{config} with the parent's settings")  # checked together
     with contextlib.suppress(AttributeError):
         sys.stdout.reconfigure(line_buffering=True)
     return Trainer(cfg, run_dir, device, resume, parent).fit()
+
+
+def gives_model(config: Path | None, overrides: list[str]) -> bool:
+    """Whether the config file has a model section or a --set names a model key."""
+    if any(item.startswith("model.") for item in overrides):
+        return True
+    if config is None:
+        return False
+    raw = yaml.safe_load(Path(config).read_text(encoding="utf-8"))  # load_config read it
+    return isinstance(raw, dict) and "model" in raw

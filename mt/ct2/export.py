@@ -27,7 +27,7 @@ from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, Run
 from mt.errors import ConfigError, RunError
 from mt.model import MultiHeadAttention, Seq2Seq
 from mt.tokenizers import tokenizer_files
-from mt.vocab import BOS, EOS, SPECIALS, UNK
+from mt.vocab import EOS, UNK, start_id
 
 EXTRA = 'the CTranslate2 engine needs the ctranslate2 package: pip install "mt[ctranslate2]"'
 QUANTIZATIONS = ("int8", "int8_float32", "bfloat16", "float16")
@@ -90,8 +90,8 @@ def _ffn(spec, ff) -> None:
     _linear(spec.linear_1, last.weight, last.bias)
 
 
-def _inputs(spec, embedding: torch.nn.Embedding, table: torch.Tensor) -> None:
-    spec.scale_embeddings = True  # multiply by sqrt(d_model), as mt's _embed does
+def _inputs(spec, embedding: torch.nn.Embedding, table: torch.Tensor, scale: bool) -> None:
+    spec.scale_embeddings = scale  # multiply by sqrt(d_model) (model.scale_embedding)
     spec.position_encodings.encodings = _np(table)  # (max_positions, D); row i for position i
 
 
@@ -112,14 +112,14 @@ def build_spec(model: Seq2Seq, src_tokens: list[str], tgt_tokens: list[str]):
         activation=getattr(specs.Activation, CT2_ACTIVATIONS[cfg.activation]))
     enc, dec = spec.encoder, spec.decoder
     table = model.positions.table
-    _inputs(enc, model.src_embed, table)
+    _inputs(enc, model.src_embed, table, cfg.scale_embedding)
     enc.embeddings[0].weight = _np(model.src_embed.weight)
     for layer_spec, layer in zip(enc.layer, model.encoder, strict=True):
         _self_attention(layer_spec.self_attention, layer.attn)
         _norm(layer_spec.self_attention.layer_norm, layer.res1.norm)
         _ffn(layer_spec.ffn, layer.ff)
         _norm(layer_spec.ffn.layer_norm, layer.res2.norm)
-    _inputs(dec, model.tgt_embed, table)
+    _inputs(dec, model.tgt_embed, table, cfg.scale_embedding)
     dec.embeddings.weight = _np(model.tgt_embed.weight)
     for layer_spec, layer in zip(dec.layer, model.decoder, strict=True):
         _self_attention(layer_spec.self_attention, layer.self_attn)
@@ -131,15 +131,16 @@ def build_spec(model: Seq2Seq, src_tokens: list[str], tgt_tokens: list[str]):
     if cfg.pre_norm:  # a pre-norm stack ends in a LayerNorm; a post-norm one has none
         _norm(enc.layer_norm, model.enc_norm)
         _norm(dec.layer_norm, model.dec_norm)
-    _linear(dec.projection, model.generator.weight)  # no bias in mt's generator
+    _linear(dec.projection, model.generator.weight, model.logits_bias)
 
     eps = {m.eps for m in model.modules() if isinstance(m, torch.nn.LayerNorm)}
     if len(eps) != 1:
         raise ValueError(f"CTranslate2 takes one layer-norm epsilon; this model has {eps}")
     c = spec.config
     c.layer_norm_epsilon = eps.pop()
-    c.unk_token, c.bos_token, c.eos_token = SPECIALS[UNK], SPECIALS[BOS], SPECIALS[EOS]
-    c.decoder_start_token = SPECIALS[BOS]
+    start = tgt_tokens[start_id(cfg.decoder_start)]
+    c.unk_token, c.bos_token, c.eos_token = tgt_tokens[UNK], start, tgt_tokens[EOS]
+    c.decoder_start_token = start
     c.add_source_bos = c.add_source_eos = False
     spec.register_source_vocabulary(src_tokens)
     spec.register_target_vocabulary(tgt_tokens)

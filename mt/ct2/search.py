@@ -89,6 +89,7 @@ class CTranslate2Engine:
                 min_decoding_length=min(cfg.min_len, limit),
                 length_penalty=cfg.length_penalty if alpha is None else alpha,
                 no_repeat_ngram_size=cfg.no_repeat_ngram, **sampling,
+                suppress_sequences=[[self.tgt_vocab.itos[PAD]]],  # as mt's search: never <pad>
                 target_prefix=prefixes and [prefixes[i] for i in group])
             for i, r in zip(group, results, strict=True):
                 out[i] = [Hypothesis(self.tgt_vocab.encode(h), float("nan"))

@@ -2,6 +2,7 @@
 
 - `spacy` (the default): spaCy's rule-based tokenizers with joiner marks (spacy_words.py).
 - `sentencepiece`: subword models trained on the training split (subword.py).
+- `marian`: a Marian (OPUS-MT) model's SentencePiece models and vocab.json (marian.py).
 
 A kind is one module holding its settings (a TokenizerSettings dataclass, with their checks)
 and a `KIND` (a TokenizerKind), and one line in KINDS. `data.tokenizer` is a kind's name or a
@@ -25,6 +26,7 @@ from mt.textio import iter_lines
 KINDS = {  # data.tokenizer's kind -> the module whose KIND makes that kind's tokenizers
     "spacy": "mt.tokenizers.spacy_words",
     "sentencepiece": "mt.tokenizers.subword",
+    "marian": "mt.tokenizers.marian",
 }
 DEFAULT_KIND = "spacy"
 

@@ -50,9 +50,14 @@ def open_parent(path: Path) -> Parent:
                   record(ckpt, step=run.step, lineage=run.lineage))
 
 
-def child_config(cfg: Config, parent: Parent, blame: Callable[[str], str]) -> Config:
+def child_config(cfg: Config, parent: Parent, blame: Callable[[str], str],
+                 own_model: bool = True) -> Config:
     """cfg with the parent's INHERITED data settings (a log line for each the config gave
-    otherwise); a ConfigError, blamed on who gave it, for the first model key that differs."""
+    otherwise); a ConfigError, blamed on who gave it, for the first model key that differs.
+    Without own_model (the config gives no model section), the model section is the parent's."""
+    if not own_model:
+        log.info(f"model: the parent's ({parent.checkpoint}), as the config gives none")
+        cfg = dataclasses.replace(cfg, model=parent.cfg.model)
     for f in dataclasses.fields(ModelConfig):
         mine, theirs = getattr(cfg.model, f.name), getattr(parent.cfg.model, f.name)
         if mine != theirs:
@@ -74,6 +79,8 @@ def child_config(cfg: Config, parent: Parent, blame: Callable[[str], str]) -> Co
         for key, theirs in dataclasses.asdict(tokenizer).items():
             if mine.get(key) != theirs:
                 _say_taken(f"data.tokenizer.{key}", mine.get(key), theirs)
+            if key == "kind" and mine[key] != theirs:
+                break  # another kind: its settings are all the parent's
     return dataclasses.replace(cfg, data=dataclasses.replace(cfg.data, **taken))
 
 

@@ -1,13 +1,15 @@
 """Lineage: how a checkpoint's weights were made, recorded in every checkpoint as plain data.
 
 A checkpoint's "lineage" is {"how", "data", "from"}:
-  how    "trained" (from random weights), "fine-tuned" (mt train --init-from) or "averaged"
-         (mt average)
+  how    "trained" (from random weights), "fine-tuned" (mt train --init-from), "averaged"
+         (mt average) or "imported" (mt import hf: then "source" says from where, below)
   data   the training data: {"train": the split's path, "fingerprint": the token cache entry's
          name (split, languages, settings hash, files hash)}; an average: its inputs' run's
   from   the checkpoints it was made from, each {"sha256" of the file, "step", "path" it had,
          "lineage": its own (None if it predates lineages)}: none for a trained run, the parent
          for a fine-tuned one, the inputs (oldest first) for an average
+  source an import's origin: {"format": "hf-marian", "path": the directory or Hub id given,
+         "sha256": of its weights file, "revision": the Hub's, if any}
 so that it chains back to the first model. Checkpoints without one (older) still load.
 """
 
@@ -49,6 +51,11 @@ def trained(cfg: Config, fingerprint: str, parent: dict | None = None,
             "from": [parent] if parent else []}
 
 
+def imported(source: dict) -> dict:
+    """The lineage of a model imported from elsewhere (mt.hf): its source record."""
+    return {"how": "imported", "data": None, "from": [], "source": source}
+
+
 def averaged(inputs: list[dict]) -> dict:
     """The lineage of an average of these checkpoints' records (oldest first)."""
     newest = inputs[-1]["lineage"] or {}
@@ -71,6 +78,8 @@ def chain(lineage: dict | None, sha256: str | None, step: int | None) -> list[di
                 "fingerprint": data.get("fingerprint"), "sha256": sha256, "step": step}
         if lineage["how"] == "averaged":
             link["averaged"] = [r["step"] for r in lineage["from"]]
+        if lineage["how"] == "imported":
+            link["source"] = lineage.get("source") or {}
         links.append(link)
         if not lineage["from"]:
             break
@@ -85,6 +94,10 @@ def format_chain(links: list[dict]) -> str:
         what = "no lineage recorded" if link["how"] == "unknown" else link["how"]
         if "averaged" in link:
             what += f" steps {', '.join(map(str, link['averaged']))}"
+        elif "source" in link:
+            source = link["source"]
+            what += (f" from {source.get('path')} (weights sha256 "
+                     f"{(source.get('sha256') or '')[:12]})")
         elif link.get("train"):
             what += f" on {link['train']}"
         sha = (link["sha256"] or "")[:12]

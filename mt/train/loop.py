@@ -173,6 +173,8 @@ class Trainer:
                    dynamic_ncols=True)
         self.metrics.restart()
         with contextlib.closing(bar), self.stopping.catching_signals():
+            if self.parent is not None and p.step == 0 and not self.resume:
+                self._checkpoint()  # the parent on the new data: the score to beat
             self._epochs(bar)
         if self.stopping.reason is StopReason.SIGNAL:
             self._save(LAST, full=True)

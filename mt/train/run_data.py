@@ -18,7 +18,7 @@ from mt.textio import split_path
 from mt.token_cache import CachedCorpora, open_cached_corpora
 from mt.tokenizers import Tokenizer, tokenizer_files
 from mt.train.distributed import Group
-from mt.vocab import Vocab
+from mt.vocab import Vocab, start_id
 
 
 @dataclass
@@ -92,6 +92,7 @@ def load_run_data(cfg: Config, run_dir: Path, resume: bool, group: Group,
                                      split_path(d.dir, d.val, d.tgt_lang))
     val = ParallelData.from_text(val_src, val_ref, src_tok, tgt_tok, src_vocab, tgt_vocab)
     val.filter_length(cfg.model.max_positions - 2)
+    train.start = val.start = start_id(cfg.model.decoder_start)
     log.info(f"data: {len(train)} training pairs ({sum(dropped)} dropped: empty or "
              f"over {d.max_len} tokens), {len(val_src)} validation; vocab src {len(src_vocab)} "
              f"tgt {len(tgt_vocab)}")

@@ -90,7 +90,8 @@ class UpdateStep:
         with torch.autocast(self.group.device.type, dtype=self.amp, enabled=self.amp is not None):
             states = net(batch.src, batch.tgt_in, project=False)
         loss, nll = label_smoothed_loss(states, self.model.generator.weight, batch.tgt_out,
-                                        self.cfg.label_smoothing, self.amp)
+                                        self.cfg.label_smoothing, self.amp,
+                                        self.model.logits_bias)
         self.scaler.scale(loss * scale).backward()
         tokens = (batch.tgt_out != PAD).sum().float()
         return torch.stack([loss.detach(), nll, tokens]) * (scale != 0)

@@ -36,7 +36,8 @@ def validate(cfg: Config, model: Seq2Seq, data: RunData, step: int, group: Group
         batch = to_device(batch, group.device)
         with torch.autocast(group.device.type, dtype=amp, enabled=amp is not None):
             states = model(batch.src, batch.tgt_in, project=False)
-        nll = label_smoothed_loss(states, model.generator.weight, batch.tgt_out, 0.0, amp)[1]
+        nll = label_smoothed_loss(states, model.generator.weight, batch.tgt_out, 0.0, amp,
+                                  model.logits_bias)[1]
         sums += torch.stack([nll, (batch.tgt_out != PAD).sum().float()])
     group.sum(sums)
     nll_sum, n = sums.tolist()
