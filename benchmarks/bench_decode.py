@@ -43,7 +43,7 @@ from mt.device import pick_device
 from mt.metrics import score
 from mt.model import Seq2Seq
 from mt.translator import Translator
-from mt.vocab import BOS, EOS
+from mt.vocab import EOS, start_id
 
 DATA = Path("data/multi30k")
 WARMUP = 8  # sentences translated untimed before each measurement
@@ -58,7 +58,7 @@ def naive_greedy(model: Seq2Seq, src_ids: list[int], cfg: DecodeConfig,
     src_mask = model.src_mask(src)
     memory = model.encode(src, src_mask)
     limit = int(max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, model.cfg.max_positions))
-    prefix = [BOS]
+    prefix = [start_id(model.cfg.decoder_start)]
     for t in range(limit + 1):
         fresh = model.start_cache(memory, src_mask)
         states, _ = model.decode(torch.tensor([prefix], device=device), fresh)

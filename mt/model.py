@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from mt.config import ModelConfig
@@ -343,8 +344,10 @@ class Seq2Seq(nn.Module):
 
     def next_scores(self, states: torch.Tensor) -> torch.Tensor:
         """Decoder states (..., D) -> the generator's logits (..., V) (mt.decode.Decodable)."""
-        logits = self.generator(states)
-        return logits if self.logits_bias is None else logits + self.logits_bias.to(logits.dtype)
+        if self.logits_bias is None:
+            return self.generator(states)
+        # the bias added inside the matrix product: no second pass over the (..., V) logits
+        return F.linear(states, self.generator.weight, self.logits_bias.to(states.dtype))
 
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
         """generator's logits (..., V) -> float32 log-probabilities, as searches score them."""
