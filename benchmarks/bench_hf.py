@@ -45,6 +45,7 @@ from mt.vocab import PAD
 NEWS = ROOT.parent / "shared" / "data" / "news-de-en" / "val.de.gz"
 OPUS = dict(d_model=512, layers=6, heads=8, ffn=2048)
 SMOKE = dict(d_model=32, layers=2, heads=4, ffn=64)
+SEARCH = ("beam", "max_len_a", "max_len_b", "length_norm")  # what the contenders share
 
 
 def build(dest: Path, lines: list[str], size: dict, vocab_size: int) -> Path:
@@ -140,6 +141,7 @@ def main() -> None:
         print(f"import: {weights / 2**20:.0f} MiB model.safetensors in {seconds:.1f} s, peak "
               f"{peak / 2**20:.0f} MiB resident ({peak / weights:.2f}x the file)", flush=True)
         run = load_run(tmp / "run")
+        base = Translator.load(tmp / "run")  # as mt translate decodes: its own run, in place
         hf = MarianMTModel.from_pretrained(directory).eval()
         from mt.ct2.export import write_model
         from mt.ct2.search import CTranslate2Engine
@@ -161,7 +163,8 @@ def main() -> None:
                                          f"decode.max_len_b={args.length}",
                                          "decode.length_norm=average"], "bench").decode
                 kind = "greedy" if beam == 1 else f"beam {beam}"
-                mine, ct2 = Translator(run, cfg), Translator(run, cfg, engine=engine)
+                mine = base.with_options(**{k: getattr(cfg, k) for k in SEARCH})
+                ct2 = Translator(run, cfg, engine=engine)
 
                 def keep(name, fn, outputs=outputs, n=n):
                     def call():

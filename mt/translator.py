@@ -17,7 +17,7 @@ from mt.checkpoint import Run, load_run
 from mt.config import Config, DecodeConfig, config_from_dict, corpus_configs
 from mt.data import group_bounds, pad
 from mt.decode import Hypothesis
-from mt.engines import ENGINES, Engine, ModelEngine, decoding_model
+from mt.engines import ENGINES, Engine, ModelEngine, decoding_model, inference_layout
 from mt.ensemble import Ensemble, Paths, as_paths, check_ensemble, refuse_exports
 from mt.errors import ConfigError, DataError
 from mt.log import warn
@@ -121,6 +121,8 @@ class Translator:
             refuse_exports(paths)
             runs = [load_run(p, device, overrides) for p in paths]
             check_ensemble(runs, paths)
+            for r in runs:  # loaded here to decode, never to train
+                inference_layout(r.model)
             run, cfg = runs[0], _with_options(runs[0].cfg, runs[0].cfg.decode, decode)
             if len(runs) == 1:
                 return cls(run, cfg, device, **made)
