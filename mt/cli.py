@@ -101,6 +101,9 @@ DECODING = {
     "tag": "Put this corpus tag (e.g. <2de>) before each source line (docs/data.md#tags).",
     "seed": "Sampling: the seed; one seed gives one set of outputs (on CPU).",
     "align": "Add Pharaoh i-j word alignments: a tab after each translation (docs/decoding.md).",
+    "glossary_ignore_case": "With --glossary: match its source terms whatever their case.",
+    "glossary_ordered": "With --glossary: its target terms in the order their source terms "
+                        "occur (docs/terminology.md).",
 }
 
 
