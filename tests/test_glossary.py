@@ -24,8 +24,8 @@ def matcher(pairs, ignore_case=False, words=("new", "york", "city", "agreement",
 
 def test_a_file_with_comments_blank_lines_and_multiword_terms(tmp_path):
     path = tmp_path / "g.tsv"
-    path.write_bytes("# de -> en\n\nVertrag\tagreement\r\nNew York\tNew York\n"
-                     "  # indented comment\nVertrag\tagreement\n".encode())
+    path.write_bytes(b"# de -> en\n\nVertrag\tagreement\r\nNew York\tNew York\n"
+                     b"  # indented comment\nVertrag\tagreement\n")
     assert Glossary.load(path).entries == (("Vertrag", "agreement"), ("New York", "New York"))
 
 
