@@ -101,6 +101,9 @@ DECODING = {
     "tag": "Put this corpus tag (e.g. <2de>) before each source line (docs/data.md#tags).",
     "seed": "Sampling: the seed; one seed gives one set of outputs (on CPU).",
     "align": "Add Pharaoh i-j word alignments: a tab after each translation (docs/decoding.md).",
+    "glossary_ignore_case": "With --glossary: match its source terms whatever their case.",
+    "glossary_ordered": "With --glossary: its target terms in the order their source terms "
+                        "occur (docs/terminology.md).",
 }
 
 
@@ -175,6 +178,11 @@ ENGINE = typer.Option("mt", "--engine", callback=_one_of("mt.engines:ENGINES"),
                       "is exported on the fly); see docs/ctranslate2.md.")
 
 
+GLOSSARY_HELP = ("A glossary, source term<TAB>target term a line: each output holds the "
+                 "target term of every source term in its line (beam search; "
+                 "docs/terminology.md).")
+
+
 @app.command("eval")
 @_config_overrides(skip=("nbest", "samples", "align"))
 def evaluate(
@@ -192,6 +200,8 @@ def evaluate(
     threads: int = typer.Option(0, "--threads", min=0, max=MAX_THREADS,
                                 help="torch threads, fixed, in one stream; 0: one stream of "
                                 "one thread per core, decoding batches side by side."),
+    glossary: str = typer.Option(None, "--glossary", help=GLOSSARY_HELP + " Adds the term "
+                                 "use rate."),
     overrides: list[str] = (),
 ) -> None:
     """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
@@ -202,7 +212,8 @@ def evaluate(
     from mt.commands.evaluate import evaluate as run_eval
     from mt.commands.options import TranslateOptions
 
-    options = TranslateOptions(_device(device), engine, tuple(overrides), threads)
+    options = TranslateOptions(_device(device), engine, tuple(overrides), threads,
+                               glossary=glossary)
     r = run_eval(runs, split, src, ref, output, options, metrics)
     if as_json:
         print(json.dumps(r))
@@ -212,6 +223,9 @@ def evaluate(
                       ("bleu_moses_lc", "BLEU Moses-tokenized lowercased"), ("ter", "TER")):
         if key in r:
             print(f"{name} = {r[key]:.2f}  {r[key + '_signature']}")
+    if "term_use" in r:
+        print(f"term use rate = {r['term_use']:.2f}%  ({r['terms_active']} active glossary "
+              "entries)")
 
 
 @app.command()
@@ -238,6 +252,7 @@ def translate(
     prefix: str = typer.Option(None, "--prefix", help="A file of target prefixes, one per input "
                                "line (empty: none): each output starts with its prefix, "
                                "forced and scored (docs/decoding.md)."),
+    glossary: str = typer.Option(None, "--glossary", help=GLOSSARY_HELP),
     workers: int = typer.Option(1, "--workers", min=1, max=MAX_WORKERS,
                                 help="Processes translating chunks of the input, each with "
                                 "the available cores shared out as torch threads; output in "
@@ -259,7 +274,7 @@ def translate(
     from mt.commands.translate import translate as run_translate
 
     options = TranslateOptions(_device(device), engine, tuple(overrides), threads, workers,
-                               output_format, prefix)
+                               output_format, prefix, glossary)
     pictures = None if attention is None else Pictures(attention, attention_layer,
                                                        attention_heads)
     run_translate(runs, input, output, options, pictures)

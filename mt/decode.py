@@ -20,6 +20,10 @@ A forced target prefix (B, P) (padded with PAD; a row of PAD: none) makes each s
 prefix's tokens first, whatever the constraints above, and score them like any other: the
 output starts with them. The length budget grows to hold the prefix if it must.
 
+Target terms (mt.constrained.Terms, from a glossary) make beam search lexically constrained:
+no <eos> before every term is met, and the beam dealt among hypotheses by how much of the
+terms they hold (mt.constrained). The length budget grows to hold the prefix and the terms.
+
 `model` is anything Decodable: a Seq2Seq, or several as one (mt.ensemble.Ensemble).
 """
 
@@ -34,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from mt.config import LENGTH_NORMS, DecodeConfig, ModelConfig
+from mt.constrained import Terms, TermState
 from mt.vocab import EOS, PAD, start_id
 
 CHUNK = 64  # scores per chunk, in beam_step and argmax
@@ -72,6 +77,7 @@ class Decodable(Protocol):
 class Hypothesis:
     tokens: list[int]  # target ids without <bos>/<eos>
     score: float  # length-penalised log-probability (see the module docstring)
+    held: bool = True  # holds its terms (mt.constrained); False only when the length limit cut it
 
 
 def length_penalty(length: torch.Tensor | int, norm: str, alpha: float) -> torch.Tensor | float:
@@ -152,44 +158,53 @@ def with_prefix(limits: torch.Tensor, prefix: torch.Tensor | None) -> torch.Tens
 class Constraints:
     """What a search may not choose freely, in one place: greedy, sampling and beam search
     call `apply` on every step's scores. Per row of the search (a sentence, a sample or a
-    beam): no <eos> before min_len, no repeated n-gram (no_repeat_ngram), <eos> and nothing
-    else at its length limit, and inside a forced prefix its token and nothing else, scored
-    as the model scores it. A new constraint is a field here and a few lines in `apply`.
+    beam): no <eos> before min_len, no repeated n-gram (no_repeat_ngram), no <eos> before its
+    terms are met (beam search with terms), <eos> and nothing else at its length limit, and
+    inside a forced prefix its token and nothing else, scored as the model scores it. A new
+    constraint is a field here and a few lines in `apply`.
 
-    limits (R,): each row's length limit (with_prefix), prefix (R, P) or None; `rows` in
-    apply index them.
+    limits (R,): each row's length limit (with_prefix, and the terms' tokens), prefix (R, P)
+    or None; `rows` in apply index them. terms: what beam search must hold (mt.constrained).
     """
 
     limits: torch.Tensor
     prefix: torch.Tensor | None = None
     min_len: int = 0
     no_repeat_ngram: int = 0
+    terms: Terms | None = None
 
     def __post_init__(self):
         self.first_limit = int(self.limits.min())  # no row must end before this step
 
     @classmethod
     def of(cls, cfg: DecodeConfig, src_mask: torch.Tensor, max_positions: int,
-           prefix: torch.Tensor | None = None, copies: int = 1) -> Constraints:
+           prefix: torch.Tensor | None = None, copies: int = 1, terms: Terms | None = None
+           ) -> Constraints:
         """The constraints of a batch src (B, S) searched with cfg: one row per sentence, or
         `copies` consecutive rows (samples) per sentence."""
         limits = with_prefix(max_lengths(src_mask, cfg.max_len_a, cfg.max_len_b, max_positions),
                              prefix)
+        if terms is not None:  # room for the prefix and every term after it
+            held = 0 if prefix is None else (prefix != PAD).sum(1)
+            limits = torch.maximum(limits, held + terms.tokens()).clamp(max=max_positions - 1)
         if copies > 1:
             limits = limits.repeat_interleave(copies)
             prefix = None if prefix is None else prefix.repeat_interleave(copies, 0)
-        return cls(limits, prefix, cfg.min_len, cfg.no_repeat_ngram)
+        return cls(limits, prefix, cfg.min_len, cfg.no_repeat_ngram, terms)
 
-    def apply(self, scores: torch.Tensor, t: int, hyp: torch.Tensor, rows: torch.Tensor
-              ) -> torch.Tensor:
+    def apply(self, scores: torch.Tensor, t: int, hyp: torch.Tensor, rows: torch.Tensor,
+              state: TermState | None = None) -> torch.Tensor:
         """Next-token scores (r, V) (logits or log-probabilities; changed in place where it can)
-        of the rows `rows` (r,) at step t, after their tokens hyp (r, t) -> the scores the
-        search may choose from: -inf for what it may not."""
+        of the rows `rows` (r,) at step t, after their tokens hyp (r, t) (and where they stand
+        on the terms, with terms) -> the scores the search may choose from: -inf for what it
+        may not."""
         want = forced(self.prefix, rows, t)  # (r,) or None
         if want is not None:  # the forced tokens' scores, before the constraints change them
             kept = scores.gather(1, want.clamp(min=0)[:, None])  # (r, 1)
         eos = scores[:, EOS].clone() if t >= self.first_limit else None
         scores = block_repeats(_forbid(scores, t, self.min_len), hyp, self.no_repeat_ngram)
+        if state is not None:  # no end before the terms (the length limit below still wins)
+            scores[:, EOS] = scores[:, EOS].masked_fill(~state.complete, float("-inf"))
         # Only the rows concerned are rewritten, not every row at every step.
         if eos is not None:  # rows at their limit must end now: <eos> (even before min_len)
             end = (self.limits[rows] <= t).nonzero().squeeze(1)
@@ -460,10 +475,13 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor, K: int
 
 @torch.no_grad()
 def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
-                prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+                prefix: torch.Tensor | None = None, terms: Terms | None = None
+                ) -> list[list[Hypothesis]]:
     """src (B, S) -> for each sentence up to cfg.nbest distinct hypotheses, best first; with a
     prefix (B, P), each starting with its sentence's (the forced token is a beam's only
-    candidate, so the beams behind a prefix are one live beam and impossible ones).
+    candidate, so the beams behind a prefix are one live beam and impossible ones); with
+    terms, each holding its sentence's terms unless the length limit cut it short
+    (mt.constrained: the candidates are then ranked by `Terms.step` after `beam_step`).
 
     The flat batch holds K rows per running sentence (one at the first step, where all K
     beams would be the same empty prefix). The encoder runs once and its keys and values are
@@ -477,10 +495,11 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     norm, alpha = cfg.length_norm, cfg.length_penalty
     src_mask = model.src_mask(src)
     cache = model.start_cache(model.encode(src, src_mask), src_mask)
-    constraints = Constraints.of(cfg, src_mask, model.cfg.max_positions, prefix)
+    constraints = Constraints.of(cfg, src_mask, model.cfg.max_positions, prefix, terms=terms)
     limits = constraints.limits
     B, dev = src.size(0), src.device
     rows = torch.arange(B, device=dev)  # original sentence of each running sentence
+    state = None if terms is None else terms.start(rows)  # (b*k rows) where each beam stands
     scores = torch.zeros(B, 1, device=dev)  # (b, k) log-probs of live beams
     kept = torch.full((B, n), float("-inf"), device=dev)  # (b, n) n best finished scores
     hyp = torch.empty(B, 0, dtype=torch.long, device=dev)  # (b*k, t) tokens so far
@@ -490,8 +509,12 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
         states, cache = model.decode(prev, cache)
         b, k = scores.shape
         lprobs = constraints.apply(model.log_probs(model.next_scores(states[:, -1])), t, hyp,
-                                   rows.repeat_interleave(k))  # (b*k, V)
+                                   rows.repeat_interleave(k), state)  # (b*k, V)
         top, tokens, beams = beam_step(lprobs.view(b, k, V), scores, K)  # (b, 2K) each
+        if state is not None:  # (b, N) each, in the order the banks deal them
+            top, tokens, beams, state = terms.step(lprobs.view(b, k, V), scores, state,
+                                                   (top, tokens, beams))
+        N = top.size(1)
 
         # 1) candidates ranked in the top K that end in <eos> finish
         ends = (tokens == EOS) & top.isfinite()
@@ -502,16 +525,19 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
             sent, rank = ends.nonzero().unbind(-1)
             prefixes = hyp.index_select(0, sent * k + beams[sent, rank]).tolist()
             scored = final[sent, rank].tolist()
-            for s, toks, sc in zip(rows[sent].tolist(), prefixes, scored, strict=True):
-                finished[s].append(Hypothesis(toks, sc))
+            held = ([True] * len(scored) if state is None else
+                    state.complete[sent * N + rank].tolist())  # step's states
+            for s, toks, sc, h in zip(rows[sent].tolist(), prefixes, scored, held, strict=True):
+                finished[s].append(Hypothesis(toks, sc, h))
 
-        # 2) the K best candidates that do not end stay live, best first
-        order = torch.arange(2 * K, device=dev) + (tokens == EOS) * 2 * K
+        # 2) the K best candidates that do not end stay live, best first (with terms: the
+        # first K in the order the banks deal them)
+        order = torch.arange(N, device=dev) + (tokens == EOS) * N
         live = order.topk(K, dim=-1, largest=False).indices  # (b, K)
         scores, tokens, beams = top.gather(1, live), tokens.gather(1, live), beams.gather(1, live)
 
         # 3) sentences that are done leave the batch
-        done = _done(t, limits[rows], kept[:, -1], scores[:, 0], norm, alpha)
+        done = _done(t, limits[rows], kept[:, -1], scores.amax(-1), norm, alpha)
         keep = (~done).nonzero().flatten()  # (b',) sentences that go on
         if keep.numel() == 0:
             break
@@ -520,4 +546,7 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
         prev = tokens[keep].reshape(-1, 1)
         hyp = torch.cat([hyp.index_select(0, moved), prev], dim=1)
         rows, scores, kept = rows[keep], scores[keep], kept[keep]
-    return [sorted(f, key=lambda h: -h.score)[:n] for f in finished]
+        if state is not None:
+            state = state.index((keep[:, None] * N + live[keep]).flatten())
+    # those that hold their terms first (the others ended at the length limit)
+    return [sorted(f, key=lambda h: (not h.held, -h.score))[:n] for f in finished]

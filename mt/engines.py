@@ -9,12 +9,18 @@ from typing import Protocol
 import torch
 
 from mt.config import DecodeConfig
+from mt.constrained import Terms
 from mt.decode import Hypothesis, beam_search, greedy, sample, sequence_scores
 from mt.device import has_native_bf16
+from mt.errors import ConfigError
 from mt.log import warn
 from mt.model import Seq2Seq
 
 ENGINES = ("mt", "ctranslate2")  # what Translator.load decodes with (`--engine`)
+# Greedy and sampling keep no terms: with beam 1 the banks would leave the one beam to the
+# hypothesis furthest on, forcing every term at once, so a glossary asks for beam search.
+GREEDY_GLOSSARY = ("a glossary's terms are kept by beam search: give --beam 2 or more (the "
+                   "number of terms in a line plus one, or more, keeps them fluent)")
 
 
 class Engine(Protocol):
@@ -22,12 +28,14 @@ class Engine(Protocol):
     (mt.ct2.search.CTranslate2Engine)."""
 
     def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool,
-               prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+               prefix: torch.Tensor | None = None, terms: Terms | None = None
+               ) -> list[list[Hypothesis]]:
         """src (B, S) padded ids -> up to cfg.nbest hypotheses per sentence, best first.
 
         Scores only when scored; otherwise a hypothesis may be scored NaN. prefix (B, P):
         target ids padded with PAD, forced at the start of each sentence's hypotheses (and
-        part of them); None: none (mt.decode)."""
+        part of them); None: none (mt.decode). terms: target terms each output must hold
+        (mt.constrained; beam search only); an engine without them raises ConfigError."""
 
 
 class ModelEngine:
@@ -38,10 +46,13 @@ class ModelEngine:
         self.model = model
 
     def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool,
-               prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+               prefix: torch.Tensor | None = None, terms: Terms | None = None
+               ) -> list[list[Hypothesis]]:
         self.model.eval()
         if cfg.beam > 1:
-            return beam_search(self.model, src, cfg, prefix)
+            return beam_search(self.model, src, cfg, prefix, terms)
+        if terms is not None:
+            raise ConfigError(GREEDY_GLOSSARY)
         n = cfg.samples if cfg.sampling != "none" else 1
         hyps = (sample if cfg.sampling != "none" else greedy)(self.model, src, cfg, prefix)
         # Neither scores; rescore (one teacher-forced pass) only when scores are shown.

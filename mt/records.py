@@ -45,6 +45,10 @@ class Translation:
     score: float  # length-penalised log-probability (see mt.decode); 0.0 for an empty input
     alignment: str | None = None  # with decode.align: Pharaoh `i-j` word pairs (mt.align)
     attention: Attention | None = None  # with translate_nbest(..., attention=...)
+    # with a glossary: the entries active for the line [source, target], and the target terms
+    # the output does not hold (the length limit cut it short: mt.constrained)
+    terms: list[list[str]] | None = None
+    missing: list[str] | None = None
 
 
 def format_nbest(index: int, translations: list[Translation]) -> str:
@@ -61,10 +65,13 @@ def _aligned(t: Translation) -> str:
 def record(src: str, translations: list[Translation], nbest: bool) -> dict:
     """One input line's JSON object (`mt translate --format jsonl`, `mt serve`): {"src",
     "text", "score"} of the best translation, its "alignment" (with decode.align) and
-    "attention" (when asked for), and with nbest every translation, best first, as
-    "nbest": [{"text", "score"}, ...] (each with its "alignment")."""
+    "attention" (when asked for), with a glossary its "terms" (the active entries) and the
+    "missing" target terms, and with nbest every translation, best first, as
+    "nbest": [{"text", "score"}, ...] (each with its "alignment" and "missing")."""
     best = translations[0]
     fields = {"src": src, **_fields(best)}
+    if best.terms is not None:
+        fields["terms"] = best.terms
     if best.attention is not None:
         fields["attention"] = dataclasses.asdict(best.attention)
     if nbest:
@@ -82,6 +89,8 @@ def _fields(t: Translation) -> dict:
     fields = {"text": t.text, "score": t.score}
     if t.alignment is not None:
         fields["alignment"] = t.alignment
+    if t.missing is not None:
+        fields["missing"] = t.missing
     return fields
 
 

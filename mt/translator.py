@@ -15,11 +15,20 @@ import torch
 from mt import align
 from mt.checkpoint import Run, load_run
 from mt.config import Config, DecodeConfig, config_from_dict, corpus_configs
+from mt.constrained import Terms
 from mt.data import group_bounds, pad
 from mt.decode import Hypothesis
-from mt.engines import ENGINES, Engine, ModelEngine, decoding_model, inference_layout
+from mt.engines import (
+    ENGINES,
+    GREEDY_GLOSSARY,
+    Engine,
+    ModelEngine,
+    decoding_model,
+    inference_layout,
+)
 from mt.ensemble import Ensemble, Paths, as_paths, check_ensemble, refuse_exports
 from mt.errors import ConfigError, DataError
+from mt.glossary import GlossaryLike, Matcher, as_glossary
 from mt.log import warn
 from mt.model import Seq2Seq
 from mt.records import Attention, AttentionSpec, Translation
@@ -94,6 +103,7 @@ class Translator:
         model = self.model  # an ensemble's max_positions is its shortest model's
         self.max_src = (run.cfg.model if model is None else model.cfg).max_positions
         self.truncated = 0  # source lines cut to the model's positions, since the last warning
+        self.unkept = 0  # lines whose output misses a glossary term, since the last warning
         if self.decode_cfg.tag:  # refused now, before any work
             self._tag_id(self.decode_cfg.tag)
 
@@ -148,37 +158,62 @@ class Translator:
         """The model mt's own search decodes with (in decode.dtype); None for another engine."""
         return self.engine.model if isinstance(self.engine, ModelEngine) else None
 
-    def translate(self, lines: list[str], prefix: list[str] | None = None, **decode
-                  ) -> list[str]:
+    def translate(self, lines: list[str], prefix: list[str] | None = None,
+                  glossary: GlossaryLike = None, **decode) -> list[str]:
         """One output per input, in order; empty (or all-whitespace) input gives empty output.
 
         prefix: a target prefix per input ("" for none), forced and scored, the start of its
-        output (tokenized with the target tokenizer). decode: decoding options for this call
-        only, e.g. beam=5."""
-        return [best[0].text for best in self._translate_list(lines, prefix, False, decode)]
+        output (tokenized with the target tokenizer). glossary: a mt.glossary.Glossary, a TSV
+        file's path or (source, target) pairs, whose active entries' target terms each output
+        holds (docs/terminology.md; beam search). decode: decoding options for this call only,
+        e.g. beam=5."""
+        return [best[0].text
+                for best in self._translate_list(lines, prefix, False, decode, None, glossary)]
 
     def translate_nbest(self, lines: list[str], prefix: list[str] | None = None, *,
-                        attention: bool | AttentionSpec = False, **decode
-                        ) -> list[list[Translation]]:
+                        attention: bool | AttentionSpec = False, glossary: GlossaryLike = None,
+                        **decode) -> list[list[Translation]]:
         """Up to decode.nbest distinct scored translations per input, best first, in input
-        order; prefix as for translate; decode: options for this call only, e.g. beam=5,
-        nbest=3. attention: give each translation its cross-attention (Translation.attention:
-        layers and heads averaged, or as the AttentionSpec asks; mt's own search only).
+        order; prefix and glossary as for translate (with a glossary, each translation says
+        its active entries and the terms it misses); decode: options for this call only, e.g.
+        beam=5, nbest=3. attention: give each translation its cross-attention
+        (Translation.attention: layers and heads averaged, or as the AttentionSpec asks; mt's
+        own search only).
 
         An empty (or all-whitespace) input has one translation: the empty one, scored 0.0.
         """
         self.check_options(bool(attention))
         spec = AttentionSpec() if attention is True else attention or None
-        return self._translate_list(lines, prefix, True, decode, spec)
+        return self._translate_list(lines, prefix, True, decode, spec, glossary)
 
     def _translate_list(self, lines: list[str], prefix: list[str] | None, scored: bool,
-                        options: dict, attention: AttentionSpec | None = None
-                        ) -> list[list[Translation]]:
+                        options: dict, attention: AttentionSpec | None = None,
+                        glossary: GlossaryLike = None) -> list[list[Translation]]:
         for given in (lines, prefix or []):
             _lines(given)
         if prefix is not None and len(prefix) != len(lines):
             raise prefix_mismatch(len(lines), len(prefix))
-        return self._translate(lines, scored, self._cfg(options), prefix, attention)
+        cfg = self._cfg(options)
+        return self._translate(lines, scored, cfg, prefix, attention,
+                               self.matcher(glossary, cfg))
+
+    def matcher(self, glossary: GlossaryLike, cfg: DecodeConfig | None = None
+                ) -> Matcher | None:
+        """The glossary in this run's tokens, for translations with cfg (decode_cfg if None);
+        None for none. A ConfigError where it cannot be kept: greedy or sampling (beam 1), or
+        an engine without lexical constraints."""
+        glossary = as_glossary(glossary)
+        if glossary is None:
+            return None
+        cfg = cfg or self.decode_cfg
+        if self.model is None:
+            from mt.ct2.search import NO_TERMS
+
+            raise ConfigError(NO_TERMS)
+        if cfg.beam < 2:
+            raise ConfigError(f"decode.beam {cfg.beam}: {GREEDY_GLOSSARY}")
+        return Matcher(glossary, self.src_tok, self.tgt_tok, self.run.tgt_vocab,
+                       cfg.glossary_ignore_case)
 
     def check_options(self, attention: bool = False, **decode) -> DecodeConfig:
         """The decoding config a translate_nbest call with these arguments would use; the
@@ -212,8 +247,8 @@ class Translator:
         return cfg
 
     def _translate(self, lines: list[str], scored: bool, cfg: DecodeConfig,
-                   prefixes: list[str] | None = None, attention: AttentionSpec | None = None
-                   ) -> list[list[Translation]]:
+                   prefixes: list[str] | None = None, attention: AttentionSpec | None = None,
+                   matcher: Matcher | None = None) -> list[list[Translation]]:
         ids, tokens = [], []
         lead = [self._tag_id(cfg.tag)] if cfg.tag else []
         room = self.max_src - len(lead)
@@ -226,7 +261,10 @@ class Translator:
         # A prefix and <eos> must fit the model's positions after <bos>.
         forced = [self.run.tgt_vocab.encode(toks[: self.max_src - 1])
                   for toks in self.tgt_tok.tokenize_many(prefixes or [])]
-        out = [[Translation("", 0.0, "" if cfg.align else None)] for _ in lines]
+        active = [matcher.active(toks) if matcher else [] for toks in tokens]
+        empty = [] if matcher else None
+        out = [[Translation("", 0.0, "" if cfg.align else None, terms=empty, missing=empty)]
+               for _ in lines]
         order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
         # beam search decodes K rows per sentence, sampling one per sample: budget K x tokens
         K = max(cfg.beam, cfg.samples)
@@ -239,9 +277,18 @@ class Translator:
             prefix = None
             if any(forced[i] for i in group if forced):
                 prefix = pad([forced[i] for i in group]).to(self.device)
-            found = self.engine.search(src, cfg, scored, prefix)
+            terms = None
+            if matcher is not None:
+                terms = Terms.of([matcher.terms(active[i]) for i in group],
+                                 cfg.glossary_ordered, self.device)
+            found = self.engine.search(src, cfg, scored, prefix, terms)
             done = [[Translation(self.detokenize(h.tokens), h.score) for h in hyps]
                     for hyps in found]
+            if matcher is not None:
+                for i, hyps, ts in zip(group, found, done, strict=True):
+                    for h, t in zip(hyps, ts, strict=True):
+                        t.terms = [list(matcher.glossary.entries[e]) for e in active[i]]
+                        t.missing = matcher.missing(active[i], h.tokens)
             if cfg.align or attention:
                 self._attend(src, [tokens[i] for i in group], found, done, len(lead),
                              cfg.align, attention)
@@ -250,6 +297,7 @@ class Translator:
         for group, done in zip(groups, self.streams.map(decode, groups), strict=True):
             for i, translations in zip(group, done, strict=True):
                 out[i] = translations
+                self.unkept += bool(translations[0].missing)
         return out
 
     def _tag_id(self, tag: str) -> int:
@@ -298,19 +346,21 @@ class Translator:
         return " ".join(text.split())
 
     def translate_stream(self, lines: Iterable[str], prefix: Iterable[str] | None = None,
-                         **decode) -> Iterator[str]:
+                         glossary: GlossaryLike = None, **decode) -> Iterator[str]:
         """Translate an iterable of lines chunk by chunk, yielding outputs in input order;
-        prefix: an iterable of as many prefixes, as for translate."""
+        prefix: an iterable of as many prefixes, and glossary, as for translate."""
         return (best[0].text for best in self.translate_nbest_stream(lines, False, prefix,
-                                                                     **decode))
+                                                                     glossary, **decode))
 
     def translate_nbest_stream(self, lines: Iterable[str], scored: bool = True,
-                               prefix: Iterable[str] | None = None, **decode
+                               prefix: Iterable[str] | None = None,
+                               glossary: GlossaryLike = None, **decode
                                ) -> Iterator[list[Translation]]:
         """translate_nbest over an iterable of lines (and of their prefixes), chunk by chunk,
         in input order. More or fewer prefixes than lines is a DataError, raised when the
         shorter ends."""
         cfg, it = self._cfg(decode), iter(_lines(lines))
+        matcher = self.matcher(glossary, cfg)  # refused now, before any line is read
         prefixes = None if prefix is None else iter(prefix)
         size, done = self.chunk_lines or CHUNK_LINES, 0
         while True:
@@ -321,7 +371,12 @@ class Translator:
             if not chunk:
                 break
             done += len(chunk)
-            yield from self._translate(chunk, scored, cfg, forced)
+            yield from self._translate(chunk, scored, cfg, forced, matcher=matcher)
+        if self.unkept:
+            warn(f"{self.unkept} line(s) miss a glossary term: the length limit "
+                 f"(model.max_positions, {self.max_src}) left no room for it, or its target "
+                 "term has a token the model's vocabulary lacks")
+            self.unkept = 0
         if self.truncated:
             warn(f"{self.truncated} source line(s) longer than model.max_positions "
                  f"({self.max_src} tokens) were truncated")

@@ -345,8 +345,8 @@ def test_a_constraint_plugged_in_once_reaches_greedy_sampling_and_beam(monkeypat
     assert all(any(banned in h for h in out) for out in free.values())  # so it can fail
     plain = decode.Constraints.apply
 
-    def apply(self, scores, t, hyp, rows):
-        scores = plain(self, scores, t, hyp, rows)
+    def apply(self, scores, t, hyp, rows, state=None):
+        scores = plain(self, scores, t, hyp, rows, state)
         scores[:, banned] = float("-inf")
         return scores
 

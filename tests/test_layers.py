@@ -24,7 +24,7 @@ LAYERS = [
     ["tokenizers", "corpus_formats"],
     ["config"],
     ["data", "buckets", "mixing", "token_cache", "cached_mix", "filters", "audit", "kernels",
-     "model", "loss", "decode", "align", "metrics", "records"],
+     "model", "loss", "decode", "constrained", "glossary", "align", "metrics", "records"],
     ["checkpoint", "ensemble", "engines", "translator", "ct2", "hf"],
     ["train", "serve"],
     ["commands"],

@@ -31,11 +31,12 @@ class Slow(Upper):
     def check_options(self, attention=False, **options) -> DecodeConfig:
         return self.decode_cfg
 
-    def translate_nbest(self, lines, prefix=None, *, attention=False, **options):
+    def translate_nbest(self, lines, prefix=None, *, attention=False, glossary=None, **options):
         time.sleep(1.5)
         if lines == ["bug"]:
             raise RuntimeError("a bug")
-        return super().translate_nbest(lines, prefix, attention=attention, **options)
+        return super().translate_nbest(lines, prefix, attention=attention, glossary=glossary,
+                                       **options)
 
 
 @contextlib.contextmanager
@@ -112,6 +113,16 @@ def assert_same(got: list[dict], want: list[dict]) -> None:
             assert g[key] == w[key], key
         if "nbest" in w:
             assert_same(g["nbest"], w["nbest"])
+
+
+def test_a_glossary_per_request_as_mt_translate_keeps_it(served, tiny_run, cli, tmp_path):
+    glossary = [["cats", "Hunde"], ["letters", "Vögel"]]
+    got = Client(served.url).translate(LINES, beam=3, glossary=glossary)
+    g = tmp_path / "g.tsv"
+    g.write_text("".join(f"{s}\t{t}\n" for s, t in glossary), encoding="utf-8")
+    assert_same(got, jsonl(cli, tiny_run, tmp_path, "--beam", "3", "--glossary", g))
+    assert [t["terms"] for t in got][3:] == [[["cats", "Hunde"]], [["letters", "Vögel"]]]
+    assert "Hunde" in got[3]["text"] and got[3]["missing"] == []
 
 
 @pytest.mark.parametrize("options, flags", [

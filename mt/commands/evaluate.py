@@ -15,6 +15,7 @@ from mt.ensemble import Paths
 from mt.errors import DataError
 from mt.log import info
 from mt.metrics import full_score
+from mt.records import Translation
 from mt.textio import split_path
 
 SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming that split
@@ -36,7 +37,9 @@ def evaluate(run_path: Paths, split: str = "test", src: str | None = None,
                         "--ref FILE")
     if output:
         check_output_path(output)  # before minutes of translating, not after
+    glossary = options.load_glossary()
     translator = options.load(run_path)
+    translator.matcher(glossary)  # refused (beam 1, CTranslate2) before the data is read
     run = translator.run
     if src is None:
         d = run.cfg.data
@@ -46,9 +49,10 @@ def evaluate(run_path: Paths, split: str = "test", src: str | None = None,
     else:
         src_path, ref_path = Path(src), Path(ref)
     src_lines, ref_lines = read_parallel(src_path, ref_path)
-    stream = translator.translate_stream(src_lines)
-    hyps = list(tqdm(stream, total=len(src_lines), desc="eval", unit=" lines", disable=None,
-                     file=sys.stderr))
+    stream = translator.translate_nbest_stream(src_lines, False, glossary=glossary)
+    found = [best[0] for best in tqdm(stream, total=len(src_lines), desc="eval",
+                                      unit=" lines", disable=None, file=sys.stderr)]
+    hyps = [t.text for t in found]
     if output:
         write_output(output, lambda f: f.writelines(h + "\n" for h in hyps))
     result = full_score(hyps, ref_lines, run.cfg.data.tgt_lang, tuple(metrics))
@@ -56,4 +60,14 @@ def evaluate(run_path: Paths, split: str = "test", src: str | None = None,
         info('BLEU on lowercased Moses tokens left out: it needs sacremoses '
              '(pip install "mt[moses]")')
     result.update(src=str(src_path), ref=str(ref_path), step=run.step)
+    if glossary is not None:
+        result.update(term_use(found))
     return result
+
+
+def term_use(found: list[Translation]) -> dict:
+    """The term use rate: the share (%) of the active glossary entries whose target term the
+    output holds as whole tokens, and the count of active entries."""
+    active = sum(len(t.terms) for t in found)
+    held = active - sum(len(t.missing) for t in found)
+    return {"term_use": 100.0 * held / active if active else 100.0, "terms_active": active}

@@ -6,15 +6,19 @@ from __future__ import annotations
 import collections
 from collections.abc import Iterator
 
+from mt.glossary import Glossary
 from mt.records import format_jsonl, format_nbest
 from mt.translator import Translator
 
 
 def formatted(translator: Translator, lines: Iterator[str], output_format: str, nbest: bool,
-              start: int = 0, prefixes: Iterator[str] | None = None) -> Iterator[str]:
+              start: int = 0, prefixes: Iterator[str] | None = None,
+              glossary: Glossary | None = None) -> Iterator[str]:
     """What is written for each input line, in order: its translation, its n-best lines, or
     its JSON object, each ending in a newline. start: the n-best index of the first line.
-    prefixes: one target prefix per line (Translator.translate_stream), or None."""
+    prefixes: one target prefix per line (Translator.translate_stream), or None; glossary:
+    whose terms the translations keep, or None."""
+    g = {"prefix": prefixes, "glossary": glossary}
     if output_format == "jsonl":
         sources: collections.deque[str] = collections.deque()  # read, not yet written
 
@@ -23,15 +27,14 @@ def formatted(translator: Translator, lines: Iterator[str], output_format: str, 
                 sources.append(line)
                 yield line
 
-        for found in translator.translate_nbest_stream(read(), prefix=prefixes):
+        for found in translator.translate_nbest_stream(read(), **g):
             yield format_jsonl(sources.popleft(), found, nbest)
     elif nbest:
-        for i, found in enumerate(translator.translate_nbest_stream(lines, prefix=prefixes),
-                                  start):
+        for i, found in enumerate(translator.translate_nbest_stream(lines, **g), start):
             yield format_nbest(i, found)
     elif translator.decode_cfg.align:  # text, a tab, the alignment
-        for found in translator.translate_nbest_stream(lines, False, prefixes):
+        for found in translator.translate_nbest_stream(lines, False, **g):
             yield f"{found[0].text}\t{found[0].alignment}\n"
     else:
-        for text in translator.translate_stream(lines, prefixes):
+        for text in translator.translate_stream(lines, **g):
             yield text + "\n"

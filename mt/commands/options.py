@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from mt.config import override_keys
 from mt.ensemble import Paths
+from mt.glossary import Glossary
 from mt.translator import Translator
 
 
@@ -21,6 +22,11 @@ class TranslateOptions:
     workers: int = 1  # processes translating chunks of the input (mt.commands.parallel)
     output_format: str = "text"  # mt.commands.translate.FORMATS
     prefix: str | None = None  # a file of target prefixes, one per input line
+    glossary: str | None = None  # a glossary file (TSV) whose terms the translations keep
+
+    def load_glossary(self) -> Glossary | None:
+        """The glossary file, read and checked (a DataError before any work), or None."""
+        return None if self.glossary is None else Glossary.load(self.glossary)
 
     def given(self, key: str) -> bool:
         """Whether the command line set this config key (`decode.nbest`)."""

@@ -18,6 +18,7 @@ from mt.commands.formats import formatted
 from mt.commands.options import TranslateOptions
 from mt.ensemble import Paths
 from mt.errors import MTError
+from mt.glossary import Glossary
 from mt.log import warn
 from mt.threads import threads_for
 from mt.translator import Translator, prefix_mismatch
@@ -26,11 +27,11 @@ _translator: Translator | None = None  # a worker's own, loaded once
 
 
 def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterator[str],
-                       nbest: bool, prefixes: Iterator[str] | None = None
-                       ) -> Iterator[list[str]]:
+                       nbest: bool, prefixes: Iterator[str] | None = None,
+                       glossary: Glossary | None = None) -> Iterator[list[str]]:
     """What formats.formatted writes, one list per chunk of CHUNK_LINES input lines (one
     string per line), in input order, from options.workers processes of options.threads torch
-    threads each (0: mt.threads.threads_for); prefixes: one per line."""
+    threads each (0: mt.threads.threads_for); prefixes: one per line; glossary: as there."""
     workers, output_format = options.workers, options.output_format
     # spawn, not fork: a forked child inherits torch's thread pools in whatever state they are.
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
@@ -48,7 +49,7 @@ def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterat
                 raise prefix_mismatch(start + len(chunk), start + len(forced))
             if chunk:
                 pending.append(pool.submit(_translate_chunk, chunk, start, output_format, nbest,
-                                           forced))
+                                           forced, glossary))
             while pending and (len(pending) > 2 * workers or not chunk):
                 texts, cut = pending.popleft().result()
                 truncated += cut
@@ -75,7 +76,8 @@ def _start_worker(run_path: Paths, device: str, engine: str, overrides: tuple[st
 
 
 def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bool,
-                     forced: list[str] | None) -> tuple[list[str], int]:
+                     forced: list[str] | None, glossary: Glossary | None = None
+                     ) -> tuple[list[str], int]:
     """formatted() of one chunk (n-best indices from `start`; its prefixes, or None) and its
     truncated line count."""
     before = _translator.truncated
@@ -83,5 +85,6 @@ def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bo
     # truncated lines (and count afresh) for every chunk; the main process warns once for the
     # whole input.
     texts = list(itertools.islice(formatted(_translator, iter(chunk), output_format, nbest,
-                                            start, forced and iter(forced)), len(chunk)))
+                                            start, forced and iter(forced), glossary),
+                                  len(chunk)))
     return texts, _translator.truncated - before

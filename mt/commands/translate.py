@@ -33,6 +33,7 @@ def translate(runs: Paths, src: str, out: str, options: TranslateOptions,
             ("--nbest", nbest), (f"--format {options.output_format}",
                                  options.output_format != "text"),
             ("an ensemble", len(runs) > 1), ("--prefix", options.prefix is not None),
+            ("--glossary", options.glossary is not None),
             (f"--engine {options.engine}", options.engine != "mt")) if on]
         if clashes:
             raise UsageError("translate", "'--attention'", f"not with {clashes[0]}")
@@ -55,6 +56,7 @@ def translate_file(run_path: Paths, src: str, out: str,
     """
     check_input_path(src)
     check_output_path(out)
+    glossary = options.load_glossary()
     prefixes = None
     if options.prefix is not None:
         check_prefix_file(options.prefix, src)
@@ -66,7 +68,8 @@ def translate_file(run_path: Paths, src: str, out: str,
 
         # The workers load the model; this process only checks the run and reads its config.
         decode = open_runs(run_path, options.overrides)[0].cfg.decode
-        chunks = parallel_formatted(run_path, options, lines, lists(decode, nbest), prefixes)
+        chunks = parallel_formatted(run_path, options, lines, lists(decode, nbest), prefixes,
+                                    glossary)
     else:
         # someone typing: answer each line, not each chunk of them
         translator = options.load(run_path, chunk_lines=1 if interactive else None)
@@ -74,7 +77,7 @@ def translate_file(run_path: Paths, src: str, out: str,
             lines = prompted(lines)
         chunks = ([text] for text in formatted(translator, lines, options.output_format,
                                                lists(translator.decode_cfg, nbest),
-                                               prefixes=prefixes))
+                                               prefixes=prefixes, glossary=glossary))
     bar = tqdm(desc="translate", unit=" lines", disable=interactive or None, file=sys.stderr)
     count = 0
 

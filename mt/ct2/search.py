@@ -36,13 +36,16 @@ import torch
 
 from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, Run, load_run, open_run
 from mt.config import DecodeConfig
+from mt.constrained import Terms
 from mt.ct2.export import MARKER, export_info, require_ctranslate2, write_model
 from mt.decode import Hypothesis, length_penalty, max_lengths, with_prefix
-from mt.errors import CheckpointError, MTError
+from mt.errors import CheckpointError, ConfigError, MTError
 from mt.vocab import PAD, Vocab
 
 # mt's length_norm -> CTranslate2's length_penalty exponent (None: use decode.length_penalty)
 CT2_LENGTH_PENALTY = {"none": 0.0, "average": 1.0, "gnmt": None}
+NO_TERMS = ("a glossary: CTranslate2 has no lexically constrained search; use --engine mt (an "
+            "export's run decodes with it)")
 # What an export needs besides its tokenizer files: CTranslate2's model, then mt's run files.
 EXPORT_FILES = ("model.bin", "config.json", CONFIG, SRC_VOCAB, TGT_VOCAB)
 
@@ -67,9 +70,13 @@ class CTranslate2Engine:
         self.src_vocab, self.tgt_vocab, self.max_positions = src_vocab, tgt_vocab, max_positions
 
     def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool,
-               prefix: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+               prefix: torch.Tensor | None = None, terms: Terms | None = None
+               ) -> list[list[Hypothesis]]:
         """src (B, S) padded ids -> up to cfg.nbest hypotheses per sentence, best first; each
-        starting with its prefix's ids (B, P) if given (target_prefix)."""
+        starting with its prefix's ids (B, P) if given (target_prefix). terms: refused, as
+        CTranslate2 has no lexical constraints."""
+        if terms is not None:
+            raise ConfigError(NO_TERMS)
         mask = src != PAD
         limits = with_prefix(max_lengths(mask, cfg.max_len_a, cfg.max_len_b,
                                          self.max_positions), prefix).tolist()

@@ -30,6 +30,7 @@ from starlette.requests import ClientDisconnect
 
 from mt.config import DecodeConfig
 from mt.errors import MTError
+from mt.glossary import as_glossary
 from mt.records import lists, record
 from mt.serve.access import Access, ClientError
 from mt.serve.batcher import Batcher, Job
@@ -64,7 +65,7 @@ def request_model() -> type[BaseModel]:
     return create_model(
         "TranslateRequest", __config__=ConfigDict(extra="forbid", strict=True),
         text=(str | list[str], ...), prefix=(str | list[str] | None, None),
-        attention=(bool, False), **options)
+        attention=(bool, False), glossary=(list[list[str]] | None, None), **options)
 
 
 TranslateRequest = request_model()
@@ -104,8 +105,10 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
             check_limits(lines, prefix, limits)
             options = {k: getattr(req, k) for k in OPTIONS if getattr(req, k) is not None}
             cfg = translator.check_options(req.attention, **options)
+            glossary = as_glossary(req.glossary)
+            translator.matcher(glossary, cfg)  # refused now: beam 1, CTranslate2
             access.admit(client, len(lines))  # only what is to be translated counts
-            job = Job(lines, options, prefix, req.attention)
+            job = Job(lines, options, prefix, req.attention, glossary)
             found = await asyncio.wrap_future(state["batcher"].submit(job))
         except ValidationError as e:
             return error(*validation_message(e))

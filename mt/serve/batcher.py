@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
+from mt.glossary import Glossary
 from mt.records import Translation
 from mt.translator import CHUNK_LINES, Translator
 
@@ -31,11 +32,13 @@ class Job:
     options: dict  # decoding options over the translator's (DecodeConfig fields), checked
     prefix: list[str] | None = None  # a target prefix per line, or None
     attention: bool = False  # give each translation its cross-attention
+    glossary: Glossary | None = None  # whose terms the translations keep (mt.glossary)
     future: Future[list[list[Translation]]] = field(default_factory=Future)
 
     def key(self) -> tuple:
         """Jobs with the same key are translated in one call."""
-        return tuple(sorted(self.options.items())), self.prefix is not None, self.attention
+        return (tuple(sorted(self.options.items())), self.prefix is not None, self.attention,
+                self.glossary)
 
 
 class Batcher:
@@ -120,7 +123,7 @@ class Batcher:
         self._tick()  # threads follow the free cores (mt serve --threads 0)
         try:
             found = self.translator.translate_nbest(lines, prefix, attention=first.attention,
-                                                    **first.options)
+                                                    glossary=first.glossary, **first.options)
         except Exception as e:  # the same for every job of the call; the app answers it
             for j in jobs:
                 j.future.set_exception(e)

@@ -1,0 +1,151 @@
+"""A glossary: source terms and the target term each must be translated as, read from a TSV
+file (`source term<TAB>target term` a line, `#` comments) or given as pairs; and which of its
+entries are active for a line.
+
+An entry is active for a line when its source term occurs in the line as whole tokens of the
+run's source tokenizer (optionally ignoring case). Occurrences that overlap are resolved longest
+first (in tokens; a tie goes to the one that starts first, then to the entry given first): of
+"New York" and "York" in "New York City", only "New York" is active. Each active entry's
+target term, in the target tokenizer's tokens, is what the search must hold (mt.constrained),
+in the order the source terms occur.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from mt.errors import DataError, FileSystemError, os_error_message
+from mt.tokenizers import Tokenizer
+from mt.vocab import UNK, Vocab
+
+MAX_TERM_CHARS = 200  # a term longer than this is a mistake (a sentence in the wrong column)
+
+
+@dataclass(frozen=True)
+class Glossary:
+    """Entries (source term, target term), in the order given; no source term twice."""
+
+    entries: tuple[tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, pairs: Iterable[Sequence[str]], where: str = "glossary") -> Glossary:
+        """The glossary of (source, target) pairs; a DataError naming `where` and the entry
+        for an entry that is not two strings, an empty side, a term over MAX_TERM_CHARS
+        characters, or a source term given again with another target."""
+        entries: dict[str, str] = {}
+        for n, pair in enumerate(pairs, 1):
+            entries.update([_checked(pair, f"{where}: entry {n}", entries)])
+        return cls(tuple(entries.items()))
+
+    @classmethod
+    def load(cls, path: str | Path) -> Glossary:
+        """A TSV glossary file: one `source<TAB>target` a line, UTF-8; blank lines and lines
+        starting with `#` are skipped. A DataError names the file and line of the first
+        problem (a missing file, invalid UTF-8, not one tab, and as for `of`)."""
+        try:
+            data = Path(path).read_bytes()
+        except FileNotFoundError:
+            raise DataError(f"{path}: glossary file not found; check the path") from None
+        except IsADirectoryError:
+            raise DataError(f"{path}: a directory; give a glossary file (TSV)") from None
+        except OSError as e:
+            raise FileSystemError(os_error_message(e, path)) from None
+        entries: dict[str, str] = {}
+        for n, raw in enumerate(data.split(b"\n"), 1):
+            try:
+                line = raw.decode("utf-8").rstrip("\r")
+            except UnicodeDecodeError:
+                raise DataError(f"{path}:{n}: invalid UTF-8; save the glossary as UTF-8"
+                                ) from None
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            pair = line.split("\t")
+            if len(pair) != 2:
+                raise DataError(f"{path}:{n}: {len(pair) - 1} tabs; give `source term<TAB>"
+                                "target term`, one tab a line")
+            entries.update([_checked(pair, f"{path}:{n}", entries)])
+        return cls(tuple(entries.items()))
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+def _checked(pair: Sequence[str], at: str, seen: dict[str, str]) -> tuple[str, str]:
+    """One entry, its sides stripped, or the DataError of its first problem."""
+    if isinstance(pair, str) or len(pair) != 2 or not all(isinstance(s, str) for s in pair):
+        raise DataError(f"{at}: an entry is two strings, [source term, target term]")
+    src, tgt = (s.strip() for s in pair)
+    for side, term in (("source", src), ("target", tgt)):
+        if not term:
+            raise DataError(f"{at}: empty {side} term")
+        if len(term) > MAX_TERM_CHARS:
+            raise DataError(f"{at}: {side} term of {len(term)} characters; at most "
+                            f"{MAX_TERM_CHARS}")
+    if seen.get(src, tgt) != tgt:
+        raise DataError(f"{at}: {src!r} again, as {tgt!r} (before: {seen[src]!r}); give one "
+                        "target per source term")
+    return src, tgt
+
+
+# what the Python API and the server take as a glossary
+GlossaryLike = Glossary | str | Path | Iterable[Sequence[str]] | None
+
+
+def as_glossary(given: GlossaryLike) -> Glossary | None:
+    """What the Python API and the server take as a glossary: a Glossary, a TSV file's path,
+    or (source, target) pairs."""
+    if given is None or isinstance(given, Glossary):
+        return given
+    if isinstance(given, (str, Path)):
+        return Glossary.load(given)
+    return Glossary.of(given)
+
+
+class Matcher:
+    """A glossary in a run's tokens: which entries are active for a tokenized line, and their
+    target terms' tokens."""
+
+    def __init__(self, glossary: Glossary, src_tok: Tokenizer, tgt_tok: Tokenizer,
+                 tgt_vocab: Vocab, ignore_case: bool = False):
+        self.glossary, self.ignore_case = glossary, ignore_case
+        srcs = src_tok.tokenize_many([s for s, _ in glossary.entries])
+        self.sources = [tuple(self._key(toks)) for toks in srcs]
+        tgts = tgt_tok.tokenize_many([t for _, t in glossary.entries])
+        self.targets = [tgt_vocab.encode(toks) for toks in tgts]  # ids
+
+    def terms(self, entries: list[int]) -> list[list[int]]:
+        """The target terms (ids) a search can hold for these entries: not those with a
+        token the vocabulary lacks (the output would hold <unk>)."""
+        return [self.targets[e] for e in entries if UNK not in self.targets[e]]
+
+    def missing(self, entries: list[int], output: list[int]) -> list[str]:
+        """The target terms of these entries that the output ids do not hold as whole tokens."""
+        return [self.glossary.entries[e][1] for e in entries
+                if UNK in self.targets[e] or not occurrences(output, self.targets[e])]
+
+    def _key(self, tokens: Sequence[str]) -> list[str]:
+        return [t.casefold() for t in tokens] if self.ignore_case else list(tokens)
+
+    def active(self, tokens: Sequence[str]) -> list[int]:
+        """The entries active for a line of source tokens, in the order their source terms
+        occur (each once, where it first occurs)."""
+        line = self._key(tokens)
+        found = [(-len(src), at, e) for e, src in enumerate(self.sources) if src
+                 for at in occurrences(line, src)]
+        taken = [False] * len(line)
+        first: dict[int, int] = {}
+        for length, at, e in sorted(found):  # longest first
+            span = range(at, at - length)
+            if not any(taken[i] for i in span):
+                for i in span:
+                    taken[i] = True
+                first[e] = min(first.get(e, at), at)
+        return sorted(first, key=first.get)
+
+
+def occurrences(tokens: Sequence, term: Sequence) -> list[int]:
+    """Where term occurs in tokens, as whole tokens: every start."""
+    n = len(term)
+    return [i for i in range(len(tokens) - n + 1) if tuple(tokens[i:i + n]) == tuple(term)]

@@ -1,0 +1,83 @@
+"""mt/glossary.py: a glossary file read and checked (one line per problem, naming the file and
+line), pairs checked the same way, and which entries are active for a tokenized line."""
+
+from __future__ import annotations
+
+import pytest
+
+from mt.errors import DataError
+from mt.glossary import MAX_TERM_CHARS, Glossary, Matcher, as_glossary, occurrences
+from mt.vocab import UNK, Vocab
+
+
+class Words:
+    """A whitespace tokenizer: enough to show matching on whole tokens."""
+
+    def tokenize_many(self, lines):
+        return [line.split() for line in lines]
+
+
+def matcher(pairs, ignore_case=False, words=("new", "york", "city", "agreement", "Vertrag")):
+    vocab = Vocab(["<pad>", "<unk>", "<bos>", "<eos>", *words])
+    return Matcher(Glossary.of(pairs), Words(), Words(), vocab, ignore_case)
+
+
+def test_a_file_with_comments_blank_lines_and_multiword_terms(tmp_path):
+    path = tmp_path / "g.tsv"
+    path.write_bytes(b"# de -> en\n\nVertrag\tagreement\r\nNew York\tNew York\n"
+                     b"  # indented comment\nVertrag\tagreement\n")
+    assert Glossary.load(path).entries == (("Vertrag", "agreement"), ("New York", "New York"))
+
+
+@pytest.mark.parametrize("content,needle", [
+    (b"a\tb\nc d\n", "g.tsv:2: 0 tabs"),
+    (b"a\tb\tc\n", "g.tsv:1: 2 tabs"),
+    (b"a\t \n", "g.tsv:1: empty target term"),
+    (b"\tb\n", "g.tsv:1: empty source term"),
+    (b"a\tb\nx\ty\na\tc\n", "g.tsv:3: 'a' again, as 'c' (before: 'b')"),
+    (b"ok\tfine\nbad\t\xff\xfe\n", "g.tsv:2: invalid UTF-8"),
+    (b"a\t" + b"x" * (MAX_TERM_CHARS + 1) + b"\n", f"at most {MAX_TERM_CHARS}"),
+])
+def test_a_bad_file_is_one_line_naming_its_line(tmp_path, content, needle):
+    path = tmp_path / "g.tsv"
+    path.write_bytes(content)
+    with pytest.raises(DataError) as e:
+        Glossary.load(path)
+    assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_missing_file_and_bad_pairs(tmp_path):
+    with pytest.raises(DataError, match="glossary file not found"):
+        Glossary.load(tmp_path / "none.tsv")
+    with pytest.raises(DataError, match="entry 2: an entry is two strings"):
+        Glossary.of([["a", "b"], ["c"]])
+    with pytest.raises(DataError, match="entry 1: empty source term"):
+        as_glossary([[" ", "b"]])
+    assert as_glossary(None) is None
+    assert as_glossary([["a", "b"], ["a", "b"]]).entries == (("a", "b"),)  # same twice: once
+
+
+def test_active_entries_are_whole_tokens_in_source_order():
+    m = matcher([["York", "york"], ["Vertrag", "agreement"], ["Ver", "x"]])
+    assert m.active("Der Vertrag mit York".split()) == [1, 0]
+    assert m.active("Verträge Yorker".split()) == []  # not inside a token
+    assert m.active("vertrag".split()) == []  # case counts, unless ignored
+    assert matcher([["Vertrag", "agreement"]], ignore_case=True).active(["VERTRAG"]) == [0]
+
+
+def test_overlapping_matches_go_longest_first():
+    m = matcher([["York", "york"], ["New York", "new york"], ["York City", "city"]])
+    assert m.active("New York City".split()) == [1]  # 2 tokens each: the first to start wins
+    assert m.active("in New York and York City".split()) == [1, 2]
+    assert m.active("York , New York".split()) == [0, 1]  # York alone elsewhere: active too
+    longest = matcher([["A B", "x"], ["B C D", "y"]])
+    assert longest.active("A B C D".split()) == [1]
+
+
+def test_target_terms_and_what_an_output_misses():
+    m = matcher([["Vertrag", "agreement"], ["NY", "new york"], ["Hund", "dog"]])
+    assert m.terms([0, 1, 2]) == [[7], [4, 5]]  # "dog" has no id: it cannot be forced
+    assert m.targets[2] == [UNK]
+    assert m.missing([0, 1, 2], [7, 4, 5]) == ["dog"]
+    assert m.missing([0, 1], [4, 7, 5]) == ["new york"]
+    assert occurrences([1, 2, 1, 2], [1, 2]) == [0, 2]

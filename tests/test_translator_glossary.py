@@ -1,0 +1,112 @@
+"""Glossaries through the Translator, the Python API, `mt translate --glossary` and `mt eval
+--glossary` on the toy model: every active target term in every output (random glossaries),
+no active entry the same bytes as no glossary, ordered terms in order, a batch equal to each
+line alone, and bad glossaries refused in one line, nothing written."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+
+from conftest import TOY, assert_user_error, run_mt
+from mt.errors import ConfigError
+from mt.glossary import occurrences
+from mt.translator import Translator
+
+LINES = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:24]
+WORDS = ["Katzen", "Hunde", "rote", "alte", "neue", "Häuser", "sieben", "Autos", "Vögel"]
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_run):
+    return Translator.load(tiny_run, beam=4)
+
+
+def random_glossary(rng: random.Random) -> list[list[str]]:
+    """Source words of the toy input, each mapped to one or two German words, mostly wrong."""
+    sources = sorted({w.strip(".") for line in LINES for w in line.split()})
+    return [[s, " ".join(rng.sample(WORDS, rng.randint(1, 2)))]
+            for s in rng.sample(sources, 6)]
+
+
+def holds(translator, text: str, term: str) -> bool:
+    tok = translator.tgt_tok.tokenize
+    return bool(occurrences(tok(text), tok(term)))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_active_term_is_in_every_output(translator, seed):
+    glossary = random_glossary(random.Random(seed))
+    found = translator.translate_nbest(LINES, glossary=glossary)
+    changed = 0
+    for line, (best,), plain in zip(LINES, found, translator.translate(LINES), strict=True):
+        assert best.missing == []
+        for src, tgt in best.terms:
+            assert src in line and holds(translator, best.text, tgt), (line, best.text, tgt)
+        changed += best.text != plain
+    assert changed > 0
+
+
+def test_no_active_entry_is_the_same_output(translator):
+    glossary = [["zebra", "Zebra"], ["Katze", "Kater"]]  # the toy says cats, never "Katze"
+    plain = translator.translate_nbest(LINES, nbest=2)
+    found = translator.translate_nbest(LINES, nbest=2, glossary=glossary)
+    assert [[(t.text, t.score) for t in ts] for ts in found] == \
+        [[(t.text, t.score) for t in ts] for ts in plain]
+
+
+def test_ordered_terms_come_in_source_order(translator):
+    line = "Yesterday we bought seven red dogs."
+    glossary = [["red", "Vögel"], ["dogs", "Häuser"], ["Yesterday", "Autos"]]
+    (best,), = translator.translate_nbest([line], glossary=glossary, glossary_ordered=True)
+    toks = translator.tgt_tok.tokenize(best.text)
+    at = [toks.index(t) for t in ("Autos", "Vögel", "Häuser")]
+    assert at == sorted(at), best.text
+
+
+def test_a_batch_equals_each_line_alone(translator):
+    glossary = random_glossary(random.Random(7))
+    batch = translator.translate(LINES, glossary=glossary)
+    assert batch == [translator.translate([line], glossary=glossary)[0] for line in LINES]
+
+
+def test_greedy_and_ctranslate2_refuse_a_glossary(translator):
+    with pytest.raises(ConfigError, match="give --beam 2 or more"):
+        translator.translate(LINES, glossary=[["cats", "Hunde"]], beam=1)
+
+
+def test_translate_and_eval_with_a_glossary_file(tiny_run, tmp_path):
+    g = tmp_path / "g.tsv"
+    g.write_text("# wrong on purpose\ncats\tHunde\ndogs\tVögel\n", encoding="utf-8")
+    src = tmp_path / "in.en"
+    src.write_text("We have two cats.\nYou see four dogs.\n\n", encoding="utf-8")
+    r = run_mt("translate", str(tiny_run), "-i", str(src), "--beam", "3", "--glossary", str(g),
+               "--format", "jsonl")
+    assert r.code == 0, r.err
+    records = [json.loads(line) for line in r.out.splitlines()]
+    assert [rec["terms"] for rec in records] == [[["cats", "Hunde"]], [["dogs", "Vögel"]], []]
+    assert all(rec["missing"] == [] for rec in records)
+    assert "Hunde" in records[0]["text"] and "Vögel" in records[1]["text"]
+    r = run_mt("eval", str(tiny_run), "--beam", "3", "--glossary", str(g), "--json")
+    assert r.code == 0, r.err
+    result = json.loads(r.out)
+    assert result["term_use"] == 100.0 and result["terms_active"] > 0
+
+
+@pytest.mark.parametrize("content,flags,code,needle", [
+    (b"cats\tHunde\tx\n", [], 4, "g.tsv:1: 2 tabs"),
+    (b"cats\t\xffHunde\n", [], 4, "g.tsv:1: invalid UTF-8"),
+    (b"cats\t" + b"x" * 300 + b"\n", [], 4, "at most 200"),
+    (b"cats\tHunde\n", ["--beam", "1"], 3, "give --beam 2 or more"),
+])
+def test_a_bad_glossary_is_one_line_and_nothing_written(tiny_run, tmp_path, content, flags,
+                                                        code, needle):
+    g = tmp_path / "g.tsv"
+    g.write_bytes(content)
+    out = tmp_path / "out.de"
+    r = run_mt("translate", str(tiny_run), "-i", str(TOY / "toy.test.en"), "-o", str(out),
+               "--glossary", str(g), *flags)
+    assert_user_error(r, code, needle)
+    assert not out.exists()
