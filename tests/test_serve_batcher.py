@@ -21,7 +21,7 @@ class Upper:
     def __init__(self):
         self.calls = []
 
-    def translate_nbest(self, lines, prefix=None, *, attention=False, **options):
+    def translate_nbest(self, lines, prefix=None, *, attention=False, glossary=None, **options):
         self.calls.append((list(lines), prefix, attention, options))
         if options.get("beam") == 0:
             raise ConfigError("decode.beam must be at least 1")

@@ -106,7 +106,8 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
             options = {k: getattr(req, k) for k in OPTIONS if getattr(req, k) is not None}
             cfg = translator.check_options(req.attention, **options)
             glossary = as_glossary(req.glossary)
-            translator.matcher(glossary, cfg)  # refused now: beam 1, CTranslate2
+            if glossary is not None:  # refused now: beam 1, CTranslate2
+                translator.matcher(glossary, cfg)
             access.admit(client, len(lines))  # only what is to be translated counts
             job = Job(lines, options, prefix, req.attention, glossary)
             found = await asyncio.wrap_future(state["batcher"].submit(job))
