@@ -9,6 +9,9 @@ which now runs this module and prints its table):
    here) for the Multi30k config and a Transformer-base config (d_model 512, 6+6 layers, d_ff
    2048, 32k vocabulary, 25k-token batches of synthetic sentences).
 5. decoding sentences/s on test_2016_flickr, greedy and beam 5, float32 and bf16.
+6. a glossary's terms kept by constrained beam search on CUDA, agreeing with the CPU, and its
+   cost against plain beam 5.
+7. an imported Marian model decoding on CUDA as transformers' generate does there.
 
 Marked gpu; skipped without CUDA. Multi30k is read from $MT_GPU_DATA (default
 ../shared/data/multi30k). The measurements go to one table, printed when the module ends.
@@ -25,7 +28,7 @@ import pytest
 import torch
 
 from benchmarks.harness import forward_flops, markdown
-from conftest import MULTI30K, ROOT, run_mt
+from conftest import MULTI30K, ROOT, TOY, run_mt
 from mt.checkpoint import load_checkpoint, load_run
 from mt.config import load_config
 from mt.data import Batch, read_parallel
@@ -235,3 +238,71 @@ def test_decoding_speed(resumed, data, table):
         table.append((f"decode {'greedy' if beam == 1 else f'beam {beam}'} {dtype}, "
                       f"{len(src)} sentences",
                       f"{len(src) / (time.perf_counter() - clock):,.0f} sentences/s", ""))
+
+
+def test_glossary_terms_kept_on_cuda(resumed, data, table):
+    """Lexically constrained beam search on CUDA tensors: every active term in every output
+    (its guarantee), a CPU run of the same weights agreeing, and its cost against plain beam 5."""
+    from mt.glossary import occurrences
+
+    run_dir, dev = resumed("bf16"), torch.device("cuda")
+    src, _ = read_parallel(split_path(data, "test_2016_flickr", "de"),
+                           split_path(data, "test_2016_flickr", "en"))
+    glossary = [["Mann", "guy"], ["Frau", "lady"], ["Hund", "puppy"], ["Straße", "road"]]
+    found = {}
+    for device in (dev, torch.device("cpu")):
+        translator = Translator.load(run_dir / "last.pt", device, beam=5)
+        translator.translate(src[:50])  # warm-up
+        seconds = {}
+        for name, g in (("plain", None), ("glossary", glossary)):
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            clock = time.perf_counter()
+            found[device.type, name] = translator.translate_nbest(src[:300], glossary=g)
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            seconds[name] = time.perf_counter() - clock
+        if device.type == "cuda":
+            table.append(("decode beam 5 with a 4-term glossary, 300 sentences",
+                          f"{300 / seconds['glossary']:,.0f} sentences/s",
+                          f"{seconds['glossary'] / seconds['plain']:.2f}x plain beam 5"))
+    tok = translator.tgt_tok.tokenize
+    active = 0
+    for (best,) in found["cuda", "glossary"]:
+        assert best.missing == [], best
+        for _, tgt in best.terms:
+            assert occurrences(tok(best.text), tok(tgt)), (best.text, tgt)
+        active += bool(best.terms)
+    assert active >= 50, active  # the glossary was exercised
+    same = sum(a[0].text == b[0].text for a, b in zip(found["cuda", "glossary"],
+                                                      found["cpu", "glossary"]))
+    assert same >= 0.9 * 300, same  # float32 on both; rounding may flip a close call
+
+
+def test_an_imported_marian_model_decodes_on_cuda_as_transformers_does(tmp_path, table):
+    """mt import hf, then greedy and beam 4 on CUDA: equal to transformers' generate on the
+    same GPU, token for token (the CPU tests check the same on the CPU)."""
+    pytest.importorskip("transformers")
+    from hf_models import build_marian
+    from transformers import MarianMTModel, MarianTokenizer
+
+    model_dir = build_marian(tmp_path / "marian", d_model=64, ffn=128, init_std=0.05)
+    r = run_mt("import", "hf", str(model_dir), "--out", str(tmp_path / "run"))
+    assert r.code == 0, r.err
+    dev = torch.device("cuda")
+    lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:64]
+    tok = MarianTokenizer.from_pretrained(model_dir)
+    hf = MarianMTModel.from_pretrained(model_dir).to(dev).eval()
+    batch = tok(lines, return_tensors="pt", padding=True).to(dev)
+    for beam in (1, 4):
+        mine = Translator.load(tmp_path / "run", dev, beam=beam, length_norm="average",
+                               max_len_a=0, max_len_b=20).translate(lines)
+        rule = {} if beam == 1 else dict(length_penalty=1.0, early_stopping="never")
+        with torch.no_grad():
+            out = hf.generate(**batch, num_beams=beam, do_sample=False, max_new_tokens=21,
+                              bad_words_ids=[[tok.pad_token_id]], **rule)
+        theirs = tok.batch_decode(out, skip_special_tokens=True)
+        same = sum(a == b for a, b in zip(mine, theirs))
+        table.append((f"imported Marian, {'greedy' if beam == 1 else 'beam 4'} on CUDA",
+                      f"{same}/{len(lines)} equal to transformers", ""))
+        assert same >= len(lines) - 2, list(zip(mine, theirs))[:5]
