@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One-GPU check of mt's GPU path, under 5 minutes on a current GPU: runs tests/test_gpu.py (what
-# it checks is listed there) and prints its table of measurements.
+# One-GPU check of mt's GPU path, about 10 minutes (its first five tests took 500 s on an
+# H200): runs tests/test_gpu.py (what it checks is listed there) and prints its table of
+# measurements.
 #   scripts/gpu_check.sh [MULTI30K_DIR] [pytest options]      (default ../shared/data/multi30k)
 # Fails without a CUDA device: there the tests would only skip.
 set -euo pipefail

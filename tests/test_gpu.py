@@ -1,5 +1,5 @@
-"""mt's GPU path on one CUDA GPU, in under 5 minutes on a current GPU (was scripts/gpu_check.sh,
-which now runs this module and prints its table):
+"""mt's GPU path on one CUDA GPU, in about 10 minutes (the first five tests took 500 s on an
+H200; scripts/gpu_check.sh runs this module and prints its table):
 
 1. bf16 and fp16 runs of the Multi30k config: 200 steps, saved, resumed to 300; the loss after
    the resume continues the loss before it, and fp16's GradScaler state comes back from last.pt.
