@@ -40,6 +40,7 @@ from mt.config import DecodeConfig, override
 from mt.data import read_parallel
 from mt.decode import max_lengths
 from mt.device import pick_device
+from mt.engines import inference_layout
 from mt.metrics import score
 from mt.model import Seq2Seq
 from mt.translator import Translator
@@ -238,6 +239,7 @@ def main() -> None:
 
     device = pick_device(args.device)
     run = load_run(args.run, device)
+    inference_layout(run.model)  # as Translator.load lays out what mt translate decodes with
     src, ref = read_parallel(args.src, args.ref)
     if args.limit:
         src, ref = src[: args.limit], ref[: args.limit]
