@@ -41,7 +41,7 @@ class Paragraph:
         masked = [mask(text[s.start:s.end], spans) for s, spans in zip(self.sentences, found)]
         self.source = Source(self.sentences, masked)
         self.root = root or Element(0, len(text))
-        _anchor(self.root, self.source)
+        _anchor(self.root, self.source, text)
         for k, (s, spans, m) in enumerate(zip(self.sentences, found, masked)):
             for (a, _), p in zip(spans, m.points):
                 _adopt(self.root, Leaf(s.start + a, settings.escape(p.text),
@@ -63,13 +63,16 @@ class Paragraph:
         return render(layout, gaps, place(self.root, self.source, layout), self.escape)
 
 
-def _anchor(node: Element, source: Source) -> None:
-    """Give the markup's leaves their anchors, now that the sentences are known."""
+def _anchor(node: Element, source: Source, text: str) -> None:
+    """Give the markup's leaves their anchors, now that the sentences are known, and the
+    spaces they had around them."""
     for child in node.children:
         if isinstance(child, Leaf):
             child.anchor = source.anchor(child.at)
+            child.space_before = child.at > 0 and text[child.at - 1].isspace()
+            child.space_after = child.at < len(text) and text[child.at].isspace()
         else:
-            _anchor(child, source)
+            _anchor(child, source, text)
 
 
 def _adopt(node: Element, leaf: Leaf) -> None:

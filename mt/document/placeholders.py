@@ -21,8 +21,9 @@ KINDS: dict[str, re.Pattern] = {
                            r"(?:\.\d+)?[sdifxXeEgGcr](?!\w)"),
     "url": re.compile(r"\b(?:https?|ftp)://[^\s<>\"']+|\bwww\.[^\s<>\"']+\.[^\s<>\"']+"),
     "email": re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+"),
-    "number": re.compile(r"(?:[$€£¥]\s?)?(?<![\w.,])[-+]?(?:\d{1,3}(?:[,.\u00a0\u202f']\d{3})+"
-                         r"|\d+)(?:[.,]\d+|\.(?=\s+\w))?(?:\s?(?:" + UNITS + r")(?!\w))?"),
+    "number": re.compile(r"(?:[$€£¥]\s?)?(?<![\w.,])[-+]?"
+                         r"(?:\d{1,3}(?:[,.\u00a0\u202f' ]\d{3}(?!\d))+|\d+)"
+                         r"(?:[.,]\d+|\.(?=\s+\w))?(?:\s?(?:" + UNITS + r")(?!\w))?"),
 }
 TRAILING = ".,;:!?'\""  # a URL's or address's last characters that end the sentence instead
 

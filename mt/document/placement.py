@@ -6,8 +6,8 @@ split at whitespace into words, as mt.align numbers them. An Anchor says where s
 among those words; a translated sentence is laid out as a row of positions (its start, before,
 inside and after each word, its end), and the anchor's position is found through the target
 words aligned to its source word. An element's tags go around the target words aligned to the
-source words it enclosed, kept inside its parent's and after its previous sibling's: tags
-never cross (docs/documents.md).
+source words it enclosed, kept inside its parent's and off its siblings' (in whatever order
+the translation puts them): tags never cross (docs/documents.md).
 """
 
 from __future__ import annotations
@@ -161,28 +161,38 @@ def spaced(leaf: Leaf, kind: str, empty: bool) -> str:
 
 
 def place(root: Element, source: Source, layout: Layout) -> list[tuple[int, str]]:
-    """What goes where: (position, text) in the order written, from the tree in source
-    order. An element is kept within [lo, hi] (its parent's) and after its previous sibling;
-    one aligned to nothing is an empty element where its start was."""
+    """What goes where: (position, text), in the order written at a position. An element is
+    kept within its parent's positions and off its siblings' (in the translation's order,
+    which may not be the source's); one aligned to nothing is an empty element where its
+    start was."""
     out: list[tuple[int, str]] = []
 
     def visit(node: Element, lo: int, hi: int) -> None:
-        cursor = lo
-        for child in node.children:
+        leaves, spans = [], []
+        for i, child in enumerate(node.children):
             if isinstance(child, Leaf):
                 pos, kind = layout.position(child.anchor)
-                k = child.anchor.sentence
-                out.append((min(max(pos, lo), hi), spaced(child, kind, not layout.words[k])))
+                empty = not layout.words[child.anchor.sentence]
+                leaves.append((min(max(pos, lo), hi), i, spaced(child, kind, empty)))
                 continue
             a, b = layout.span(*source.covered(child.start, child.end))
             if a < 0:
                 a = b = layout.position(source.anchor(child.start))[0]
+            spans.append((min(max(a, lo), hi), min(max(b, lo), hi), i, child))
+        cursor, placed = lo, []
+        for a, b, i, child in sorted(spans, key=lambda s: s[:3]):
             a = min(max(a, cursor), hi)
-            b = max(min(b, hi), a)
-            out.append((a, child.open))
-            visit(child, a, b)
+            placed.append((a, i, (max(b, a), child)))
+            cursor = max(b, a)
+        # at one position, what came first in the source is written first
+        for pos, _, item in sorted(leaves + placed, key=lambda x: x[:2]):
+            if isinstance(item, str):
+                out.append((pos, item))
+                continue
+            b, child = item
+            out.append((pos, child.open))
+            visit(child, pos, b)
             out.append((b, child.close))
-            cursor = b
 
     visit(root, 0, layout.size)
     return out
