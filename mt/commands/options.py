@@ -21,6 +21,13 @@ class TranslateOptions:
     workers: int = 1  # processes translating chunks of the input (mt.commands.parallel)
     output_format: str = "text"  # mt.commands.translate.FORMATS
     prefix: str | None = None  # a file of target prefixes, one per input line
+    split: bool = False  # --split-sentences: each line a paragraph (mt.document)
+    keep: tuple[str, ...] = ()  # --keep: patterns left untranslated (mt.document.placeholders)
+
+    @property
+    def documents(self) -> bool:
+        """Whether the input goes through mt.document: split, masked, or HTML."""
+        return self.split or bool(self.keep) or self.output_format == "html"
 
     def given(self, key: str) -> bool:
         """Whether the command line set this config key (`decode.nbest`)."""

@@ -34,7 +34,8 @@ __all__ = ["FORMATS", "Document", "DocumentTranslation", "compile_keep", "settin
 @dataclass
 class DocumentTranslation:
     text: str  # the translated document
-    sentences: list[tuple[str, str]] = field(default_factory=list)  # each as translated
+    # each sentence as the model saw it (placeholders out), with its translation
+    sentences: list[tuple[str, Translation]] = field(default_factory=list)
     cut: int = 0  # sentences cut at a clause boundary to fit the model
     notes: list[str] = field(default_factory=list)  # what was not well-formed
 
@@ -70,8 +71,8 @@ class Document:
             mine = translations[done:done + len(p.inputs)]
             done += len(p.inputs)
             out.append(p.render(mine))
-        texts = [t.text for t in translations]
-        return DocumentTranslation("".join(out), list(zip(self.inputs, texts, strict=True)),
+        return DocumentTranslation("".join(out), list(zip(self.inputs, translations,
+                                                          strict=True)),
                                    sum(p.cut for p in self.paragraphs), self.notes)
 
 

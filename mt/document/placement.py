@@ -78,12 +78,17 @@ class Source:
 
     def masked_anchor(self, k: int, at: int) -> Anchor:
         """Where offset `at` of sentence k's masked text is: after the word that starts before
-        it (inside it, if it ends after), else the sentence's start."""
+        it (before its trailing punctuation, unless `at` is after that), else the sentence's
+        start."""
         before = [w for w, (a, _) in enumerate(self.words[k]) if a < at]
         if not before:
             return Anchor("start", k)
         w = before[-1]
-        return Anchor("core" if at < self.words[k][w][1] else "after", k, w)
+        a, b = self.words[k][w]
+        # after a word's trailing punctuation only if it was after it in the source: a target
+        # word's own (`hat.` for `has`) stays after what is put back
+        punct = PUNCT.fullmatch(self.masked[k].text[a:b]).group(3)
+        return Anchor("after" if at >= b and punct else "core", k, w)
 
     def covered(self, start: int, end: int) -> tuple[list[tuple[int, int]], bool, bool]:
         """The words (sentence, word) that [start, end) of the text overlaps, whether it

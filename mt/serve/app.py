@@ -31,8 +31,10 @@ from starlette.requests import ClientDisconnect
 from mt.config import DecodeConfig
 from mt.errors import MTError
 from mt.records import lists, record
+from mt.serve import documents
 from mt.serve.access import Access, ClientError
 from mt.serve.batcher import Batcher, Job
+from mt.serve.documents import FORMATS
 from mt.translator import Translator
 
 # Decoding options that stay the server's: batch_tokens bounds its memory, and the weights'
@@ -64,7 +66,8 @@ def request_model() -> type[BaseModel]:
     return create_model(
         "TranslateRequest", __config__=ConfigDict(extra="forbid", strict=True),
         text=(str | list[str], ...), prefix=(str | list[str] | None, None),
-        attention=(bool, False), **options)
+        attention=(bool, False), format=(typing.Literal[FORMATS], "text"),
+        split=(bool | None, None), **options)
 
 
 TranslateRequest = request_model()
@@ -105,7 +108,13 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
             options = {k: getattr(req, k) for k in OPTIONS if getattr(req, k) is not None}
             cfg = translator.check_options(req.attention, **options)
             access.admit(client, len(lines))  # only what is to be translated counts
-            job = Job(lines, options, prefix, req.attention)
+            docs = None
+            if documents.wanted(req.format, req.split, prefix is not None, cfg):
+                docs, sentences, more = await asyncio.to_thread(
+                    documents.prepare, translator, lines, req.format)
+                job = Job(sentences, {**options, **more}, None, req.attention)
+            else:
+                job = Job(lines, options, prefix, req.attention)
             found = await asyncio.wrap_future(state["batcher"].submit(job))
         except ValidationError as e:
             return error(*validation_message(e))
@@ -114,6 +123,8 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
         except MTError as e:  # a bad option value, an unknown tag: what --set would refuse
             # named as the request names them: `beam`, not `decode.beam`
             return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
+        if docs is not None:
+            return JSONResponse({"translations": documents.records(lines, docs, found)})
         nbest = lists(cfg)
         return JSONResponse({"translations": [record(src, ts, nbest)
                                               for src, ts in zip(lines, found, strict=True)]})

@@ -1,0 +1,91 @@
+"""`mt translate --split-sentences`, `--keep` and `--format html`: text that is not one
+sentence a line, through mt.document. Plain text stays a line in, a line out (each line a
+paragraph, split into sentences); HTML is read whole and written whole, only when complete."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterator
+
+from mt.commands.options import TranslateOptions
+from mt.commands.output import check_input_path, check_output_path, write_output
+from mt.document import DocumentTranslation, compile_keep, translate_document, translate_lines
+from mt.ensemble import Paths
+from mt.errors import DataError, UsageError
+from mt.log import warn
+from mt.textio import iter_lines, read_error
+
+
+def check_options(options: TranslateOptions, nbest: bool, workers: int) -> None:
+    """The options the document path does not take: a UsageError before any work."""
+    clashes = [name for name, on in (("--nbest", nbest), ("--prefix", options.prefix),
+                                     ("--workers", workers > 1)) if on]
+    if clashes:
+        what = "--format html" if options.output_format == "html" else "--split-sentences"
+        raise UsageError("translate", f"'{what}'", f"not with {clashes[0]}")
+    compile_keep(options.keep)
+
+
+def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptions) -> int:
+    """Translate src to out ('-': stdin/stdout): HTML whole, else line by line. Returns the
+    lines (HTML: documents) written."""
+    check_input_path(src)
+    check_output_path(out)
+    if options.output_format == "html":
+        text = read_document(src)
+        translator = options.load(runs)
+        done = translate_document(translator, text, "html", options.keep)
+        for note in dict.fromkeys(done.notes):
+            warn(f"{src}: malformed HTML, translated best-effort: {note}")
+        report_cut(done.cut)
+        write_output(out, lambda f: f.write(done.text))
+        return 1
+    translator = options.load(runs, chunk_lines=1 if src == "-" and sys.stdin.isatty() else None)
+    count, cut = 0, 0
+
+    def write_all(handle) -> None:
+        nonlocal count, cut
+        for line, done in zip(iter_lines(src), _translated(translator, src, options),
+                              strict=True):
+            handle.write(record(line, done) if options.output_format == "jsonl"
+                         else done.text + "\n")
+            count, cut = count + 1, cut + done.cut
+
+    write_output(out, write_all)
+    report_cut(cut)
+    return count
+
+
+def _translated(translator, src: str, options: TranslateOptions
+                ) -> Iterator[DocumentTranslation]:
+    return translate_lines(translator, iter_lines(src, warn_invalid=False), options.keep)
+
+
+def record(line: str, done: DocumentTranslation) -> str:
+    """One JSON line: {"src", "text", "sentences": [{"src", "text"}], "cut": N}, N the
+    sentences cut to fit the model (0: none)."""
+    return json.dumps({"src": line, "text": done.text,
+                       "sentences": [{"src": s, "text": t.text} for s, t in done.sentences],
+                       "cut": done.cut}) + "\n"
+
+
+def report_cut(cut: int) -> None:
+    if cut:
+        warn(f"{cut} sentence piece(s) come from sentences longer than model.max_positions, "
+             "cut at a clause boundary (docs/documents.md)")
+
+
+def read_document(src: str) -> str:
+    """A whole document as text: UTF-8, not binary; a DataError in one line otherwise."""
+    try:
+        data = sys.stdin.buffer.read() if src == "-" else open(src, "rb").read()
+    except OSError as e:
+        raise read_error(e, src) from None
+    if b"\0" in data:
+        raise DataError(f"{src}: a binary file (it holds NUL bytes), not a text document")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{src}: not UTF-8 (byte {e.start}); convert it to UTF-8 first"
+                        ) from None
