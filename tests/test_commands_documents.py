@@ -1,0 +1,81 @@
+"""`mt translate --split-sentences`, `--keep` and `--format html`: paragraphs a line at a time,
+HTML whole, and the mistakes refused in one line before any work."""
+
+import json
+
+import pytest
+
+from conftest import TWO_LINES
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--split-sentences", "--workers", "2"], "'--split-sentences': not with --workers"),
+    (["--format", "html", "--nbest", "2"], "'--format html': not with --nbest"),
+    (["--keep", "("], "'--keep': '(' is not a regular expression"),
+])
+def test_options_that_do_not_go_together_are_refused_first(cli, tmp_path, options, message):
+    src = tmp_path / "in.txt"
+    src.write_text("A line.\n")
+    r = cli("translate", tmp_path / "no-run", "-i", src, *options)
+    assert r.code == 2 and message in r.err and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"<p>\x00\x01binary</p>", "a binary file (it holds NUL bytes)"),
+    (b"<p>caf\xe9</p>", "not UTF-8 (byte 6)"),
+])
+def test_a_document_that_is_not_text_is_one_line_and_nothing_written(cli, tmp_path, data,
+                                                                      message):
+    src, out = tmp_path / "in.html", tmp_path / "out.html"
+    src.write_bytes(data)
+    r = cli("translate", tmp_path / "no-run", "-i", src, "-o", out, "--format", "html")
+    assert r.code == 4 and message in r.err and len(r.err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_each_line_is_a_paragraph_and_stays_one_line(cli, tmp_path, tiny_run):
+    first, second = TWO_LINES.splitlines()
+    src = tmp_path / "in.txt"
+    src.write_text(f"{first}  {second}\n\n{second}\n", encoding="utf-8")
+    r = cli("translate", tiny_run, "-i", src, "--split-sentences")
+    assert r.code == 0, r.err
+    one_a_line = cli("translate", tiny_run, "-i", src).out.splitlines()
+    alone = cli("translate", tiny_run, "--format", "text", stdin=TWO_LINES.encode()).out
+    a, b = alone.splitlines()
+    assert r.out.splitlines() == [f"{a}  {b}", "", b]
+    assert one_a_line[0] != f"{a}  {b}"  # without splitting, the model drops a sentence
+
+
+def test_jsonl_gives_the_sentences_and_what_was_cut(cli, tmp_path, tiny_run):
+    src = tmp_path / "in.txt"
+    long = ", ".join(["we saw forty two red dogs"] * 60) + "."  # 420 tokens: over 256
+    src.write_text(f"{TWO_LINES.splitlines()[0]} {long}\n", encoding="utf-8")
+    r = cli("translate", tiny_run, "-i", src, "--split-sentences", "--format", "jsonl")
+    assert r.code == 0, r.err
+    obj = json.loads(r.out)
+    assert obj["cut"] == len(obj["sentences"]) - 1 > 1
+    assert [s["src"] for s in obj["sentences"][1:]] == [  # cut at commas only
+        s["src"] for s in obj["sentences"][1:] if s["src"].startswith("we saw")]
+    assert "cut at a clause boundary" in r.err and "truncated" not in r.err
+
+
+def test_a_url_and_a_kept_pattern_come_back_once(cli, tmp_path, tiny_run):
+    src = tmp_path / "in.txt"
+    src.write_text("Yesterday we saw forty two red dogs at https://x.org/a?b=1 with ID-77.\n",
+                   encoding="utf-8")
+    r = cli("translate", tiny_run, "-i", src, "--keep", r"ID-\d+")
+    assert r.code == 0, r.err
+    assert r.out.count("https://x.org/a?b=1") == 1 and r.out.count("ID-77") == 1
+
+
+def test_an_html_file_comes_back_html_with_its_tags(cli, tmp_path, tiny_run):
+    src, out = tmp_path / "in.html", tmp_path / "out.html"
+    src.write_text('<html><body><h1>Yesterday we saw <b>forty two</b> red dogs.</h1>\n'
+                   '<pre>  as   it is </pre><p>Broken <i>tag.</p></body></html>\n',
+                   encoding="utf-8")
+    r = cli("translate", tiny_run, "-i", src, "-o", out, "--format", "html")
+    assert r.code == 0, r.err
+    html = out.read_text(encoding="utf-8")
+    assert html.startswith("<html><body><h1>") and html.endswith("</body></html>\n")
+    assert "<b>zwei und vierzig</b>" in html and "<pre>  as   it is </pre>" in html
+    assert "malformed HTML, translated best-effort: <i> not closed" in r.err
