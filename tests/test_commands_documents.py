@@ -44,6 +44,10 @@ def test_each_line_is_a_paragraph_and_stays_one_line(cli, tmp_path, tiny_run):
     a, b = alone.splitlines()
     assert r.out.splitlines() == [f"{a}  {b}", "", b]
     assert one_a_line[0] != f"{a}  {b}"  # without splitting, the model drops a sentence
+    r = cli("translate", tiny_run, "--split-sentences", "--format", "jsonl",
+            stdin=src.read_bytes())
+    assert [json.loads(x)["src"] for x in r.out.splitlines()] == [f"{first}  {second}", "",
+                                                                  second]
 
 
 def test_jsonl_gives_the_sentences_and_what_was_cut(cli, tmp_path, tiny_run):

@@ -4,9 +4,10 @@ paragraph, split into sentences); HTML is read whole and written whole, only whe
 
 from __future__ import annotations
 
+import collections
 import json
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from mt.commands.options import TranslateOptions
 from mt.commands.output import check_input_path, check_output_path, write_output
@@ -27,9 +28,11 @@ def check_options(options: TranslateOptions, nbest: bool, workers: int) -> None:
     compile_keep(options.keep)
 
 
-def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptions) -> int:
-    """Translate src to out ('-': stdin/stdout): HTML whole, else line by line. Returns the
-    lines (HTML: documents) written."""
+def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptions,
+                        prompted: Callable[[Iterator[str]], Iterator[str]]) -> int:
+    """Translate src to out ('-': stdin/stdout): HTML whole, else line by line (typed at a
+    terminal: each line as it is entered, asked for by prompted). Returns the lines (HTML:
+    documents) written."""
     check_input_path(src)
     check_output_path(out)
     if options.output_format == "html":
@@ -41,13 +44,20 @@ def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptio
         report_cut(done.cut)
         write_output(out, lambda f: f.write(done.text))
         return 1
-    translator = options.load(runs, chunk_lines=1 if src == "-" and sys.stdin.isatty() else None)
+    interactive = src == "-" and sys.stdin.isatty()
+    translator = options.load(runs, chunk_lines=1 if interactive else None)
     count, cut = 0, 0
+    sources: collections.deque[str] = collections.deque()  # read, not yet written
+
+    def read() -> Iterator[str]:
+        for line in prompted(iter_lines(src)) if interactive else iter_lines(src):
+            sources.append(line)
+            yield line
 
     def write_all(handle) -> None:
         nonlocal count, cut
-        for line, done in zip(iter_lines(src), _translated(translator, src, options),
-                              strict=True):
+        for done in translate_lines(translator, read(), options.keep):
+            line = sources.popleft()
             handle.write(record(line, done) if options.output_format == "jsonl"
                          else done.text + "\n")
             count, cut = count + 1, cut + done.cut
@@ -55,11 +65,6 @@ def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptio
     write_output(out, write_all)
     report_cut(cut)
     return count
-
-
-def _translated(translator, src: str, options: TranslateOptions
-                ) -> Iterator[DocumentTranslation]:
-    return translate_lines(translator, iter_lines(src, warn_invalid=False), options.keep)
 
 
 def record(line: str, done: DocumentTranslation) -> str:

@@ -41,7 +41,7 @@ def translate(runs: Paths, src: str, out: str, options: TranslateOptions,
         from mt.commands.documents import check_options, translate_documents
 
         check_options(options, nbest, options.workers)
-        return translate_documents(runs, src, out, options)
+        return translate_documents(runs, src, out, options, prompted)
     if options.workers > 1 and options.engine != "mt":  # CTranslate2 has threads of its own
         raise UsageError("translate", "'--workers'", f"not with --engine {options.engine}")
     return translate_file(runs, src, out, options, nbest)
