@@ -242,6 +242,11 @@ def translate(
                                          "they are (docs/documents.md)."),
     keep: list[str] = typer.Option([], "--keep", help="A regular expression whose matches are "
                                    "not translated (repeatable; implies --split-sentences)."),
+    doc_format: str = typer.Option(None, "--doc-format",
+                                   callback=_one_of("mt.commands.documents:DOC_FORMATS"),
+                                   help="The input is one document, written back in its format: "
+                                   "txt, md, html, srt, or auto (by the input file's "
+                                   "extension)."),
     prefix: str = typer.Option(None, "--prefix", help="A file of target prefixes, one per input "
                                "line (empty: none): each output starts with its prefix, "
                                "forced and scored (docs/decoding.md)."),
@@ -266,7 +271,8 @@ def translate(
     from mt.commands.translate import translate as run_translate
 
     options = TranslateOptions(_device(device), engine, tuple(overrides), threads, workers,
-                               output_format, prefix, split_sentences, tuple(keep))
+                               output_format, prefix, split_sentences, tuple(keep),
+                               doc_format)
     pictures = None if attention is None else Pictures(attention, attention_layer,
                                                        attention_heads)
     run_translate(runs, input, output, options, pictures)

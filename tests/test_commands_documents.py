@@ -83,3 +83,28 @@ def test_an_html_file_comes_back_html_with_its_tags(cli, tmp_path, tiny_run):
     assert html.startswith("<html><body><h1>") and html.endswith("</body></html>\n")
     assert "<b>zwei und vierzig</b>" in html and "<pre>  as   it is </pre>" in html
     assert "malformed HTML, translated best-effort: <i> not closed" in r.err
+
+
+def test_a_broken_srt_is_one_line_before_the_model_loads_and_nothing_written(cli, tmp_path):
+    src, out = tmp_path / "in.srt", tmp_path / "out.srt"
+    src.write_text("1\n00:00:01 --> 00:00:04,000\nHello.\n", encoding="utf-8")
+    r = cli("translate", tmp_path / "no-run", "-i", src, "-o", out, "--doc-format", "auto")
+    assert r.code == 4 and "in.srt:2: a broken timing" in r.err and not out.exists()
+
+
+def test_auto_needs_a_file_with_a_known_extension(cli, tmp_path):
+    r = cli("translate", tmp_path / "no-run", "--doc-format", "auto", stdin=b"x\n")
+    assert r.code == 2 and "'--doc-format': auto: - has no extension" in r.err
+
+
+def test_documents_by_extension_keep_their_format(cli, tmp_path, tiny_run):
+    first, second = TWO_LINES.splitlines()
+    srt, md = tmp_path / "in.srt", tmp_path / "in.md"
+    srt.write_text(f"1\r\n00:00:01,000 --> 00:00:04,000\r\n{first}\r\n\r\n", encoding="utf-8")
+    md.write_text(f"# {first}\n\n```\n{second}\n```\n- {second} `x`\n", encoding="utf-8")
+    a, b = cli("translate", tiny_run, stdin=TWO_LINES.encode()).out.splitlines()
+    r = cli("translate", tiny_run, "-i", srt, "--doc-format", "auto")
+    assert r.code == 0 and r.out == f"1\r\n00:00:01,000 --> 00:00:04,000\r\n{a}\r\n\r\n"
+    r = cli("translate", tiny_run, "-i", md, "--doc-format", "md")
+    assert r.code == 0 and r.out.startswith(f"# {a}\n\n```\n{second}\n```\n- ")
+    assert r.out.count("`x`") == 1

@@ -84,6 +84,14 @@ def test_a_void_tag_and_a_kept_span_are_put_back_once():
     assert out.count("<br>") == 1 and out.count('<span translate="no">Bello &amp; Co</span>') == 1
 
 
+def test_a_line_break_separates_words_and_a_leaf_before_punctuation_keeps_its_space():
+    source = "<p>line one<br>line two <img src=a.png>.</p>"
+    [block] = [p for p in parse(source)[0] if isinstance(p, Block)]
+    assert block.text == "line one\nline two."  # what the model reads
+    assert translated(source)[0] == "<p>line one<br> line two <img src=a.png>.</p>"
+    assert translated(source, reversed_words)[0] == "<p>TWO <img src=a.png>. LINE ONE<br> LINE</p>"
+
+
 def test_text_is_escaped_and_placeholders_in_html_are_kept():
     out, _ = translated("<p>Fish &amp; chips at https://x.org/?a=1&amp;b=2 now</p>")
     assert out == "<p>Fish &amp; chips at https://x.org/?a=1&amp;b=2 now</p>"

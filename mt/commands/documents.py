@@ -1,6 +1,7 @@
-"""`mt translate --split-sentences`, `--keep` and `--format html`: text that is not one
-sentence a line, through mt.document. Plain text stays a line in, a line out (each line a
-paragraph, split into sentences); HTML is read whole and written whole, only when complete."""
+"""`mt translate --split-sentences`, `--keep`, `--doc-format` and `--format html`: text that is
+not one sentence a line, through mt.document. Plain text stays a line in, a line out (each line
+a paragraph, split into sentences); a document (HTML, Markdown, subtitles, a text file) is read
+whole and written whole in its format, only when complete."""
 
 from __future__ import annotations
 
@@ -11,11 +12,35 @@ from collections.abc import Callable, Iterator
 
 from mt.commands.options import TranslateOptions
 from mt.commands.output import check_input_path, check_output_path, write_output
-from mt.document import DocumentTranslation, compile_keep, translate_document, translate_lines
+from mt.document import (
+    EXTENSIONS,
+    DocumentTranslation,
+    compile_keep,
+    parse,
+    translate_document,
+    translate_lines,
+)
 from mt.ensemble import Paths
 from mt.errors import DataError, UsageError
 from mt.log import warn
 from mt.textio import iter_lines, read_error
+
+DOC_FORMATS = ("auto", "txt", "md", "html", "srt")  # --doc-format; auto: by EXTENSIONS
+FORMAT_OF = {"txt": "text", "md": "md", "html": "html", "srt": "srt"}
+
+
+def document_format(options: TranslateOptions, src: str) -> str | None:
+    """The FORMAT (mt.document.FORMATS) the input is read in whole, or None: line by line."""
+    if options.doc_format == "auto":
+        ext = "." + src.rpartition(".")[2].lower() if "." in src else ""
+        if src == "-" or ext not in EXTENSIONS:
+            known = ", ".join(EXTENSIONS)
+            raise UsageError("translate", "'--doc-format'", f"auto: {src} has no extension "
+                             f"of a document format ({known}); name the format")
+        return EXTENSIONS[ext]
+    if options.doc_format:
+        return FORMAT_OF[options.doc_format]
+    return "html" if options.output_format == "html" else None
 
 
 def check_options(options: TranslateOptions, nbest: bool, workers: int) -> None:
@@ -23,7 +48,8 @@ def check_options(options: TranslateOptions, nbest: bool, workers: int) -> None:
     clashes = [name for name, on in (("--nbest", nbest), ("--prefix", options.prefix),
                                      ("--workers", workers > 1)) if on]
     if clashes:
-        what = "--format html" if options.output_format == "html" else "--split-sentences"
+        what = ("--format html" if options.output_format == "html" else "--doc-format"
+                if options.doc_format else "--split-sentences")
         raise UsageError("translate", f"'{what}'", f"not with {clashes[0]}")
     compile_keep(options.keep)
 
@@ -35,10 +61,12 @@ def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptio
     documents) written."""
     check_input_path(src)
     check_output_path(out)
-    if options.output_format == "html":
+    format = document_format(options, src)
+    if format is not None:
         text = read_document(src)
+        parse(text, format, src)  # what cannot be read is an error before the model loads
         translator = options.load(runs)
-        done = translate_document(translator, text, "html", options.keep)
+        done = translate_document(translator, text, format, options.keep, name=src)
         for note in dict.fromkeys(done.notes):
             warn(f"{src}: malformed HTML, translated best-effort: {note}")
         report_cut(done.cut)

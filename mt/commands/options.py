@@ -23,11 +23,13 @@ class TranslateOptions:
     prefix: str | None = None  # a file of target prefixes, one per input line
     split: bool = False  # --split-sentences: each line a paragraph (mt.document)
     keep: tuple[str, ...] = ()  # --keep: patterns left untranslated (mt.document.placeholders)
+    doc_format: str | None = None  # --doc-format: the input is one document (mt.document)
 
     @property
     def documents(self) -> bool:
-        """Whether the input goes through mt.document: split, masked, or HTML."""
-        return self.split or bool(self.keep) or self.output_format == "html"
+        """Whether the input goes through mt.document: split, masked, or a whole document."""
+        return (self.split or bool(self.keep) or self.output_format == "html"
+                or self.doc_format is not None)
 
     def given(self, key: str) -> bool:
         """Whether the command line set this config key (`decode.nbest`)."""

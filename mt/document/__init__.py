@@ -19,15 +19,18 @@ import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from mt.document.markup import parse
+from mt.document import markdown, markup, srt
+from mt.document.markup import Block
 from mt.document.paragraph import Paragraph, Settings
 from mt.document.placeholders import compile_keep
 from mt.records import Translation
 from mt.translator import CHUNK_LINES, Translator
 
-FORMATS = ("text", "html")  # what a document is written in
+FORMATS = ("text", "html", "md", "srt")  # what a document is written in
+EXTENSIONS = {".txt": "text", ".text": "text", ".html": "html", ".htm": "html", ".xhtml": "html",
+              ".md": "md", ".markdown": "md", ".srt": "srt"}
 
-__all__ = ["FORMATS", "Document", "DocumentTranslation", "compile_keep", "settings",
+__all__ = ["EXTENSIONS", "FORMATS", "Document", "DocumentTranslation", "compile_keep", "settings",
            "translate_document", "translate_lines"]
 
 
@@ -40,19 +43,27 @@ class DocumentTranslation:
     notes: list[str] = field(default_factory=list)  # what was not well-formed
 
 
+def parse(text: str, format: str, name: str = "document") -> tuple[list[str | Block], list[str]]:
+    """A text in a FORMAT as what is written back as it is (str) and Blocks to translate, and
+    notes on what was not well-formed; a DataError (name: the file) for .srt that cannot be
+    read. Plain text is one Block."""
+    if format == "text":
+        return [Block(text)], []
+    if format == "srt":
+        return srt.parse(text, name)
+    return (markup if format == "html" else markdown).parse(text)
+
+
 class Document:
     """A text in a FORMAT, split into what is written back as it is and Paragraphs."""
 
-    def __init__(self, text: str, format: str, settings: Settings):
-        if format == "text":
-            parts, self.notes = [text], []
-        else:
-            parts, self.notes = parse(text)
-            settings = Settings(settings.lang, False, settings.too_long, settings.keep,
-                                lambda s: html.escape(s, quote=False))
-        self.parts = [p if isinstance(p, str) and format == "html" else
-                      Paragraph(p, settings) if isinstance(p, str) else
-                      Paragraph(p.text, settings, p.root) for p in parts]
+    def __init__(self, text: str, format: str, settings: Settings, name: str = "document"):
+        parts, self.notes = parse(text, format, name)
+        if format != "text":  # a line break is whitespace; HTML's text escaped
+            escape = (lambda s: html.escape(s, quote=False)) if format == "html" else str
+            settings = Settings(settings.lang, False, settings.too_long, settings.keep, escape)
+        self.parts = [p if isinstance(p, str) else Paragraph(p.text, settings, p.root)
+                      for p in parts]
         paragraphs = self.paragraphs
         self.inputs = [x for p in paragraphs for x in p.inputs]
         self.marked = any(p.marked for p in paragraphs)
@@ -95,11 +106,13 @@ def align_options(translator: Translator, documents: Iterable[Document]) -> dict
 
 
 def translate_document(translator: Translator, text: str, format: str = "text",
-                       keep: Sequence[str] = (), **decode) -> DocumentTranslation:
-    """text (a FORMAT: plain text, or HTML) translated: split into sentences, placeholders
-    and keep's patterns (regular expressions) left as they are, markup put back. decode:
-    decoding options, as for Translator.translate."""
-    doc = Document(text, format, settings(translator, compile_keep(keep)))
+                       keep: Sequence[str] = (), name: str = "document", **decode
+                       ) -> DocumentTranslation:
+    """text (a FORMAT: plain text, HTML, Markdown, .srt subtitles) translated: split into
+    sentences, placeholders and keep's patterns (regular expressions) left as they are, markup
+    put back. name: the document's, for errors. decode: decoding options, as for
+    Translator.translate."""
+    doc = Document(text, format, settings(translator, compile_keep(keep)), name)
     found = translator.translate_nbest(doc.inputs, **{**decode, **align_options(translator,
                                                                                    [doc])})
     return doc.render([f[0] for f in found])

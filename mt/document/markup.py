@@ -29,6 +29,7 @@ KEEP_BLOCK = frozenset("script style pre textarea svg math template noscript ifr
 KEEP_INLINE = frozenset("code kbd samp var".split())
 VOID = frozenset("area br embed img input param source track wbr".split())
 NO_ANCHOR = Anchor("start", 0)  # a leaf's anchor until its paragraph's sentences are known
+PUNCTUATION = frozenset(".,;:!?)]}")
 
 
 @dataclass
@@ -40,6 +41,21 @@ class Block:
     text: str = ""
     root: Element = field(default_factory=lambda: Element(0, 0))
     raw: list[str] = field(default_factory=list)
+    last: Leaf | None = None  # the leaf just put in, while no text follows it
+
+    def add_leaf(self, parent: Element, text: str) -> None:
+        """Something kept whole, at the end of the text so far, a child of parent."""
+        self.last = Leaf(len(self.text), text, NO_ANCHOR)
+        parent.children.append(self.last)
+
+    def add_text(self, text: str) -> None:
+        """More text. After a leaf (`see <img>.`), whitespace before punctuation goes: the
+        model reads `see.`, and the leaf keeps its space before it."""
+        if self.last is not None and text[:1] in PUNCTUATION and self.text[-1:].isspace():
+            self.text = self.text.rstrip()
+            self.last.at, self.last.space_before = len(self.text), True
+        self.last = None
+        self.text += text
 
 
 class _Events(HTMLParser):
@@ -102,8 +118,7 @@ def parse(source: str) -> tuple[list[str | Block], list[str]]:
         block = Block()
 
     def leaf(text: str) -> None:
-        (stack[-1] if stack else block.root).children.append(
-            Leaf(len(block.text), text, NO_ANCHOR))
+        block.add_leaf(stack[-1] if stack else block.root, text)
         block.raw.append(text)
 
     for (start, kind, tag, data), end in zip(events, ends):
@@ -118,7 +133,7 @@ def parse(source: str) -> tuple[list[str | Block], list[str]]:
                     leaf("".join(kept))
                 keeping = ""
         elif kind == "data":
-            block.text += data
+            block.add_text(data)
             block.raw.append(raw)
         elif kind == "start" and (tag in KEEP_BLOCK or tag in KEEP_INLINE
                                   or data.get("translate") == "no"):
@@ -131,6 +146,8 @@ def parse(source: str) -> tuple[list[str | Block], list[str]]:
             parts.append(raw)
         elif kind in ("void", "other") or tag in VOID:
             leaf(raw)
+            if tag == "br":  # a line break: the words on either side are two
+                block.add_text("\n")
         elif kind == "start":
             e = Element(len(block.text), len(block.text), raw)
             (stack[-1] if stack else block.root).children.append(e)

@@ -69,8 +69,10 @@ def _anchor(node: Element, source: Source, text: str) -> None:
     for child in node.children:
         if isinstance(child, Leaf):
             child.anchor = source.anchor(child.at)
-            child.space_before = child.at > 0 and text[child.at - 1].isspace()
-            child.space_after = child.at < len(text) and text[child.at].isspace()
+            if child.space_before is None:
+                child.space_before = child.at > 0 and text[child.at - 1].isspace()
+            if child.space_after is None:
+                child.space_after = child.at < len(text) and text[child.at].isspace()
         else:
             _anchor(child, source, text)
 

@@ -37,8 +37,9 @@ class Leaf:
     at: int  # offset in the paragraph's text
     text: str
     anchor: Anchor
-    space_before: bool = False  # separate it from the words around it (a placeholder)
-    space_after: bool = False
+    # separate it from the words around it (as in the source); None: as its text says
+    space_before: bool | None = None
+    space_after: bool | None = None
 
 
 @dataclass
