@@ -43,3 +43,19 @@ def test_malformed_html_is_said_so_in_its_line():
     [obj] = records(["<p>An <b>open one.</p>"], docs, [[t] for t in identity(docs[0].inputs)])
     assert obj["text"] == "<p>An <b>open one.</b></p>"
     assert obj["notes"] == ["<b> not closed before its paragraph ends"]
+
+
+def test_any_format_but_text_is_a_document_and_per_sentence_options_are_refused():
+    assert wanted("srt", None, False, DecodeConfig())
+    with pytest.raises(ClientError, match='format "md": not with prefix'):
+        wanted("md", None, True, DecodeConfig())
+
+
+def test_a_broken_srt_is_a_422_naming_its_line(tiny_run):
+    from mt import Translator
+    from mt.serve.documents import prepare
+
+    with pytest.raises(ClientError, match=r"text\[1\]:2: a broken timing") as e:
+        prepare(Translator.load(tiny_run), ["1\n00:00:01,000 --> 00:00:02,000\nHi.\n",
+                                            "1\n00:01 --> 00:02\nHi.\n"], "srt")
+    assert e.value.status == 422

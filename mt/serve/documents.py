@@ -1,6 +1,7 @@
-"""POST /translate's texts as paragraphs or HTML (mt.document): each line split into
-sentences (unless `"split": false`), or read as HTML (`"format": "html"`); their sentences go
-to the batcher as lines, and come back put together, with the sentences they were split into.
+"""POST /translate's texts as paragraphs or documents (mt.document): each line split into
+sentences (unless `"split": false`), or read as a document (`"format": "html"`, `"md"`,
+`"srt"`); their sentences go to the batcher as lines, and come back put together, with the
+sentences they were split into.
 
 Options that are per sentence (a prefix, n-best lists, samples, alignments) translate each
 line whole, as before: a line is then one sentence; asked for with `"split": true` or HTML,
@@ -11,12 +12,13 @@ from __future__ import annotations
 import dataclasses
 
 from mt.config import DecodeConfig
-from mt.document import Document, align_options, settings
+from mt.document import FORMATS, Document, align_options, settings
+from mt.errors import DataError
 from mt.records import Translation, lists
 from mt.serve.access import ClientError
 from mt.translator import Translator
 
-FORMATS = ("text", "html")
+__all__ = ["FORMATS", "prepare", "records", "wanted"]
 
 
 def wanted(format: str, split: bool | None, prefix: bool, cfg: DecodeConfig) -> bool:
@@ -24,9 +26,9 @@ def wanted(format: str, split: bool | None, prefix: bool, cfg: DecodeConfig) -> 
     that cannot go with that."""
     whole = [name for name, on in (("prefix", prefix), ("nbest", cfg.nbest > 1),
                                    ("samples", cfg.samples > 1), ("align", cfg.align)) if on]
-    asked = format == "html" or split is True
+    asked = format != "text" or split is True
     if whole and asked:
-        what = 'format "html"' if format == "html" else "split"
+        what = f'format "{format}"' if format != "text" else "split"
         raise ClientError(422, f"{what}: not with {whole[0]} (they are per sentence); "
                                'send "split": false, or leave it out')
     return asked or (split is None and not whole and not lists(cfg))
@@ -34,9 +36,13 @@ def wanted(format: str, split: bool | None, prefix: bool, cfg: DecodeConfig) -> 
 
 def prepare(translator: Translator, lines: list[str], format: str
             ) -> tuple[list[Document], list[str], dict]:
-    """The lines as Documents, their sentences, and the decoding options they need."""
+    """The lines as Documents, their sentences, and the decoding options they need; a 422
+    ClientError for a line that is not in its format (an .srt's broken timing)."""
     ready = settings(translator)
-    docs = [Document(line, format, ready) for line in lines]
+    try:
+        docs = [Document(line, format, ready, f"text[{i}]") for i, line in enumerate(lines)]
+    except DataError as e:
+        raise ClientError(422, str(e)) from None
     return docs, [x for d in docs for x in d.inputs], align_options(translator, docs)
 
 
