@@ -12,6 +12,8 @@ from conftest import TWO_LINES
     (["--split-sentences", "--workers", "2"], "'--split-sentences': not with --workers"),
     (["--format", "html", "--nbest", "2"], "'--format html': not with --nbest"),
     (["--keep", "("], "'--keep': '(' is not a regular expression"),
+    (["--split-sentences", "--attention", "pictures"], "'--attention': not with --split-sentences"),
+    (["--doc-format", "md", "--attention", "pictures"], "'--attention': not with --doc-format"),
 ])
 def test_options_that_do_not_go_together_are_refused_first(cli, tmp_path, options, message):
     src = tmp_path / "in.txt"

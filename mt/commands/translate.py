@@ -33,6 +33,8 @@ def translate(runs: Paths, src: str, out: str, options: TranslateOptions,
             ("--nbest", nbest), (f"--format {options.output_format}",
                                  options.output_format != "text"),
             ("an ensemble", len(runs) > 1), ("--prefix", options.prefix is not None),
+            ("--split-sentences", options.split), ("--keep", bool(options.keep)),
+            ("--doc-format", options.doc_format is not None),
             (f"--engine {options.engine}", options.engine != "mt")) if on]
         if clashes:
             raise UsageError("translate", "'--attention'", f"not with {clashes[0]}")

@@ -30,8 +30,8 @@ FORMATS = ("text", "html", "md", "srt")  # what a document is written in
 EXTENSIONS = {".txt": "text", ".text": "text", ".html": "html", ".htm": "html", ".xhtml": "html",
               ".md": "md", ".markdown": "md", ".srt": "srt"}
 
-__all__ = ["EXTENSIONS", "FORMATS", "Document", "DocumentTranslation", "compile_keep", "settings",
-           "translate_document", "translate_lines"]
+__all__ = ["EXTENSIONS", "FORMATS", "Document", "DocumentTranslation", "align_options",
+           "compile_keep", "parse", "settings", "translate_document", "translate_lines"]
 
 
 @dataclass
@@ -39,7 +39,7 @@ class DocumentTranslation:
     text: str  # the translated document
     # each sentence as the model saw it (placeholders out), with its translation
     sentences: list[tuple[str, Translation]] = field(default_factory=list)
-    cut: int = 0  # sentences cut at a clause boundary to fit the model
+    cut: int = 0  # sentence pieces from sentences too long for the model, cut to fit
     notes: list[str] = field(default_factory=list)  # what was not well-formed
 
 
