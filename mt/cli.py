@@ -248,7 +248,19 @@ def translate(
                                       callback=_one_of("mt.commands.translate:FORMATS"),
                                       help="text, or jsonl: one JSON object per input line, "
                                       '{"src", "text", "score"} (and "nbest": [...] with '
-                                      "--nbest)."),
+                                      "--nbest); html: the input is one HTML document, "
+                                      "its text translated, its tags kept (docs/documents.md)."),
+    split_sentences: bool = typer.Option(False, "--split-sentences", help="Each input line is "
+                                         "a paragraph: split into sentences, translated, put "
+                                         "back together; URLs, numbers and the like kept as "
+                                         "they are (docs/documents.md)."),
+    keep: list[str] = typer.Option([], "--keep", help="A regular expression whose matches are "
+                                   "not translated (repeatable; implies --split-sentences)."),
+    doc_format: str = typer.Option(None, "--doc-format",
+                                   callback=_one_of("mt.commands.documents:DOC_FORMATS"),
+                                   help="The input is one document, written back in its format: "
+                                   "txt, md, html, srt, or auto (by the input file's "
+                                   "extension)."),
     prefix: str = typer.Option(None, "--prefix", help="A file of target prefixes, one per input "
                                "line (empty: none): each output starts with its prefix, "
                                "forced and scored (docs/decoding.md)."),
@@ -274,7 +286,8 @@ def translate(
     from mt.commands.translate import translate as run_translate
 
     options = TranslateOptions(_device(device), engine, tuple(overrides), threads, workers,
-                               output_format, prefix, glossary)
+                               output_format, prefix, glossary, split_sentences,
+                               tuple(keep), doc_format)
     pictures = None if attention is None else Pictures(attention, attention_layer,
                                                        attention_heads)
     run_translate(runs, input, output, options, pictures)

@@ -24,7 +24,7 @@ from mt.threads import KERNEL_CACHES
     (["translate"], "Missing argument"),
     (["translate", "run", "--device"], "--device"),
     (["eval", "run", "--split", "dev"], "--split"),
-    (["translate", "run", "--format", "xml"], "'xml': expected text or jsonl"),
+    (["translate", "run", "--format", "xml"], "'xml': expected one of text, jsonl, html"),
     (["translate", "run", "--format", "jsonl", "--attention", "dir"], "not with --format jsonl"),
 ])
 def test_usage_errors_are_one_line_with_exit_2(cli, args, needle):

@@ -26,7 +26,7 @@ LAYERS = [
     ["data", "buckets", "mixing", "token_cache", "cached_mix", "filters", "audit", "kernels",
      "model", "loss", "decode", "constrained", "glossary", "align", "metrics", "records"],
     ["checkpoint", "ensemble", "engines", "translator", "ct2", "hf"],
-    ["train", "serve"],
+    ["train", "serve", "document"],
     ["commands"],
     ["cli", "__main__"],
 ]

@@ -12,13 +12,14 @@ import re
 import socket
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 from test_serve_batcher import Upper
 
 from benchmarks.bench_serve import Client, Served, make_plans, send_all
 from conftest import THREADS, TOY, TWO_LINES
-from mt.config import DecodeConfig
+from mt.config import Config, DecodeConfig
 from mt.translator import Translator
 
 
@@ -27,6 +28,7 @@ class Slow(Upper):
     bug in mt would."""
 
     decode_cfg, model = DecodeConfig(), None
+    run, max_src = SimpleNamespace(cfg=Config()), 256  # a paragraph's language, its bound
 
     def check_options(self, attention=False, **options) -> DecodeConfig:
         return self.decode_cfg

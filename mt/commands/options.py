@@ -23,10 +23,19 @@ class TranslateOptions:
     output_format: str = "text"  # mt.commands.translate.FORMATS
     prefix: str | None = None  # a file of target prefixes, one per input line
     glossary: str | None = None  # a glossary file (TSV) whose terms the translations keep
+    split: bool = False  # --split-sentences: each line a paragraph (mt.document)
+    keep: tuple[str, ...] = ()  # --keep: patterns left untranslated (mt.document.placeholders)
+    doc_format: str | None = None  # --doc-format: the input is one document (mt.document)
 
     def load_glossary(self) -> Glossary | None:
         """The glossary file, read and checked (a DataError before any work), or None."""
         return None if self.glossary is None else Glossary.load(self.glossary)
+
+    @property
+    def documents(self) -> bool:
+        """Whether the input goes through mt.document: split, masked, or a whole document."""
+        return (self.split or bool(self.keep) or self.output_format == "html"
+                or self.doc_format is not None)
 
     def given(self, key: str) -> bool:
         """Whether the command line set this config key (`decode.nbest`)."""

@@ -18,7 +18,7 @@ from mt.errors import DataError, UsageError
 from mt.records import lists
 from mt.textio import iter_lines
 
-FORMATS = ("text", "jsonl")  # `mt translate --format`
+FORMATS = ("text", "jsonl", "html")  # `mt translate --format`; html: mt.commands.documents
 PROMPT = "> "  # on stderr, before each line typed at a terminal
 
 
@@ -34,10 +34,17 @@ def translate(runs: Paths, src: str, out: str, options: TranslateOptions,
                                  options.output_format != "text"),
             ("an ensemble", len(runs) > 1), ("--prefix", options.prefix is not None),
             ("--glossary", options.glossary is not None),
+            ("--split-sentences", options.split), ("--keep", bool(options.keep)),
+            ("--doc-format", options.doc_format is not None),
             (f"--engine {options.engine}", options.engine != "mt")) if on]
         if clashes:
             raise UsageError("translate", "'--attention'", f"not with {clashes[0]}")
         return translate_with_attention(runs[0], src, out, pictures, options)
+    if options.documents:
+        from mt.commands.documents import check_options, translate_documents
+
+        check_options(options, nbest, options.workers)
+        return translate_documents(runs, src, out, options, prompted)
     if options.workers > 1 and options.engine != "mt":  # CTranslate2 has threads of its own
         raise UsageError("translate", "'--workers'", f"not with --engine {options.engine}")
     return translate_file(runs, src, out, options, nbest)

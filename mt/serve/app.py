@@ -32,8 +32,10 @@ from mt.config import DecodeConfig
 from mt.errors import MTError
 from mt.glossary import as_glossary
 from mt.records import lists, record
+from mt.serve import documents
 from mt.serve.access import Access, ClientError
 from mt.serve.batcher import Batcher, Job
+from mt.serve.documents import FORMATS
 from mt.translator import Translator
 
 # Decoding options that stay the server's: batch_tokens bounds its memory, and the weights'
@@ -65,7 +67,8 @@ def request_model() -> type[BaseModel]:
     return create_model(
         "TranslateRequest", __config__=ConfigDict(extra="forbid", strict=True),
         text=(str | list[str], ...), prefix=(str | list[str] | None, None),
-        attention=(bool, False), glossary=(list[list[str]] | None, None), **options)
+        attention=(bool, False), glossary=(list[list[str]] | None, None),
+        format=(typing.Literal[FORMATS], "text"), split=(bool | None, None), **options)
 
 
 TranslateRequest = request_model()
@@ -109,7 +112,13 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
             if glossary is not None:  # refused now: beam 1, CTranslate2
                 translator.matcher(glossary, cfg)
             access.admit(client, len(lines))  # only what is to be translated counts
-            job = Job(lines, options, prefix, req.attention, glossary)
+            docs = None
+            if documents.wanted(req.format, req.split, prefix is not None, cfg):
+                docs, sentences, more = await asyncio.to_thread(
+                    documents.prepare, translator, lines, req.format)
+                job = Job(sentences, {**options, **more}, None, req.attention, glossary)
+            else:
+                job = Job(lines, options, prefix, req.attention, glossary)
             found = await asyncio.wrap_future(state["batcher"].submit(job))
         except ValidationError as e:
             return error(*validation_message(e))
@@ -118,6 +127,8 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
         except MTError as e:  # a bad option value, an unknown tag: what --set would refuse
             # named as the request names them: `beam`, not `decode.beam`
             return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
+        if docs is not None:
+            return JSONResponse({"translations": documents.records(lines, docs, found)})
         nbest = lists(cfg)
         return JSONResponse({"translations": [record(src, ts, nbest)
                                               for src, ts in zip(lines, found, strict=True)]})

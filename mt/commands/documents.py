@@ -1,0 +1,125 @@
+"""`mt translate --split-sentences`, `--keep`, `--doc-format` and `--format html`: text that is
+not one sentence a line, through mt.document. Plain text stays a line in, a line out (each line
+a paragraph, split into sentences); a document (HTML, Markdown, subtitles, a text file) is read
+whole and written whole in its format, only when complete."""
+
+from __future__ import annotations
+
+import collections
+import json
+import sys
+from collections.abc import Callable, Iterator
+
+from mt.commands.options import TranslateOptions
+from mt.commands.output import check_input_path, check_output_path, write_output
+from mt.document import (
+    EXTENSIONS,
+    DocumentTranslation,
+    compile_keep,
+    parse,
+    translate_document,
+    translate_lines,
+)
+from mt.ensemble import Paths
+from mt.errors import DataError, UsageError
+from mt.log import warn
+from mt.textio import iter_lines, read_error
+
+DOC_FORMATS = ("auto", "txt", "md", "html", "srt")  # --doc-format; auto: by EXTENSIONS
+FORMAT_OF = {"txt": "text", "md": "md", "html": "html", "srt": "srt"}
+
+
+def document_format(options: TranslateOptions, src: str) -> str | None:
+    """The FORMAT (mt.document.FORMATS) the input is read in whole, or None: line by line."""
+    if options.doc_format == "auto":
+        ext = "." + src.rpartition(".")[2].lower() if "." in src else ""
+        if src == "-" or ext not in EXTENSIONS:
+            known = ", ".join(EXTENSIONS)
+            raise UsageError("translate", "'--doc-format'", f"auto: {src} has no extension "
+                             f"of a document format ({known}); name the format")
+        return EXTENSIONS[ext]
+    if options.doc_format:
+        return FORMAT_OF[options.doc_format]
+    return "html" if options.output_format == "html" else None
+
+
+def check_options(options: TranslateOptions, nbest: bool, workers: int) -> None:
+    """The options the document path does not take: a UsageError before any work."""
+    clashes = [name for name, on in (("--nbest", nbest), ("--prefix", options.prefix),
+                                     ("--workers", workers > 1),
+                                     ("--glossary", options.glossary is not None)) if on]
+    if clashes:
+        what = ("--format html" if options.output_format == "html" else "--doc-format"
+                if options.doc_format else "--split-sentences")
+        raise UsageError("translate", f"'{what}'", f"not with {clashes[0]}")
+    compile_keep(options.keep)
+
+
+def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptions,
+                        prompted: Callable[[Iterator[str]], Iterator[str]]) -> int:
+    """Translate src to out ('-': stdin/stdout): HTML whole, else line by line (typed at a
+    terminal: each line as it is entered, asked for by prompted). Returns the lines (HTML:
+    documents) written."""
+    check_input_path(src)
+    check_output_path(out)
+    format = document_format(options, src)
+    if format is not None:
+        text = read_document(src)
+        parse(text, format, src)  # what cannot be read is an error before the model loads
+        translator = options.load(runs)
+        done = translate_document(translator, text, format, options.keep, name=src)
+        for note in dict.fromkeys(done.notes):
+            warn(f"{src}: malformed HTML, translated best-effort: {note}")
+        report_cut(done.cut)
+        write_output(out, lambda f: f.write(done.text))
+        return 1
+    interactive = src == "-" and sys.stdin.isatty()
+    translator = options.load(runs, chunk_lines=1 if interactive else None)
+    count, cut = 0, 0
+    sources: collections.deque[str] = collections.deque()  # read, not yet written
+
+    def read() -> Iterator[str]:
+        for line in prompted(iter_lines(src)) if interactive else iter_lines(src):
+            sources.append(line)
+            yield line
+
+    def write_all(handle) -> None:
+        nonlocal count, cut
+        for done in translate_lines(translator, read(), options.keep):
+            line = sources.popleft()
+            handle.write(record(line, done) if options.output_format == "jsonl"
+                         else done.text + "\n")
+            count, cut = count + 1, cut + done.cut
+
+    write_output(out, write_all)
+    report_cut(cut)
+    return count
+
+
+def record(line: str, done: DocumentTranslation) -> str:
+    """One JSON line: {"src", "text", "sentences": [{"src", "text"}], "cut": N}, N the
+    sentences cut to fit the model (0: none)."""
+    return json.dumps({"src": line, "text": done.text,
+                       "sentences": [{"src": s, "text": t.text} for s, t in done.sentences],
+                       "cut": done.cut}) + "\n"
+
+
+def report_cut(cut: int) -> None:
+    if cut:
+        warn(f"{cut} sentence piece(s) come from sentences longer than model.max_positions, "
+             "cut at a clause boundary (docs/documents.md)")
+
+
+def read_document(src: str) -> str:
+    """A whole document as text: UTF-8, not binary; a DataError in one line otherwise."""
+    try:
+        data = sys.stdin.buffer.read() if src == "-" else open(src, "rb").read()
+    except OSError as e:
+        raise read_error(e, src) from None
+    if b"\0" in data:
+        raise DataError(f"{src}: a binary file (it holds NUL bytes), not a text document")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataError(f"{src}: not UTF-8 (byte {e.start}); convert it to UTF-8 first"
+                        ) from None

@@ -1,0 +1,100 @@
+"""One paragraph through the model: its sentences (mt.document.segment), each without its
+placeholders (mt.document.placeholders), translated together, then put back into one text with
+the whitespace between them as it was and the placeholders and inline tags where the word
+alignment puts them (mt.document.placement)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from mt.document.placeholders import find, mask
+from mt.document.placement import Element, Layout, Leaf, Source, place, render
+from mt.document.segment import split
+from mt.records import Translation
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How paragraphs are read: the source language (its sentence splitter), whether a line
+    break ends a sentence (plain text: yes; HTML: no), whether a sentence is too long for the
+    model, the user's --keep patterns, and how translated text is escaped (HTML)."""
+
+    lang: str
+    lines: bool = True
+    too_long: Callable[[str], bool] | None = None
+    keep: Sequence[re.Pattern] = ()
+    escape: Callable[[str], str] = str
+
+
+class Paragraph:
+    """A paragraph's text (and its inline markup, root) made ready: `inputs`, its sentences as
+    the model translates them; `render` puts their translations together."""
+
+    def __init__(self, text: str, settings: Settings, root: Element | None = None):
+        self.text, self.escape = text, settings.escape
+        spans = find(text, settings.keep)
+        self.sentences = split(text, settings.lang, settings.lines, settings.too_long, spans)
+        found = [[(a - s.start, b - s.start) for a, b in spans if s.start <= a < s.end]
+                 for s in self.sentences]
+        masked = [mask(text[s.start:s.end], spans) for s, spans in zip(self.sentences, found)]
+        self.source = Source(self.sentences, masked)
+        self.root = root or Element(0, len(text))
+        _anchor(self.root, self.source, text)
+        for k, (s, spans, m) in enumerate(zip(self.sentences, found, masked)):
+            for (a, _), p in zip(spans, m.points):
+                _adopt(self.root, Leaf(s.start + a, settings.escape(p.text),
+                                       self.source.masked_anchor(k, p.at), p.space_before,
+                                       p.space_after))
+        self.inputs = [m.text for m in masked]
+        self.marked = bool(self.root.children)  # placed by the alignment
+        self.cut = sum(s.cut for s in self.sentences)
+
+    def render(self, translations: Sequence[Translation]) -> str:
+        """The translated paragraph, from one translation per input (with its alignment when
+        marked; without, the words are taken to follow in order)."""
+        words = [t.text.split() for t in translations]
+        links = [_links(t.alignment, len(self.source.words[k]), len(words[k]))
+                 for k, t in enumerate(translations)]
+        layout = Layout(words, links)
+        bounds = [0] + [x for s in self.sentences for x in (s.start, s.end)] + [len(self.text)]
+        gaps = [self.escape(self.text[a:b]) for a, b in zip(bounds[::2], bounds[1::2])]
+        return render(layout, gaps, place(self.root, self.source, layout), self.escape)
+
+
+def _anchor(node: Element, source: Source, text: str) -> None:
+    """Give the markup's leaves their anchors, now that the sentences are known, and the
+    spaces they had around them."""
+    for child in node.children:
+        if isinstance(child, Leaf):
+            child.anchor = source.anchor(child.at)
+            if child.space_before is None:
+                child.space_before = child.at > 0 and text[child.at - 1].isspace()
+            if child.space_after is None:
+                child.space_after = child.at < len(text) and text[child.at].isspace()
+        else:
+            _anchor(child, source, text)
+
+
+def _adopt(node: Element, leaf: Leaf) -> None:
+    """Put a placeholder among the children of the innermost element around it, in order."""
+    for child in node.children:
+        if isinstance(child, Element) and child.start <= leaf.at < child.end:
+            return _adopt(child, leaf)
+    node.children.append(leaf)
+    node.children.sort(key=lambda c: c.at)  # stable: the markup's order among equals
+
+
+def _links(alignment: str | None, n_src: int, n_tgt: int) -> list[int]:
+    """The source word of each target word: from Pharaoh pairs, or (none given: an engine
+    without alignments) the diagonal."""
+    if alignment is None:
+        return [round(j * (n_src - 1) / max(1, n_tgt - 1)) if n_src else -1
+                for j in range(n_tgt)]
+    links = [-1] * n_tgt
+    for pair in alignment.split():
+        i, j = map(int, pair.split("-"))
+        if j < n_tgt:
+            links[j] = min(i, n_src - 1)
+    return links

@@ -1,0 +1,96 @@
+"""Sentences of a paragraph: where each begins and ends in its text, so that the whitespace
+between them is kept as it was and only the sentences are translated.
+
+spaCy's rule-based `sentencizer` on `spacy.blank(lang)` splits after sentence-final punctuation
+(docs/documents.md: why, and what it gets wrong). A line break always ends a sentence in plain
+text (a title, a list item), not in HTML, where it is only whitespace. A sentence longer than
+the model takes is cut at the clause boundary nearest its middle (a comma, semicolon, colon or
+dash before a space), else at the space nearest its middle, until every piece fits; each piece
+says it was cut.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+CLAUSE = re.compile(r"(?<=[,;:])\s+|\s+(?=[–—-]\s)")  # a cut goes where this whitespace is
+SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True)
+class Sentence:
+    start: int  # characters of the text, [start, end): no whitespace at either end
+    end: int
+    cut: bool = False  # a piece of a sentence too long for the model
+
+
+@functools.lru_cache(maxsize=8)
+def sentencizer(lang: str):
+    """spacy.blank(lang) with the sentencizer; "xx" (spaCy's multi-language) for a language
+    spaCy does not know."""
+    import spacy
+
+    try:
+        nlp = spacy.blank(lang)
+    except (ImportError, KeyError, ValueError):  # spaCy raises ImportError for unknown codes
+        nlp = spacy.blank("xx")
+    nlp.add_pipe("sentencizer")
+    nlp.max_length = 10**8  # its bound is for parsers' memory; the sentencizer needs little
+    return nlp
+
+
+def split(text: str, lang: str, lines: bool = True,
+          too_long: Callable[[str], bool] | None = None,
+          whole: Sequence[tuple[int, int]] = ()) -> list[Sentence]:
+    """The sentences of text, in order. lines: a line break ends a sentence. too_long: whether
+    a sentence is longer than the model takes (then it is cut). whole: (start, end) spans no
+    sentence boundary may fall in (a placeholder's: a boundary there moves to its start)."""
+    starts: list[int] = []
+    for a, b in _line_spans(text) if lines else [(0, len(text))]:
+        if text[a:b].strip():
+            starts += [a + s.start_char for s in sentencizer(lang)(text[a:b]).sents]
+            starts.append(b)
+    starts = sorted({next((x for x, y in whole if x < start < y), start) for start in starts})
+    found = [s for a, b in zip(starts, starts[1:]) for s in _stripped(text, a, b)]
+    if too_long is None:
+        return found
+    return [piece for s in found for piece in cut(text, s, too_long, whole)]
+
+
+def _line_spans(text: str) -> list[tuple[int, int]]:
+    spans, start = [], 0
+    for m in re.finditer(r"\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]", text):
+        spans.append((start, m.start()))
+        start = m.end()
+    return [*spans, (start, len(text))]
+
+
+def _stripped(text: str, a: int, b: int) -> list[Sentence]:
+    """[a, b) without whitespace at its ends; nothing for whitespace alone."""
+    piece = text[a:b]
+    if not piece.strip():
+        return []
+    a += len(piece) - len(piece.lstrip())
+    b -= len(piece) - len(piece.rstrip())
+    return [Sentence(a, b)]
+
+
+def cut(text: str, s: Sentence, too_long: Callable[[str], bool],
+        whole: Sequence[tuple[int, int]] = ()) -> list[Sentence]:
+    """s as it is if it fits, else its pieces cut at clause boundaries (then spaces, then
+    anywhere but in whole's spans), each of which fits."""
+    if not too_long(text[s.start:s.end]) or s.end - s.start < 2:
+        return [s]
+    middle = (s.start + s.end) // 2
+    inside = [(x, y) for x, y in whole if x < middle < y]
+    at = inside[0][0] if inside and inside[0][0] > s.start else middle
+    gaps = [[m.span() for m in pattern.finditer(text, s.start, s.end)
+             if not any(x < m.start() < y for x, y in whole)] for pattern in (CLAUSE, SPACE)]
+    a, b = min(gaps[0] or gaps[1], key=lambda g: abs(g[0] + g[1] - 2 * middle), default=(at, at))
+    halves = _stripped(text, s.start, a) + _stripped(text, b, s.end)
+    if len(halves) < 2:  # nowhere to cut
+        return [Sentence(s.start, s.end, True)]
+    return [p for h in halves for p in cut(text, Sentence(h.start, h.end, True), too_long, whole)]

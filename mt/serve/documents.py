@@ -1,0 +1,71 @@
+"""POST /translate's texts as paragraphs or documents (mt.document): each line split into
+sentences (unless `"split": false`), or read as a document (`"format": "html"`, `"md"`,
+`"srt"`); their sentences go to the batcher as lines, and come back put together, with the
+sentences they were split into.
+
+Options that are per sentence (a prefix, n-best lists, samples, alignments) translate each
+line whole, as before: a line is then one sentence; asked for with `"split": true` or HTML,
+they are a 422."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from mt.config import DecodeConfig
+from mt.document import FORMATS, Document, align_options, settings
+from mt.errors import DataError
+from mt.records import Translation, lists
+from mt.serve.access import ClientError
+from mt.translator import Translator
+
+__all__ = ["FORMATS", "prepare", "records", "wanted"]
+
+
+def wanted(format: str, split: bool | None, prefix: bool, cfg: DecodeConfig) -> bool:
+    """Whether a request's lines go through mt.document; a ClientError (422) for options
+    that cannot go with that."""
+    whole = [name for name, on in (("prefix", prefix), ("nbest", cfg.nbest > 1),
+                                   ("samples", cfg.samples > 1), ("align", cfg.align)) if on]
+    asked = format != "text" or split is True
+    if whole and asked:
+        what = f'format "{format}"' if format != "text" else "split"
+        raise ClientError(422, f"{what}: not with {whole[0]} (they are per sentence); "
+                               'send "split": false, or leave it out')
+    return asked or (split is None and not whole and not lists(cfg))
+
+
+def prepare(translator: Translator, lines: list[str], format: str
+            ) -> tuple[list[Document], list[str], dict]:
+    """The lines as Documents, their sentences, and the decoding options they need; a 422
+    ClientError for a line that is not in its format (an .srt's broken timing)."""
+    ready = settings(translator)
+    try:
+        docs = [Document(line, format, ready, f"text[{i}]") for i, line in enumerate(lines)]
+    except DataError as e:
+        raise ClientError(422, str(e)) from None
+    return docs, [x for d in docs for x in d.inputs], align_options(translator, docs)
+
+
+def records(lines: list[str], docs: list[Document], found: list[list[Translation]]
+            ) -> list[dict]:
+    """Per line {"src", "text", "score"} (the mean of its sentences'), and when split,
+    "sentences": [{"src", "text", "score"}]; "attention" when asked for and one sentence;
+    "cut" (sentences cut to fit the model) and "notes" (malformed HTML) when any."""
+    out, done = [], 0
+    for line, doc in zip(lines, docs, strict=True):
+        mine = [ts[0] for ts in found[done:done + len(doc.inputs)]]
+        done += len(doc.inputs)
+        result = doc.render(mine)
+        fields = {"src": line, "text": result.text,
+                  "score": sum(t.score for t in mine) / len(mine) if mine else 0.0}
+        if len(mine) > 1:
+            fields["sentences"] = [{"src": s, "text": t.text, "score": t.score}
+                                   for s, t in result.sentences]
+        if len(mine) == 1 and mine[0].attention is not None:
+            fields["attention"] = dataclasses.asdict(mine[0].attention)
+        if result.cut:
+            fields["cut"] = result.cut
+        if result.notes:
+            fields["notes"] = result.notes
+        out.append(fields)
+    return out

@@ -1,0 +1,112 @@
+"""`mt translate --split-sentences`, `--keep` and `--format html`: paragraphs a line at a time,
+HTML whole, and the mistakes refused in one line before any work."""
+
+import json
+
+import pytest
+
+from conftest import TWO_LINES
+
+
+@pytest.mark.parametrize("options, message", [
+    (["--split-sentences", "--workers", "2"], "'--split-sentences': not with --workers"),
+    (["--format", "html", "--nbest", "2"], "'--format html': not with --nbest"),
+    (["--keep", "("], "'--keep': '(' is not a regular expression"),
+    (["--split-sentences", "--attention", "pictures"], "'--attention': not with --split-sentences"),
+    (["--doc-format", "md", "--attention", "pictures"], "'--attention': not with --doc-format"),
+])
+def test_options_that_do_not_go_together_are_refused_first(cli, tmp_path, options, message):
+    src = tmp_path / "in.txt"
+    src.write_text("A line.\n")
+    r = cli("translate", tmp_path / "no-run", "-i", src, *options)
+    assert r.code == 2 and message in r.err and "Traceback" not in r.err
+
+
+@pytest.mark.parametrize("data, message", [
+    (b"<p>\x00\x01binary</p>", "a binary file (it holds NUL bytes)"),
+    (b"<p>caf\xe9</p>", "not UTF-8 (byte 6)"),
+])
+def test_a_document_that_is_not_text_is_one_line_and_nothing_written(cli, tmp_path, data,
+                                                                      message):
+    src, out = tmp_path / "in.html", tmp_path / "out.html"
+    src.write_bytes(data)
+    r = cli("translate", tmp_path / "no-run", "-i", src, "-o", out, "--format", "html")
+    assert r.code == 4 and message in r.err and len(r.err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
+def test_each_line_is_a_paragraph_and_stays_one_line(cli, tmp_path, tiny_run):
+    first, second = TWO_LINES.splitlines()
+    src = tmp_path / "in.txt"
+    src.write_text(f"{first}  {second}\n\n{second}\n", encoding="utf-8")
+    r = cli("translate", tiny_run, "-i", src, "--split-sentences")
+    assert r.code == 0, r.err
+    one_a_line = cli("translate", tiny_run, "-i", src).out.splitlines()
+    alone = cli("translate", tiny_run, "--format", "text", stdin=TWO_LINES.encode()).out
+    a, b = alone.splitlines()
+    assert r.out.splitlines() == [f"{a}  {b}", "", b]
+    assert one_a_line[0] != f"{a}  {b}"  # without splitting, the model drops a sentence
+    r = cli("translate", tiny_run, "--split-sentences", "--format", "jsonl",
+            stdin=src.read_bytes())
+    assert [json.loads(x)["src"] for x in r.out.splitlines()] == [f"{first}  {second}", "",
+                                                                  second]
+
+
+def test_jsonl_gives_the_sentences_and_what_was_cut(cli, tmp_path, tiny_run):
+    src = tmp_path / "in.txt"
+    long = ", ".join(["we saw forty two red dogs"] * 60) + "."  # 420 tokens: over 256
+    src.write_text(f"{TWO_LINES.splitlines()[0]} {long}\n", encoding="utf-8")
+    r = cli("translate", tiny_run, "-i", src, "--split-sentences", "--format", "jsonl")
+    assert r.code == 0, r.err
+    obj = json.loads(r.out)
+    assert obj["cut"] == len(obj["sentences"]) - 1 > 1
+    assert [s["src"] for s in obj["sentences"][1:]] == [  # cut at commas only
+        s["src"] for s in obj["sentences"][1:] if s["src"].startswith("we saw")]
+    assert "cut at a clause boundary" in r.err and "truncated" not in r.err
+
+
+def test_a_url_and_a_kept_pattern_come_back_once(cli, tmp_path, tiny_run):
+    src = tmp_path / "in.txt"
+    src.write_text("Yesterday we saw forty two red dogs at https://x.org/a?b=1 with ID-77.\n",
+                   encoding="utf-8")
+    r = cli("translate", tiny_run, "-i", src, "--keep", r"ID-\d+")
+    assert r.code == 0, r.err
+    assert r.out.count("https://x.org/a?b=1") == 1 and r.out.count("ID-77") == 1
+
+
+def test_an_html_file_comes_back_html_with_its_tags(cli, tmp_path, tiny_run):
+    src, out = tmp_path / "in.html", tmp_path / "out.html"
+    src.write_text('<html><body><h1>Yesterday we saw <b>forty two</b> red dogs.</h1>\n'
+                   '<pre>  as   it is </pre><p>Broken <i>tag.</p></body></html>\n',
+                   encoding="utf-8")
+    r = cli("translate", tiny_run, "-i", src, "-o", out, "--format", "html")
+    assert r.code == 0, r.err
+    html = out.read_text(encoding="utf-8")
+    assert html.startswith("<html><body><h1>") and html.endswith("</body></html>\n")
+    assert "<b>zwei und vierzig</b>" in html and "<pre>  as   it is </pre>" in html
+    assert "malformed HTML, translated best-effort: <i> not closed" in r.err
+
+
+def test_a_broken_srt_is_one_line_before_the_model_loads_and_nothing_written(cli, tmp_path):
+    src, out = tmp_path / "in.srt", tmp_path / "out.srt"
+    src.write_text("1\n00:00:01 --> 00:00:04,000\nHello.\n", encoding="utf-8")
+    r = cli("translate", tmp_path / "no-run", "-i", src, "-o", out, "--doc-format", "auto")
+    assert r.code == 4 and "in.srt:2: a broken timing" in r.err and not out.exists()
+
+
+def test_auto_needs_a_file_with_a_known_extension(cli, tmp_path):
+    r = cli("translate", tmp_path / "no-run", "--doc-format", "auto", stdin=b"x\n")
+    assert r.code == 2 and "'--doc-format': auto: - has no extension" in r.err
+
+
+def test_documents_by_extension_keep_their_format(cli, tmp_path, tiny_run):
+    first, second = TWO_LINES.splitlines()
+    srt, md = tmp_path / "in.srt", tmp_path / "in.md"
+    srt.write_text(f"1\r\n00:00:01,000 --> 00:00:04,000\r\n{first}\r\n\r\n", encoding="utf-8")
+    md.write_text(f"# {first}\n\n```\n{second}\n```\n- {second} `x`\n", encoding="utf-8")
+    a, b = cli("translate", tiny_run, stdin=TWO_LINES.encode()).out.splitlines()
+    r = cli("translate", tiny_run, "-i", srt, "--doc-format", "auto")
+    assert r.code == 0 and r.out == f"1\r\n00:00:01,000 --> 00:00:04,000\r\n{a}\r\n\r\n"
+    r = cli("translate", tiny_run, "-i", md, "--doc-format", "md")
+    assert r.code == 0 and r.out.startswith(f"# {a}\n\n```\n{second}\n```\n- ")
+    assert r.out.count("`x`") == 1

@@ -1,0 +1,59 @@
+"""mt.document's API: a Document's inputs and render, and translate_document /
+translate_lines with the tiny model."""
+
+import pytest
+from document_fakes import identity
+
+from conftest import TWO_LINES
+from mt.document import Document, translate_document, translate_lines
+from mt.document.paragraph import Settings
+
+
+def test_a_document_keeps_what_is_not_translated_and_renders_the_rest():
+    doc = Document("<p>One. Two.</p>\n<pre>x</pre>", "html", Settings("en"))
+    assert doc.inputs == ["One.", "Two."] and not doc.marked
+    done = doc.render(identity(doc.inputs))
+    assert done.text == "<p>One. Two.</p>\n<pre>x</pre>"
+    assert [s for s, _ in done.sentences] == ["One.", "Two."] and done.cut == 0
+
+
+def test_a_placeholder_or_tag_asks_for_alignments():
+    assert Document("see https://x.org", "text", Settings("en")).marked
+    assert Document("<p>a <b>b</b></p>", "html", Settings("en")).marked
+
+
+@pytest.fixture(scope="module")
+def translator(tiny_run):
+    from mt import Translator
+
+    return Translator.load(tiny_run)
+
+
+def test_a_paragraph_is_translated_sentence_by_sentence(translator):
+    first, second = TWO_LINES.splitlines()
+    a, b = translator.translate([first, second])
+    done = translate_document(translator, f"{first}\t {second}\n")
+    assert done.text == f"{a}\t {b}\n"
+    assert [t.text for _, t in done.sentences] == [a, b]
+    assert translator.translate([f"{first} {second}"])[0] != f"{a} {b}"  # what it fixes
+
+
+def test_placeholders_never_reach_the_model_and_come_back_once(translator):
+    text = "Yesterday we saw 42 red dogs at https://x.org/?a=1 for {user}."
+    done = translate_document(translator, text, beam=2)
+    assert [s for s, _ in done.sentences] == ["Yesterday we saw red dogs at for."]
+    for kept in ("42", "https://x.org/?a=1", "{user}"):
+        assert done.text.count(kept) == 1
+
+
+def test_html_keeps_its_tags_around_the_aligned_words(translator):
+    done = translate_document(
+        translator, '<p>Yesterday we saw <a href="/d?x=1&amp;y=2">forty two</a> red dogs.</p>',
+        "html")
+    assert done.text == ('<p>Gestern sahen wir <a href="/d?x=1&amp;y=2">zwei und vierzig</a> '
+                         "rote Hunde.</p>")
+
+
+def test_lines_are_translated_in_order_a_chunk_at_a_time(translator):
+    lines = TWO_LINES.splitlines() * 3
+    assert [d.text for d in translate_lines(translator, lines)] == translator.translate(lines)

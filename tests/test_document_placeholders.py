@@ -1,0 +1,52 @@
+"""What the model must not see: found, taken out with the whitespace left once, and where."""
+
+import pytest
+
+from mt.document.placeholders import compile_keep, find, mask
+from mt.errors import UsageError
+
+
+@pytest.mark.parametrize("text, found", [
+    ("Visit https://example.org/a?b=1&c=2.", ["https://example.org/a?b=1&c=2"]),
+    ("(see www.example.com/x)", ["www.example.com/x"]),
+    ("Mail anna.b+x@mail.example.de, please", ["anna.b+x@mail.example.de"]),
+    ("It costs 1.299,50 € or $5 for 3 km, 25% off", ["1.299,50 €", "$5", "3 km", "25%"]),
+    ("Am 3. Mai kommen 10 000 Leute", ["3.", "10 000"]),
+    ("{{ user }} has %s files and %(count)d in {0}, ${HOME}", [
+        "{{ user }}", "%s", "%(count)d", "{0}", "${HOME}"]),
+    ("No numbers in word2vec or B52s", []),
+])
+def test_each_kind_is_found_whole(text, found):
+    assert [text[a:b] for a, b in find(text)] == found
+
+
+def test_a_users_pattern_comes_first_and_others_do_not_overlap_it():
+    text = "Order SKU-12345 at https://shop.example"
+    keep = compile_keep([r"SKU-\d+"])
+    assert [text[a:b] for a, b in find(text, keep)] == ["SKU-12345", "https://shop.example"]
+
+
+def test_a_wrong_pattern_is_a_usage_error_naming_it():
+    with pytest.raises(UsageError, match=r"'--keep'.*'\(' is not a regular expression"):
+        compile_keep(["("])
+
+
+@pytest.mark.parametrize("text, masked", [
+    ("Visit https://x.org for more", "Visit for more"),
+    ("See https://x.org.", "See."),
+    ("https://x.org is it", "is it"),
+    ("a 1 2 3 b", "a b"),
+    ("glued{0}here", "gluedhere"),
+])
+def test_masking_leaves_the_whitespace_around_once(text, masked):
+    m = mask(text, find(text))
+    assert m.text == masked
+    assert [p.text for p in m.points] == [text[a:b] for a, b in find(text)]
+
+
+def test_offsets_of_the_source_map_into_the_masked_text():
+    text = "Visit https://x.org for more"
+    m = mask(text, find(text))
+    assert m.points[0].at == 6 and m.text[6:] == "for more"
+    assert m.offset(0) == 0 and m.offset(10) == 6  # inside what was taken out: where it went
+    assert m.offset(text.index("more")) == m.text.index("more")

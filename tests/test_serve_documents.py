@@ -1,0 +1,61 @@
+"""A request's lines as paragraphs or HTML: when they are, and what each line's object
+holds."""
+
+import pytest
+from document_fakes import identity
+
+from mt.config import DecodeConfig
+from mt.document import Document
+from mt.document.paragraph import Settings
+from mt.serve.access import ClientError
+from mt.serve.documents import records, wanted
+
+
+def test_lines_are_split_by_default_unless_an_option_is_per_sentence():
+    assert wanted("text", None, False, DecodeConfig())
+    assert not wanted("text", False, False, DecodeConfig())
+    assert not wanted("text", None, True, DecodeConfig())  # a prefix
+    assert not wanted("text", None, False, DecodeConfig(beam=2, nbest=2))
+    assert wanted("html", None, False, DecodeConfig())
+
+
+@pytest.mark.parametrize("format, split", [("text", True), ("html", None)])
+def test_asked_for_with_a_per_sentence_option_it_is_a_422(format, split):
+    with pytest.raises(ClientError, match="not with align") as e:
+        wanted(format, split, False, DecodeConfig(align=True))
+    assert e.value.status == 422
+
+
+def test_a_split_line_gives_its_sentences_and_the_mean_score():
+    lines = ["One dog runs.  Two cats sleep.", "Alone."]
+    docs = [Document(line, "text", Settings("en")) for line in lines]
+    found = [[t] for d in docs for t in identity(d.inputs)]
+    found[0][0].score, found[1][0].score = -1.0, -3.0
+    first, second = records(lines, docs, found)
+    assert first == {"src": lines[0], "text": lines[0], "score": -2.0, "sentences": [
+        {"src": "One dog runs.", "text": "One dog runs.", "score": -1.0},
+        {"src": "Two cats sleep.", "text": "Two cats sleep.", "score": -3.0}]}
+    assert second == {"src": "Alone.", "text": "Alone.", "score": 0.0}
+
+
+def test_malformed_html_is_said_so_in_its_line():
+    docs = [Document("<p>An <b>open one.</p>", "html", Settings("en"))]
+    [obj] = records(["<p>An <b>open one.</p>"], docs, [[t] for t in identity(docs[0].inputs)])
+    assert obj["text"] == "<p>An <b>open one.</b></p>"
+    assert obj["notes"] == ["<b> not closed before its paragraph ends"]
+
+
+def test_any_format_but_text_is_a_document_and_per_sentence_options_are_refused():
+    assert wanted("srt", None, False, DecodeConfig())
+    with pytest.raises(ClientError, match='format "md": not with prefix'):
+        wanted("md", None, True, DecodeConfig())
+
+
+def test_a_broken_srt_is_a_422_naming_its_line(tiny_run):
+    from mt import Translator
+    from mt.serve.documents import prepare
+
+    with pytest.raises(ClientError, match=r"text\[1\]:2: a broken timing") as e:
+        prepare(Translator.load(tiny_run), ["1\n00:00:01,000 --> 00:00:02,000\nHi.\n",
+                                            "1\n00:01 --> 00:02\nHi.\n"], "srt")
+    assert e.value.status == 422
