@@ -17,6 +17,7 @@ SMOKE = {
     "bench_cache_load": "|  | page cache, ms | cold, ms |",
     "bench_checkpoint": "ratio load_run with / without:",
     "bench_data": "| 1x | 6,000 | - |",
+    "bench_hf": "| 1 | greedy |",
     "bench_hugepages": "| amp | tok/s, off | tok/s, on |",
     "bench_tokenize": "| de | toy.test | 300 |",
     "bench_train": "| mt fp32 / naive, tok/s |",
