@@ -15,7 +15,14 @@ from pathlib import Path
 
 import typer
 
-from mt.errors import ConfigError, FileSystemError, MTError, OutputClosed, os_error_message
+from mt.errors import (
+    ConfigError,
+    FileSystemError,
+    MTError,
+    OutputClosed,
+    UsageError,
+    os_error_message,
+)
 from mt.threads import KERNEL_CACHES
 
 # Bounds of the options that are not config keys (docs/configuration.md#bounds): beyond, exit 2.
@@ -202,18 +209,37 @@ def evaluate(
                                 "one thread per core, decoding batches side by side."),
     glossary: str = typer.Option(None, "--glossary", help=GLOSSARY_HELP + " Adds the term "
                                  "use rate."),
+    compare: bool = typer.Option(False, "--compare", help="Each RUN a system (not an "
+                                 "ensemble): a table of BLEU and chrF with 95% confidence "
+                                 "intervals and the paired bootstrap p-value against the "
+                                 "first RUN."),
+    resamples: int = typer.Option(1000, "--bootstrap", min=1, help="--compare: bootstrap "
+                                  "resamples."),
+    bootstrap_seed: int = typer.Option(12345, "--bootstrap-seed", min=1, help="--compare: "
+                                       "the bootstrap's seed (sacreBLEU's SACREBLEU_SEED)."),
     overrides: list[str] = (),
 ) -> None:
     """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
 
     Cased BLEU and chrF, lowercased BLEU, BLEU on lowercased spaCy tokens and (with the moses
     extra) on lowercased Moses tokens, each with its signature; --metrics ter adds TER.
+    Several RUNs are one ensemble; with --compare, each is a system of its own.
     """
+    from mt.commands.evaluate import compare_runs, compare_table
     from mt.commands.evaluate import evaluate as run_eval
     from mt.commands.options import TranslateOptions
 
     options = TranslateOptions(_device(device), engine, tuple(overrides), threads,
                                glossary=glossary)
+    if compare:
+        if len(runs) < 2:
+            raise UsageError("eval", "'--compare'", "give two or more RUNs, the first the "
+                             "baseline")
+        if output or metrics:
+            raise UsageError("eval", "'--compare'", "not with --output or --metrics")
+        r = compare_runs(runs, split, src, ref, options, resamples, bootstrap_seed)
+        print(json.dumps(r) if as_json else compare_table(r))
+        return
     r = run_eval(runs, split, src, ref, output, options, metrics)
     if as_json:
         print(json.dumps(r))
