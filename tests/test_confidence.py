@@ -157,3 +157,16 @@ def test_model_inputs_take_the_length_ratio_on_a_log_scale():
     x = model_inputs([row])[0]
     assert x[3] == pytest.approx(1.0) and x[4] == pytest.approx(1.0)
     assert x[7] == pytest.approx(math.log(10))
+
+
+def test_an_ensemble_of_one_model_twice_has_that_models_features():
+    from mt.ensemble import Ensemble
+
+    model = small_model(V, seed=3)
+    src = pad([[4, 5, 6], [7, 8, 9, 10]])
+    outputs = [[4, 4, 5], [6, 7]]
+    alone, lp_alone = features(model, src, outputs)
+    twice, lp_twice = features(Ensemble([model, model]).eval(), src, outputs)
+    for a, b in zip(alone, twice, strict=True):
+        assert b == pytest.approx(a, abs=1e-5)
+    assert lp_twice == [pytest.approx(x, abs=1e-5) for x in lp_alone]

@@ -39,6 +39,11 @@ def calibrate(run_path: Path, src: str, ref: str, options: TranslateOptions = Tr
     chrf = CHRF()
     scores = [chrf.sentence_score(t.text, [ref_lines[i]]).score
               for i, t in zip(kept, found, strict=True)]
+    good = sum(s >= threshold for s in scores)
+    if good in (0, len(scores)):
+        raise DataError(f"{src}: {'every' if good else 'no'} line reaches chrF {threshold:g}, so "
+                        "there is nothing to tell apart; choose a --threshold between its "
+                        f"lines' scores ({min(scores):.1f} to {max(scores):.1f})")
     feats = [t.features for t in found]
     cal = confidence.calibrate(feats, scores, threshold, checkpoint=run.checkpoint.name,
                                step=run.step, data=f"{src} {ref}")
