@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import math
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -38,6 +38,8 @@ from mt.vocab import EOS, PAD, start_id
 FEATURES = ("mean_logprob", "min_logprob", "mean_entropy", "length_ratio", "coverage",
             "repetition", "src_tokens")
 CALIBRATION = "calibration.json"  # in the run directory
+# feature: the percentiles of the held-out set outside which a line is flagged (None: no bound)
+FLAGGED = {"coverage": (1, None), "repetition": (None, 99), "length_ratio": (1, 99)}
 FORMAT = 1
 
 
@@ -113,6 +115,15 @@ class Calibration:
     checkpoint: str  # the checkpoint file's name it was fitted for, and its step
     step: int
     data: str = ""  # the source and reference files, as given
+    # what the held-out lines showed (FLAGGED): a line outside gets that feature's flag
+    bounds: dict[str, list[float | None]] = field(default_factory=dict)
+
+    def flags(self, row: dict[str, float]) -> list[str]:
+        """The features of a translation outside what the held-out set showed: `coverage`
+        below its 1st percentile (a possible omission), `repetition` above its 99th (a
+        possible loop), `length_ratio` outside its 1st to 99th (too short or too long)."""
+        return [k for k, (lo, hi) in self.bounds.items()
+                if (lo is not None and row[k] < lo) or (hi is not None and row[k] > hi)]
 
     def predict(self, rows: list[dict[str, float]]) -> list[float]:
         if not rows:
@@ -181,8 +192,12 @@ def calibrate(rows: list[dict[str, float]], chrf: list[float], threshold: float,
     scale[scale == 0] = 1.0  # a constant feature: weight 0 after all
     y = (np.array(chrf) >= threshold).astype(np.float64)
     w, b = fit_logistic((x - mean) / scale, y)
+    bounds = {}
+    for key, (lo, hi) in FLAGGED.items():
+        v = np.array([f[key] for f in rows])
+        bounds[key] = [None if q is None else float(np.percentile(v, q)) for q in (lo, hi)]
     return Calibration(threshold, mean.tolist(), scale.tolist(), w.tolist(), b, len(rows),
-                       float(y.mean()), **record)
+                       float(y.mean()), bounds=bounds, **record)
 
 
 def for_run(checkpoint: Path | None, step: int) -> Calibration | None:

@@ -56,6 +56,9 @@ class Translation:
     # with decode.confidence: each whitespace word of text and the probability of its least
     # likely token
     words: list[list] | None = None
+    # with decode.confidence and a calibration: the features outside what its held-out set
+    # showed (mt.confidence.Calibration.flags): "coverage", "repetition", "length_ratio"
+    flags: list[str] | None = None
     rejected: bool = False  # `mt translate --min-confidence`: below it, so text was emptied
 
 
@@ -101,6 +104,8 @@ def _fields(t: Translation) -> dict:
         fields["missing"] = t.missing
     if t.features is not None:
         fields.update(confidence=t.confidence, features=t.features, words=t.words)
+        if t.flags is not None:
+            fields["flags"] = t.flags
     if t.rejected:
         fields["rejected"] = True
     return fields

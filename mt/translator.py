@@ -6,6 +6,7 @@ mt.ct2.search); what a translation is and how it is written: mt.records."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import math
 from collections.abc import Iterable, Iterator, Sequence
@@ -101,7 +102,6 @@ class Translator:
         self.chunk_lines = chunk_lines
         self.src_tok, self.tgt_tok = run.src_tok, run.tgt_tok
         self._check_align(self.decode_cfg)
-        self._calibration: list[confidence.Calibration | None] = []  # [] until read
         if self.decode_cfg.confidence:
             self.calibration  # noqa: B018 (read now: a damaged one fails before any work)
         model = self.model  # an ensemble's max_positions is its shortest model's
@@ -233,15 +233,13 @@ class Translator:
         if cfg.confidence:
             self._check_attention("decode.confidence: the confidence features")
 
-    @property
+    @functools.cached_property
     def calibration(self) -> confidence.Calibration | None:
         """The run's calibration (mt calibrate), read and checked once; None without one, and
         for an ensemble (its features are not the calibrated model's)."""
-        if not self._calibration:
-            alone = not isinstance(self.model, Ensemble)
-            self._calibration.append(confidence.for_run(self.run.checkpoint, self.run.step)
-                                     if alone else None)
-        return self._calibration[0]
+        if isinstance(self.model, Ensemble):
+            return None
+        return confidence.for_run(self.run.checkpoint, self.run.step)
 
     def _check_attention(self, what: str) -> None:
         if self.model is None:
@@ -369,6 +367,7 @@ class Translator:
         translations = (t for ts in out for t in ts)
         for y, f, lp, p, t in zip(outputs, feats, lps, probs, translations, strict=True):
             t.features, t.confidence = f, p
+            t.flags = cal.flags(f) if cal else None
             words = t.text.split()
             least = [0.0] * len(words)  # per word, its least likely token's log-probability
             at = align.token_words(self.run.tgt_vocab.decode(y), self.tgt_tok.detokenize)

@@ -43,6 +43,12 @@ def test_calibrate_then_min_confidence_rejects_exactly_the_lines_below(run_copy,
     assert all(0 < c < 1 for c in conf) and len(set(conf)) > 5, conf
     assert set(records[0]["features"]) >= {"mean_logprob", "coverage", "repetition"}
     assert [w for w, _ in records[0]["words"]] == records[0]["text"].split()
+    bounds = json.loads((run_copy / CALIBRATION).read_text())["calibration"]["bounds"]
+    for rec in records:  # a flag exactly where a feature is outside the held-out set's range
+        f = rec["features"]
+        expected = [k for k, (lo, hi) in bounds.items()
+                    if (lo is not None and f[k] < lo) or (hi is not None and f[k] > hi)]
+        assert rec["flags"] == expected
     x = sorted(conf)[len(conf) // 2]  # the median: about half rejected
     t = run_mt("translate", str(run_copy), "-i", str(src), "--min-confidence", str(x))
     assert t.code == 0, t.err

@@ -170,3 +170,16 @@ def test_an_ensemble_of_one_model_twice_has_that_models_features():
     for a, b in zip(alone, twice, strict=True):
         assert b == pytest.approx(a, abs=1e-5)
     assert lp_twice == [pytest.approx(x, abs=1e-5) for x in lp_alone]
+
+
+def test_flags_name_the_features_outside_what_the_held_out_set_showed():
+    rows, chrf = synthetic(1000, 3)
+    cal = calibrate(rows, chrf, 50.0, checkpoint="best.pt", step=1)
+    cov = sorted(r["coverage"] for r in rows)
+    assert cal.bounds["coverage"][0] == pytest.approx(np.percentile(cov, 1))
+    assert cal.bounds["coverage"][1] is None and cal.bounds["repetition"][0] is None
+    usual = rows[0] | {"coverage": 0.9, "length_ratio": 1.0}
+    assert cal.flags(usual) == []
+    odd = usual | {"coverage": 0.1, "repetition": 0.5, "length_ratio": 3.0}
+    assert cal.flags(odd) == ["coverage", "repetition", "length_ratio"]
+    assert cal.flags(usual | {"length_ratio": 0.2}) == ["length_ratio"]

@@ -50,7 +50,8 @@ def records(lines: list[str], docs: list[Document], found: list[list[Translation
             ) -> list[dict]:
     """Per line {"src", "text", "score"} (the mean of its sentences'), and when split,
     "sentences": [{"src", "text", "score"}]; "attention" when asked for and one sentence;
-    with decode.confidence the line's "confidence" (its sentences' least; null uncalibrated),
+    with decode.confidence the line's "confidence" (its sentences' least; null uncalibrated)
+    and "flags" (any of its sentences', calibrated),
     its "features" when one sentence, and each sentence's "confidence" and
     "features";
     "cut" (sentences cut to fit the model) and "notes" (malformed HTML) when any."""
@@ -65,6 +66,8 @@ def records(lines: list[str], docs: list[Document], found: list[list[Translation
         if confident:  # a paragraph is as trustworthy as its least trusted sentence
             known = [t.confidence for t in confident if t.confidence is not None]
             fields["confidence"] = min(known) if len(known) == len(confident) else None
+            if all(t.flags is not None for t in confident):  # calibrated: any sentence's
+                fields["flags"] = sorted({f for t in confident for f in t.flags})
         if len(confident) == 1:
             fields["features"] = confident[0].features
         if len(mine) > 1:
