@@ -11,7 +11,9 @@ searches stay as they are; docs/confidence.md):
   averaged, as mt.align reads them), capped at 1, averaged over the source: below 1 where a
   source token was barely looked at, the classic sign of an omission;
 - repetition: the share of the output's token bigrams that occurred earlier in it;
-- src_tokens: the source's length in tokens (short lines vary most).
+- src_tokens: the source's length in tokens (short lines vary most);
+- nbest_disagreement, with several outputs a line (n-best lists, samples): 1 - the mean
+  sentence chrF of the others against it (not read by the calibration, which sees one).
 
 A Calibration is fitted by `mt calibrate` on a held-out set: P(sentence chrF >= threshold) as a
 logistic regression on standardized features (Newton's method, numpy alone), kept in the run
@@ -76,6 +78,17 @@ def features(model, src: torch.Tensor, outputs: list[list[int]], lead: int = 0
         })
         token_lps.append(lp.tolist())
     return found, token_lps
+
+
+def disagreement(texts: list[str]) -> list[float]:
+    """An n-best list's (or samples') texts -> for each, 1 - its mean sentence chrF (0-1)
+    against the others: 0 where they all agree with it. A feature only with nbest or samples
+    above 1, so the calibration does not read it."""
+    from sacrebleu.metrics import CHRF
+
+    chrf = CHRF()
+    return [1 - sum(chrf.sentence_score(o, [t]).score for j, o in enumerate(texts) if j != i)
+            / (100 * (len(texts) - 1)) for i, t in enumerate(texts)]
 
 
 def _teacher_forced(model, src: torch.Tensor, tgt_in: torch.Tensor):

@@ -364,8 +364,14 @@ class Translator:
         feats, lps = confidence.features(self.model, src[rows], outputs, lead)
         cal = self.calibration
         probs = cal.predict(feats) if cal else [None] * len(feats)
+        for ts in out:
+            if len(ts) > 1:
+                texts = [t.text for t in ts]
+                for t, d in zip(ts, confidence.disagreement(texts), strict=True):
+                    t.features = {"nbest_disagreement": d}
         translations = (t for ts in out for t in ts)
         for y, f, lp, p, t in zip(outputs, feats, lps, probs, translations, strict=True):
+            f.update(t.features or {})
             t.features, t.confidence = f, p
             t.flags = cal.flags(f) if cal else None
             words = t.text.split()

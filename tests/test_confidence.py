@@ -183,3 +183,18 @@ def test_flags_name_the_features_outside_what_the_held_out_set_showed():
     odd = usual | {"coverage": 0.1, "repetition": 0.5, "length_ratio": 3.0}
     assert cal.flags(odd) == ["coverage", "repetition", "length_ratio"]
     assert cal.flags(usual | {"length_ratio": 0.2}) == ["length_ratio"]
+
+
+def test_nbest_disagreement_is_one_minus_the_mean_chrf_of_the_others():
+    from sacrebleu.metrics import CHRF
+
+    from mt.confidence import disagreement
+
+    texts = ["A man rides a bike.", "A man rides a bicycle.", "Two dogs play."]
+    chrf = CHRF()
+    d = disagreement(texts)
+    mine = (chrf.sentence_score(texts[1], [texts[0]]).score
+            + chrf.sentence_score(texts[2], [texts[0]]).score) / 200
+    assert d[0] == pytest.approx(1 - mine)
+    assert d[2] > d[0] and d[2] > d[1]  # the odd one out disagrees most
+    assert disagreement(["same", "same"]) == [0.0, 0.0]
