@@ -15,7 +15,7 @@ from mt.commands.options import TranslateOptions
 from mt.commands.output import check_input_path, check_output_path, write_output
 from mt.ensemble import Paths, as_paths, open_runs
 from mt.errors import ConfigError, DataError, UsageError
-from mt.log import warn
+from mt.log import info
 from mt.records import lists
 from mt.textio import iter_lines
 
@@ -117,7 +117,7 @@ def translate_file(run_path: Paths, src: str, out: str,
     write_output(out, write_all)
     bar.close()
     if screen is not None:
-        warn(f"--min-confidence {screen.threshold:g}: {screen.rejected} of {count} line(s) "
+        info(f"--min-confidence {screen.threshold:g}: {screen.rejected} of {count} line(s) "
              "below it, written empty")
     return count
 
