@@ -15,7 +15,14 @@ from pathlib import Path
 
 import typer
 
-from mt.errors import ConfigError, FileSystemError, MTError, OutputClosed, os_error_message
+from mt.errors import (
+    ConfigError,
+    FileSystemError,
+    MTError,
+    OutputClosed,
+    UsageError,
+    os_error_message,
+)
 from mt.threads import KERNEL_CACHES
 
 # Bounds of the options that are not config keys (docs/configuration.md#bounds): beyond, exit 2.
@@ -101,6 +108,8 @@ DECODING = {
     "tag": "Put this corpus tag (e.g. <2de>) before each source line (docs/data.md#tags).",
     "seed": "Sampling: the seed; one seed gives one set of outputs (on CPU).",
     "align": "Add Pharaoh i-j word alignments: a tab after each translation (docs/decoding.md).",
+    "confidence": "With --format jsonl: each translation's confidence (0-1, with the run's "
+                  "calibration) and its features (docs/confidence.md).",
     "glossary_ignore_case": "With --glossary: match its source terms whatever their case.",
     "glossary_ordered": "With --glossary: its target terms in the order their source terms "
                         "occur (docs/terminology.md).",
@@ -184,7 +193,7 @@ GLOSSARY_HELP = ("A glossary, source term<TAB>target term a line: each output ho
 
 
 @app.command("eval")
-@_config_overrides(skip=("nbest", "samples", "align"))
+@_config_overrides(skip=("nbest", "samples", "align", "confidence"))
 def evaluate(
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     split: str = typer.Option("test", "--split", callback=_one_of("mt.commands.evaluate:SPLITS"),
@@ -202,18 +211,37 @@ def evaluate(
                                 "one thread per core, decoding batches side by side."),
     glossary: str = typer.Option(None, "--glossary", help=GLOSSARY_HELP + " Adds the term "
                                  "use rate."),
+    compare: bool = typer.Option(False, "--compare", help="Each RUN a system (not an "
+                                 "ensemble): a table of BLEU and chrF with 95% confidence "
+                                 "intervals and the paired bootstrap p-value against the "
+                                 "first RUN."),
+    resamples: int = typer.Option(1000, "--bootstrap", min=1, help="--compare: bootstrap "
+                                  "resamples."),
+    bootstrap_seed: int = typer.Option(12345, "--bootstrap-seed", min=1, help="--compare: "
+                                       "the bootstrap's seed (sacreBLEU's SACREBLEU_SEED)."),
     overrides: list[str] = (),
 ) -> None:
     """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
 
     Cased BLEU and chrF, lowercased BLEU, BLEU on lowercased spaCy tokens and (with the moses
     extra) on lowercased Moses tokens, each with its signature; --metrics ter adds TER.
+    Several RUNs are one ensemble; with --compare, each is a system of its own.
     """
+    from mt.commands.evaluate import compare_runs, compare_table
     from mt.commands.evaluate import evaluate as run_eval
     from mt.commands.options import TranslateOptions
 
     options = TranslateOptions(_device(device), engine, tuple(overrides), threads,
                                glossary=glossary)
+    if compare:
+        if len(runs) < 2:
+            raise UsageError("eval", "'--compare'", "give two or more RUNs, the first the "
+                             "baseline")
+        if output or metrics:
+            raise UsageError("eval", "'--compare'", "not with --output or --metrics")
+        r = compare_runs(runs, split, src, ref, options, resamples, bootstrap_seed)
+        print(json.dumps(r) if as_json else compare_table(r))
+        return
     r = run_eval(runs, split, src, ref, output, options, metrics)
     if as_json:
         print(json.dumps(r))
@@ -226,6 +254,41 @@ def evaluate(
     if "term_use" in r:
         print(f"term use rate = {r['term_use']:.2f}%  ({r['terms_active']} active glossary "
               "entries)")
+
+
+@app.command()
+@_config_overrides(skip=("nbest", "samples", "align", "confidence"))
+def calibrate(
+    run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
+    src: str = typer.Option(..., "--src", help="Held-out source lines (not the test set)."),
+    ref: str = typer.Option(..., "--ref", help="Their reference translations."),
+    threshold: float = typer.Option(50.0, "--threshold", help="Sentence chrF a line must "
+                                    "reach to count as good: the confidence is P(chrF >= "
+                                    "this)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    device: str = DEVICE,
+    threads: int = typer.Option(0, "--threads", min=0, max=MAX_THREADS,
+                                help="torch threads, fixed, in one stream; 0: one stream of "
+                                "one thread per core."),
+    overrides: list[str] = (),
+) -> None:
+    """Fit the run's confidence on a held-out set and keep it in the run directory.
+
+    Translates --src with the run's decode settings, scores each line's chrF against --ref and
+    fits a logistic regression from the confidence features to P(chrF >= --threshold), saved
+    as calibration.json beside the checkpoint (docs/confidence.md).
+    """
+    from mt.commands.calibrate import calibrate as run_calibrate
+    from mt.commands.options import TranslateOptions
+
+    options = TranslateOptions(_device(device), "mt", tuple(overrides), threads)
+    r = run_calibrate(run, src, ref, options, threshold)
+    if as_json:
+        print(json.dumps(r))
+        return
+    print(f"calibration: {r['path']} ({r['lines']} lines, {100 * r['positives']:.1f}% at or "
+          f"above chrF {r['threshold']:g}; on those lines: ECE {r['ece']:.3f}, Spearman "
+          f"{r['spearman']:.3f} with chrF)")
 
 
 @app.command()
@@ -269,6 +332,10 @@ def translate(
                                 help="Processes translating chunks of the input, each with "
                                 "the available cores shared out as torch threads; output in "
                                 "order. Not with --engine ctranslate2."),
+    min_confidence: float = typer.Option(None, "--min-confidence", min=0.0, max=1.0,
+                                         help="Write an empty line for each line whose "
+                                         "confidence (the run's calibration, mt calibrate) "
+                                         "is below this; count them on stderr."),
     threads: int = typer.Option(0, "--threads", min=0, max=MAX_THREADS,
                                 help="torch threads of each process, fixed; 0: with one "
                                 "process one stream of one thread per core, decoding batches "
@@ -287,7 +354,7 @@ def translate(
 
     options = TranslateOptions(_device(device), engine, tuple(overrides), threads, workers,
                                output_format, prefix, glossary, split_sentences,
-                               tuple(keep), doc_format)
+                               tuple(keep), doc_format, min_confidence)
     pictures = None if attention is None else Pictures(attention, attention_layer,
                                                        attention_heads)
     run_translate(runs, input, output, options, pictures)

@@ -10,6 +10,7 @@ other conventions (docs/results.md): lowercased BLEU, and BLEU over lowercased s
 from __future__ import annotations
 
 import functools
+import os
 
 from sacrebleu.metrics import BLEU, CHRF, TER
 
@@ -109,3 +110,37 @@ def _moses_words(lang: str | None):
         return [moses.tokenize(line.lower(), escape=False, return_str=True) for line in lines]
 
     return split
+
+
+def compare(systems: list[tuple[str, list[str]]], refs: list[str], lang: str | None = None,
+            samples: int = 1000, seed: int = 12345) -> dict:
+    """Several systems' outputs of one test set: each one's cased BLEU and chrF with the mean
+    and 95% confidence interval (half-width) of sacreBLEU's bootstrap, and the paired bootstrap
+    p-value against the first system (sacreBLEU's `PairedTest`, as `sacrebleu --paired-bs`
+    computes it; seed as its SACREBLEU_SEED, 1 or more: sacreBLEU reads 0 as "unseeded")."""
+    from sacrebleu.significance import PairedTest
+
+    for _, hyps in systems:
+        _check(hyps, refs)
+    metrics = {"bleu": BLEU(tokenize=bleu_tokenizer(lang)), "chrf": CHRF()}
+    saved = os.environ.get("SACREBLEU_SEED")
+    os.environ["SACREBLEU_SEED"] = str(seed)  # sacreBLEU's only way to seed its test
+    try:
+        test = PairedTest(systems, metrics, [refs], test_type="bs", n_samples=samples)
+        signatures, table = test()
+    finally:
+        if saved is None:
+            os.environ.pop("SACREBLEU_SEED")
+        else:
+            os.environ["SACREBLEU_SEED"] = saved
+    names = [n for n in table if n != "System"]  # BLEU, chrF2, as sacreBLEU names them
+    rows = []
+    for i, name in enumerate(table["System"]):
+        row: dict = {"name": name}
+        for key, metric in zip(metrics, names, strict=True):
+            r = table[metric][i]
+            row[key] = {"score": float(r.score), "mean": float(r.mean), "ci": float(r.ci),
+                        "p_value": None if r.p_value is None else float(r.p_value)}
+        rows.append(row)
+    return {"systems": rows, "sentences": len(refs), "samples": samples, "seed": seed,
+            **{f"{k}_signature": str(signatures[m]) for k, m in zip(metrics, names, strict=True)}}

@@ -49,6 +49,17 @@ class Translation:
     # the output does not hold (the length limit cut it short: mt.constrained)
     terms: list[list[str]] | None = None
     missing: list[str] | None = None
+    # with decode.confidence (mt.confidence): the features, and the probability (0-1) that the
+    # line is good where the run has a calibration
+    features: dict[str, float] | None = None
+    confidence: float | None = None
+    # with decode.confidence: each whitespace word of text and the probability of its least
+    # likely token
+    words: list[list] | None = None
+    # with decode.confidence and a calibration: the features outside what its held-out set
+    # showed (mt.confidence.Calibration.flags): "coverage", "repetition", "length_ratio"
+    flags: list[str] | None = None
+    rejected: bool = False  # `mt translate --min-confidence`: below it, so text was emptied
 
 
 def format_nbest(index: int, translations: list[Translation]) -> str:
@@ -91,6 +102,12 @@ def _fields(t: Translation) -> dict:
         fields["alignment"] = t.alignment
     if t.missing is not None:
         fields["missing"] = t.missing
+    if t.features is not None:
+        fields.update(confidence=t.confidence, features=t.features, words=t.words)
+        if t.flags is not None:
+            fields["flags"] = t.flags
+    if t.rejected:
+        fields["rejected"] = True
     return fields
 
 

@@ -6,13 +6,15 @@ mt.ct2.search); what a translation is and how it is written: mt.records."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
+import math
 from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import torch
 
-from mt import align
+from mt import align, confidence
 from mt.checkpoint import Run, load_run
 from mt.config import Config, DecodeConfig, config_from_dict, corpus_configs
 from mt.constrained import Terms
@@ -100,6 +102,8 @@ class Translator:
         self.chunk_lines = chunk_lines
         self.src_tok, self.tgt_tok = run.src_tok, run.tgt_tok
         self._check_align(self.decode_cfg)
+        if self.decode_cfg.confidence:
+            self.calibration  # noqa: B018 (read now: a damaged one fails before any work)
         model = self.model  # an ensemble's max_positions is its shortest model's
         self.max_src = (run.cfg.model if model is None else model.cfg).max_positions
         self.truncated = 0  # source lines cut to the model's positions, since the last warning
@@ -226,6 +230,16 @@ class Translator:
     def _check_align(self, cfg: DecodeConfig) -> None:
         if cfg.align:
             self._check_attention("decode.align: word alignments")
+        if cfg.confidence:
+            self._check_attention("decode.confidence: the confidence features")
+
+    @functools.cached_property
+    def calibration(self) -> confidence.Calibration | None:
+        """The run's calibration (mt calibrate), read and checked once; None without one, and
+        for an ensemble (its features are not the calibrated model's)."""
+        if isinstance(self.model, Ensemble):
+            return None
+        return confidence.for_run(self.run.checkpoint, self.run.step)
 
     def _check_attention(self, what: str) -> None:
         if self.model is None:
@@ -292,6 +306,8 @@ class Translator:
             if cfg.align or attention:
                 self._attend(src, [tokens[i] for i in group], found, done, len(lead),
                              cfg.align, attention)
+            if cfg.confidence:
+                self._confide(src, found, done, len(lead))
             return done
 
         for group, done in zip(groups, self.streams.map(decode, groups), strict=True):
@@ -338,6 +354,33 @@ class Translator:
                                         _rounded(a.tolist(), attention.decimals),
                                         labels[b],
                                         _labels(out_tokens, self.tgt_tok) + ends)
+
+    def _confide(self, src: torch.Tensor, found: list[list[Hypothesis]],
+                 out: list[list[Translation]], lead: int) -> None:
+        """Give each translation of a batch its features, its words' probabilities and, with
+        a calibration, its confidence (mt.confidence: one more teacher-forced pass)."""
+        rows = [b for b, hyps in enumerate(found) for _ in hyps]
+        outputs = [h.tokens for hyps in found for h in hyps]
+        feats, lps = confidence.features(self.model, src[rows], outputs, lead)
+        cal = self.calibration
+        probs = cal.predict(feats) if cal else [None] * len(feats)
+        for ts in out:
+            if len(ts) > 1:
+                texts = [t.text for t in ts]
+                for t, d in zip(ts, confidence.disagreement(texts), strict=True):
+                    t.features = {"nbest_disagreement": d}
+        translations = (t for ts in out for t in ts)
+        for y, f, lp, p, t in zip(outputs, feats, lps, probs, translations, strict=True):
+            f.update(t.features or {})
+            t.features, t.confidence = f, p
+            t.flags = cal.flags(f) if cal else None
+            words = t.text.split()
+            least = [0.0] * len(words)  # per word, its least likely token's log-probability
+            at = align.token_words(self.run.tgt_vocab.decode(y), self.tgt_tok.detokenize)
+            for w, v in zip(at, lp, strict=False):  # <eos>'s, last, is no word's
+                if w < len(words):
+                    least[w] = min(least[w], v)
+            t.words = [[word, round(math.exp(v), 4)] for word, v in zip(words, least)]
 
     def detokenize(self, ids: list[int]) -> str:
         """Output ids to one line of text."""

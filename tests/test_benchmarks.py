@@ -71,6 +71,12 @@ def test_bench_decode_runs_in_smoke_mode(tiny_run):
 
 
 
+def test_bench_confidence_runs_in_smoke_mode(tiny_run):
+    out = run_benchmark("bench_confidence", str(tiny_run))
+    assert "| signal | Pearson | Spearman |" in out and "| kept X% | 100 | 90 |" in out
+    assert "decode.confidence: +" in out
+
+
 def test_bench_workers_runs_in_smoke_mode(tiny_run):
     out = run_benchmark("bench_workers", str(tiny_run))
     assert "--workers 2 / --workers 1 speed:" in out and "outputs byte-identical: yes" in out

@@ -1,6 +1,7 @@
 """mt/commands/evaluate.py: `mt eval`: its scores, and its output path checked before any work."""
 
 import json
+from pathlib import Path
 
 from conftest import assert_user_error, leftovers, run_mt, snapshot
 from mt.translator import Translator
@@ -55,3 +56,32 @@ def test_eval_without_the_moses_extra_leaves_that_score_out_and_says_so(tiny_run
     assert "bleu_moses_lc" in with_moses and "bleu_moses_lc" not in without
     assert without["bleu"] == with_moses["bleu"]
     assert capsys.readouterr().err.count('pip install "mt[moses]"') == 1
+
+
+def test_eval_compare_is_each_run_alone_against_the_first(cli, tiny_run, other_run, tmp_path):
+    from mt.commands.evaluate import evaluate
+    from mt.metrics import compare
+
+    r = cli("eval", tiny_run, other_run, "--compare", "--split", "val", "--json",
+            "--bootstrap", "200", "--bootstrap-seed", "3")
+    assert r.code == 0, r.err
+    result = json.loads(r.out)
+    systems = []
+    for run in (tiny_run, other_run):  # each alone, not as an ensemble
+        out = tmp_path / f"{run.name}.txt"
+        evaluate(run, split="val", output=str(out))
+        systems.append((str(run), out.read_text().splitlines()))
+    refs = Path(result["ref"]).read_text().splitlines()
+    expected = compare(systems, refs, "de", samples=200, seed=3)
+    assert result["systems"] == expected["systems"]
+    assert result["systems"][1]["bleu"]["p_value"] is not None
+    table = cli("eval", tiny_run, other_run, "--compare", "--split", "val", "--bootstrap", "200")
+    lines = table.out.splitlines()
+    assert lines[0].split() == ["system", "BLEU", "95%", "CI", "p", "chrF", "95%", "CI", "p"]
+    assert lines[1].startswith(str(tiny_run)) and lines[2].startswith(str(other_run))
+
+
+def test_eval_compare_needs_two_runs_and_no_output(cli, tmp_path):
+    assert_user_error(cli("eval", tmp_path / "a", "--compare"), 2, "'--compare'", "two or more")
+    assert_user_error(cli("eval", tmp_path / "a", tmp_path / "b", "--compare", "--output",
+                          tmp_path / "o.txt"), 2, "not with --output")

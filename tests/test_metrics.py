@@ -45,3 +45,45 @@ def test_target_language_picks_the_tokenizer():
     # Chinese without spaces: 13a would see one word per sentence.
     hyp, ref = ["我们在公园里散步"], ["我们在公园散步"]
     assert score(hyp, ref, "zh")["bleu"] > score(hyp, ref, "de")["bleu"]
+
+
+def test_compare_equals_sacrebleus_own_paired_bootstrap(tmp_path):
+    import os
+    import re
+    import subprocess
+    import sys
+
+    from mt.metrics import compare
+
+    refs = ["The cat sat on the mat.", "A dog runs in the park.", "He is here today.",
+            "It rains a lot in April.", "Two men play football.", "A woman reads a book."] * 5
+    a = ["The cat sat on a mat.", "A dog ran in a park.", "He is here.", "It rains.",
+         "Two men play soccer.", "A woman is reading."] * 5
+    b = ["The cat sat on the mat.", "The dog runs in the park.", "He is here today.",
+         "Rain.", "Two men play football.", "A woman reads books."] * 5
+    files = {}
+    for name, lines in (("ref", refs), ("a", a), ("b", b)):
+        files[name] = tmp_path / f"{name}.txt"
+        files[name].write_text("".join(line + "\n" for line in lines))
+    ours = compare([(str(files["a"]), a), (str(files["b"]), b)], refs, "en", samples=300,
+                   seed=7)
+    env = {**os.environ, "SACREBLEU_SEED": "7"}
+    p = subprocess.run([sys.executable, "-m", "sacrebleu", str(files["ref"]), "-i",
+                        str(files["a"]), str(files["b"]), "-m", "bleu", "chrf", "--paired-bs",
+                        "--paired-bs-n", "300", "-f", "text"],
+                       capture_output=True, text=True, env=env, check=True)
+    # sacreBLEU's table: "score (mean ± ci)" per metric, one decimal; "(p = 0.0033)" below
+    cells = [tuple(map(float, c)) for c in re.findall(r"([\d.]+) \(([\d.]+) ± ([\d.]+)\)",
+                                                      p.stdout)]
+    pvalues = [float(v) for v in re.findall(r"\(p = ([\d.]+)\)", p.stdout)]
+    mine = [(round(s[k]["score"], 1), round(s[k]["mean"], 1), round(s[k]["ci"], 1))
+            for s in ours["systems"] for k in ("bleu", "chrf")]
+    assert cells == mine and len(cells) == 4
+    assert pvalues == [round(ours["systems"][1][k]["p_value"], 4) for k in ("bleu", "chrf")]
+    assert ours["systems"][0]["bleu"]["p_value"] is None
+    assert "seed:7" in ours["bleu_signature"] and "bs:300" in ours["chrf_signature"]
+    assert "SACREBLEU_SEED" not in os.environ  # set for the test only, then restored
+    again = compare([("a", a), ("b", b)], refs, "en", samples=300, seed=7)
+    assert again["systems"][1]["bleu"] == ours["systems"][1]["bleu"]  # seeded: the same
+    other = compare([("a", a), ("b", b)], refs, "en", samples=300, seed=8)
+    assert other["systems"][1]["bleu"]["mean"] != ours["systems"][1]["bleu"]["mean"]

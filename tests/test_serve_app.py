@@ -251,3 +251,14 @@ def test_one_log_line_per_request(served):
     time.sleep(0.5)
     assert [re.sub(r"\d+\.\d ms$", "T ms", line) for line in served.log[count:]] == [
         "POST /translate | 200 | lines 2 | T ms", "GET /nothing | 404 | lines 0 | T ms"]
+
+
+def test_confidence_per_line_and_per_sentence(served, tiny_run, cli, tmp_path):
+    got = Client(served.url).translate(LINES, confidence=True)
+    want = jsonl(cli, tiny_run, tmp_path, "--confidence")
+    for g, w in zip(got, want, strict=True):
+        assert g.get("confidence") is None  # the tiny run has no calibration: features only
+        if "sentences" in g:  # a paragraph: each sentence its own
+            assert all(set(s["features"]) == set(w["features"]) for s in g["sentences"])
+        elif g["text"]:
+            assert g["features"] == pytest.approx(w["features"], abs=1e-4)

@@ -14,7 +14,7 @@ from mt.data import read_parallel
 from mt.ensemble import Paths
 from mt.errors import DataError
 from mt.log import info
-from mt.metrics import full_score
+from mt.metrics import compare, full_score
 from mt.records import Translation
 from mt.textio import split_path
 
@@ -41,17 +41,9 @@ def evaluate(run_path: Paths, split: str = "test", src: str | None = None,
     translator = options.load(run_path)
     translator.matcher(glossary)  # refused (beam 1, CTranslate2) before the data is read
     run = translator.run
-    if src is None:
-        d = run.cfg.data
-        name = getattr(d, split)
-        src_path = split_path(d.dir, name, d.src_lang)
-        ref_path = split_path(d.dir, name, d.tgt_lang)
-    else:
-        src_path, ref_path = Path(src), Path(ref)
+    src_path, ref_path = eval_files(translator, split, src, ref)
     src_lines, ref_lines = read_parallel(src_path, ref_path)
-    stream = translator.translate_nbest_stream(src_lines, False, glossary=glossary)
-    found = [best[0] for best in tqdm(stream, total=len(src_lines), desc="eval",
-                                      unit=" lines", disable=None, file=sys.stderr)]
+    found = _translated(translator, src_lines, glossary)
     hyps = [t.text for t in found]
     if output:
         write_output(output, lambda f: f.writelines(h + "\n" for h in hyps))
@@ -71,3 +63,65 @@ def term_use(found: list[Translation]) -> dict:
     active = sum(len(t.terms) for t in found)
     held = active - sum(len(t.missing) for t in found)
     return {"term_use": 100.0 * held / active if active else 100.0, "terms_active": active}
+
+
+def eval_files(translator, split: str, src: str | None, ref: str | None) -> tuple[Path, Path]:
+    """The source and reference files: --src/--ref, else the run's split."""
+    if src is not None:
+        return Path(src), Path(ref)
+    d = translator.run.cfg.data
+    name = getattr(d, split)
+    return split_path(d.dir, name, d.src_lang), split_path(d.dir, name, d.tgt_lang)
+
+
+def _translated(translator, src_lines: list[str], glossary) -> list[Translation]:
+    stream = translator.translate_nbest_stream(src_lines, False, glossary=glossary)
+    return [best[0] for best in tqdm(stream, total=len(src_lines), desc="eval",
+                                     unit=" lines", disable=None, file=sys.stderr)]
+
+
+def compare_runs(run_paths: Sequence[Path], split: str = "test", src: str | None = None,
+                 ref: str | None = None, options: TranslateOptions = TranslateOptions(),
+                 samples: int = 1000, seed: int = 12345) -> dict:
+    """`mt eval --compare`: each run a system, translated with its own decode settings, on the
+    first run's split (or --src/--ref); their BLEU and chrF with 95% confidence intervals and
+    the paired bootstrap p-value of each against the first (mt.metrics.compare)."""
+    if src is not None and ref is None:
+        raise DataError(f"--src {src}: no reference translations to score against; add "
+                        "--ref FILE")
+    glossary = options.load_glossary()
+    translators = [options.load(p) for p in run_paths]  # every run opened before any work
+    langs = {t.run.cfg.data.tgt_lang for t in translators}
+    if len(langs) > 1:
+        raise DataError(f"--compare: the runs translate into {', '.join(sorted(langs))}; "
+                        "compare systems of one target language")
+    for t in translators:
+        t.matcher(glossary)
+    src_path, ref_path = eval_files(translators[0], split, src, ref)
+    src_lines, ref_lines = read_parallel(src_path, ref_path)
+    systems = [(str(p), [t.text for t in _translated(tr, src_lines, glossary)])
+               for p, tr in zip(run_paths, translators, strict=True)]
+    result = compare(systems, ref_lines, langs.pop(), samples, seed)
+    result.update(src=str(src_path), ref=str(ref_path))
+    return result
+
+
+def compare_table(result: dict) -> str:
+    """`mt eval --compare`'s table: per system, each metric's score, the bootstrap's 95%
+    confidence interval (mean ± half-width) and the p-value against the first system."""
+    width = max(len("system"), *(len(r["name"]) for r in result["systems"]))
+    head = f"{'system':<{width}}  {'BLEU':>6} {'95% CI':>14} {'p':>7}  " \
+           f"{'chrF':>6} {'95% CI':>14} {'p':>7}"
+    lines = [head]
+    for r in result["systems"]:
+        cells = []
+        for key in ("bleu", "chrf"):
+            m = r[key]
+            ci = f"{m['mean']:.2f} ± {m['ci']:.2f}"
+            p = "-" if m["p_value"] is None else f"{m['p_value']:.4f}"
+            cells.append(f"{m['score']:>6.2f} {ci:>14} {p:>7}")
+        lines.append(f"{r['name']:<{width}}  " + "  ".join(cells))
+    lines.append(f"paired bootstrap, {result['samples']} resamples, seed {result['seed']}, "
+                 f"{result['sentences']} sentences; p: against {result['systems'][0]['name']}")
+    lines += [result["bleu_signature"], result["chrf_signature"]]
+    return "\n".join(lines)

@@ -5,21 +5,53 @@ from __future__ import annotations
 
 import collections
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from mt.glossary import Glossary
-from mt.records import format_jsonl, format_nbest
+from mt.records import Translation, format_jsonl, format_nbest
 from mt.translator import Translator
+
+
+@dataclass
+class Screen:
+    """`mt translate --min-confidence`: a line whose best translation's confidence is below
+    the threshold is written empty (in jsonl, "text" "" and "rejected": true); counted."""
+
+    threshold: float
+    rejected: int = 0
+    sources: collections.deque[str] = field(default_factory=collections.deque)
+
+    def read(self, lines: Iterator[str]) -> Iterator[str]:
+        for line in lines:  # kept for the jsonl records' "src"
+            self.sources.append(line)
+            yield line
+
+    def passed(self, stream: Iterator[list[Translation]]) -> Iterator[list[Translation]]:
+        for found in stream:
+            best = found[0]
+            if best.confidence is not None and best.confidence < self.threshold:
+                self.rejected += 1
+                best.text, best.rejected = "", True
+            yield found
 
 
 def formatted(translator: Translator, lines: Iterator[str], output_format: str, nbest: bool,
               start: int = 0, prefixes: Iterator[str] | None = None,
-              glossary: Glossary | None = None) -> Iterator[str]:
+              glossary: Glossary | None = None, screen: Screen | None = None
+              ) -> Iterator[str]:
     """What is written for each input line, in order: its translation, its n-best lines, or
     its JSON object, each ending in a newline. start: the n-best index of the first line.
     prefixes: one target prefix per line (Translator.translate_stream), or None; glossary:
-    whose terms the translations keep, or None."""
+    whose terms the translations keep, or None; screen: --min-confidence, or None."""
     g = {"prefix": prefixes, "glossary": glossary}
-    if output_format == "jsonl":
+    if screen is not None:
+        for found in screen.passed(translator.translate_nbest_stream(screen.read(lines), False,
+                                                                     **g)):
+            if output_format == "jsonl":
+                yield format_jsonl(screen.sources.popleft(), found, False)
+            else:
+                yield found[0].text + "\n"
+    elif output_format == "jsonl":
         sources: collections.deque[str] = collections.deque()  # read, not yet written
 
         def read() -> Iterator[str]:

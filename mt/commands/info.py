@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from mt.checkpoint import LAST, find_checkpoint, load_checkpoint, load_run
+from mt.confidence import CALIBRATION, Calibration
 from mt.config import DataConfig
 from mt.data import corpus_sources
 from mt.tokenizers import tokenizer_kind
@@ -55,8 +56,21 @@ def run_info(path: Path) -> dict:
         "peak_memory": peak_record(ckpt.parent),
         "checkpoints": checkpoints,
         "lineage": chain(run.lineage, sha256_of(ckpt), run.step),
+        "calibration": calibration_info(ckpt, run.step),
     }
     return info
+
+
+def calibration_info(ckpt: Path, step: int) -> dict | None:
+    """The calibration in the checkpoint's directory (mt calibrate), checked, and whether it
+    was fitted for this checkpoint; None without one."""
+    path = ckpt.parent / CALIBRATION
+    if not path.is_file():
+        return None
+    cal = Calibration.load(path)
+    return {"path": str(path), "threshold": cal.threshold, "lines": cal.lines,
+            "positives": cal.positives, "data": cal.data, "checkpoint": cal.checkpoint,
+            "step": cal.step, "applies": (cal.checkpoint, cal.step) == (ckpt.name, step)}
 
 
 def tokenizer_info(d: DataConfig) -> dict:
@@ -120,6 +134,12 @@ def format_info(info: dict) -> str:
                            f"{info['peak_memory']['step']}")] if info["peak_memory"] else []),
     ]
     lines.append(("lineage", format_chain(info["lineage"])))
+    cal = info.get("calibration")
+    if cal:
+        lines.append(("calibration", f"P(sentence chrF >= {cal['threshold']:g}), fitted on "
+                      f"{cal['lines']} lines ({cal['data']})" + (
+                          "" if cal["applies"] else f"; for {cal['checkpoint']} at step "
+                          f"{cal['step']}, not this checkpoint: not used")))
     for c in info["checkpoints"]:
         lines.append((c["name"], f"{c['bytes'] / 2**20:.1f} MiB, step {c['step']}"))
     width = max(len(name) for name, _ in lines)

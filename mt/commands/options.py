@@ -26,6 +26,7 @@ class TranslateOptions:
     split: bool = False  # --split-sentences: each line a paragraph (mt.document)
     keep: tuple[str, ...] = ()  # --keep: patterns left untranslated (mt.document.placeholders)
     doc_format: str | None = None  # --doc-format: the input is one document (mt.document)
+    min_confidence: float | None = None  # --min-confidence: lines below it written empty
 
     def load_glossary(self) -> Glossary | None:
         """The glossary file, read and checked (a DataError before any work), or None."""

@@ -9,12 +9,13 @@ from collections.abc import Iterator
 
 from tqdm import tqdm
 
-from mt.commands.formats import formatted
+from mt.commands.formats import Screen, formatted
 from mt.commands.heatmap import Pictures, translate_with_attention
 from mt.commands.options import TranslateOptions
 from mt.commands.output import check_input_path, check_output_path, write_output
 from mt.ensemble import Paths, as_paths, open_runs
-from mt.errors import DataError, UsageError
+from mt.errors import ConfigError, DataError, UsageError
+from mt.log import info
 from mt.records import lists
 from mt.textio import iter_lines
 
@@ -28,6 +29,15 @@ def translate(runs: Paths, src: str, out: str, options: TranslateOptions,
     that cannot go together are a UsageError first. Returns the lines written."""
     nbest = options.given("decode.nbest")
     runs = as_paths(runs)
+    if options.min_confidence is not None:
+        clashes = [name for name, on in (
+            ("--nbest", nbest), ("--workers", options.workers > 1),
+            ("an ensemble", len(runs) > 1), ("--align", options.given("decode.align")),
+            ("--attention", pictures is not None),
+            ("a document option (--split-sentences, --keep, --doc-format, --format html)",
+             options.documents)) if on]
+        if clashes:
+            raise UsageError("translate", "'--min-confidence'", f"not with {clashes[0]}")
     if pictures is not None:
         clashes = [name for name, on in (
             ("--nbest", nbest), (f"--format {options.output_format}",
@@ -69,6 +79,7 @@ def translate_file(run_path: Paths, src: str, out: str,
         check_prefix_file(options.prefix, src)
         prefixes = iter_lines(options.prefix)
     lines = iter_lines(src)
+    screen = None
     interactive = src == "-" and sys.stdin.isatty()
     if options.workers > 1 and not interactive:
         from mt.commands.parallel import parallel_formatted
@@ -79,12 +90,20 @@ def translate_file(run_path: Paths, src: str, out: str,
                                     glossary)
     else:
         # someone typing: answer each line, not each chunk of them
-        translator = options.load(run_path, chunk_lines=1 if interactive else None)
+        more = {} if options.min_confidence is None else {"confidence": True}
+        translator = options.load(run_path, chunk_lines=1 if interactive else None, **more)
+        if more:
+            screen = Screen(options.min_confidence)
+            if translator.calibration is None:
+                raise ConfigError(f"--min-confidence: {translator.run.checkpoint} has no "
+                                  "calibration; run mt calibrate RUN --src FILE --ref FILE "
+                                  "(a held-out set) first")
         if interactive:
             lines = prompted(lines)
         chunks = ([text] for text in formatted(translator, lines, options.output_format,
                                                lists(translator.decode_cfg, nbest),
-                                               prefixes=prefixes, glossary=glossary))
+                                               prefixes=prefixes, glossary=glossary,
+                                               screen=screen))
     bar = tqdm(desc="translate", unit=" lines", disable=interactive or None, file=sys.stderr)
     count = 0
 
@@ -97,6 +116,9 @@ def translate_file(run_path: Paths, src: str, out: str,
 
     write_output(out, write_all)
     bar.close()
+    if screen is not None:
+        info(f"--min-confidence {screen.threshold:g}: {screen.rejected} of {count} line(s) "
+             "below it, written empty")
     return count
 
 

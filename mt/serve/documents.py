@@ -50,6 +50,10 @@ def records(lines: list[str], docs: list[Document], found: list[list[Translation
             ) -> list[dict]:
     """Per line {"src", "text", "score"} (the mean of its sentences'), and when split,
     "sentences": [{"src", "text", "score"}]; "attention" when asked for and one sentence;
+    with decode.confidence the line's "confidence" (its sentences' least; null uncalibrated)
+    and "flags" (any of its sentences', calibrated),
+    its "features" when one sentence, and each sentence's "confidence" and
+    "features";
     "cut" (sentences cut to fit the model) and "notes" (malformed HTML) when any."""
     out, done = [], 0
     for line, doc in zip(lines, docs, strict=True):
@@ -58,8 +62,18 @@ def records(lines: list[str], docs: list[Document], found: list[list[Translation
         result = doc.render(mine)
         fields = {"src": line, "text": result.text,
                   "score": sum(t.score for t in mine) / len(mine) if mine else 0.0}
+        confident = [t for t in mine if t.features is not None]  # with "confidence": true
+        if confident:  # a paragraph is as trustworthy as its least trusted sentence
+            known = [t.confidence for t in confident if t.confidence is not None]
+            fields["confidence"] = min(known) if len(known) == len(confident) else None
+            if all(t.flags is not None for t in confident):  # calibrated: any sentence's
+                fields["flags"] = sorted({f for t in confident for f in t.flags})
+        if len(confident) == 1:
+            fields["features"] = confident[0].features
         if len(mine) > 1:
             fields["sentences"] = [{"src": s, "text": t.text, "score": t.score}
+                                   | ({"confidence": t.confidence, "features": t.features}
+                                      if t.features is not None else {})
                                    for s, t in result.sentences]
         if len(mine) == 1 and mine[0].attention is not None:
             fields["attention"] = dataclasses.asdict(mine[0].attention)

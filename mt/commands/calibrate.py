@@ -1,0 +1,54 @@
+"""`mt calibrate`: fit a run's confidence (mt.confidence) on a held-out set and keep it in the
+run directory, where every command that translates with decode.confidence finds it."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+from sacrebleu.metrics import CHRF
+from tqdm import tqdm
+
+from mt import confidence
+from mt.commands.options import TranslateOptions
+from mt.data import read_parallel
+from mt.errors import DataError
+
+MIN_LINES = 100  # fewer held-out lines than this fit noise, not the model's errors
+
+
+def calibrate(run_path: Path, src: str, ref: str, options: TranslateOptions = TranslateOptions(),
+              threshold: float = 50.0) -> dict:
+    """Translate src (decode.confidence on), score each line's chrF against ref, fit
+    P(chrF >= threshold) on the features, save it beside the run's checkpoint; returns what
+    was fitted and how it ranks the held-out lines (in-sample)."""
+    if not 0 < threshold < 100:
+        raise DataError(f"--threshold {threshold}: a sentence chrF between 0 and 100")
+    translator = options.load(run_path, confidence=True)
+    run = translator.run
+    src_lines, ref_lines = read_parallel(Path(src), Path(ref))
+    kept = [i for i, s in enumerate(src_lines) if s.strip()]
+    if len(kept) < MIN_LINES:
+        raise DataError(f"{src}: {len(kept)} non-empty lines; calibrating needs at least "
+                        f"{MIN_LINES} held-out lines (a few hundred or more is better)")
+    lines = [src_lines[i] for i in kept]
+    stream = translator.translate_nbest_stream(lines, False)
+    found = [best[0] for best in tqdm(stream, total=len(lines), desc="calibrate",
+                                      unit=" lines", disable=None, file=sys.stderr)]
+    chrf = CHRF()
+    scores = [chrf.sentence_score(t.text, [ref_lines[i]]).score
+              for i, t in zip(kept, found, strict=True)]
+    good = sum(s >= threshold for s in scores)
+    if good in (0, len(scores)):
+        raise DataError(f"{src}: {'every' if good else 'no'} line reaches chrF {threshold:g}, so "
+                        "there is nothing to tell apart; choose a --threshold between its "
+                        f"lines' scores ({min(scores):.1f} to {max(scores):.1f})")
+    feats = [t.features for t in found]
+    cal = confidence.calibrate(feats, scores, threshold, checkpoint=run.checkpoint.name,
+                               step=run.step, data=f"{src} {ref}")
+    path = cal.save(run.checkpoint.parent)
+    probs = np.array(cal.predict(feats))
+    return {"path": str(path), "lines": cal.lines, "threshold": threshold,
+            "positives": cal.positives, "ece": confidence.ece(probs, np.array(scores) >= threshold),
+            "spearman": confidence.spearman(probs, np.array(scores))}

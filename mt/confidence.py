@@ -1,0 +1,254 @@
+"""How far to trust a translation: features of each output from one teacher-forced pass, and a
+calibration (logistic regression) that maps them to the probability that the line is good.
+
+The features (per sentence, from the pass that scores the final output with its source, so the
+searches stay as they are; docs/confidence.md):
+
+- mean_logprob, min_logprob: the log-probabilities of the output's tokens, <eos> included;
+- mean_entropy: the entropy (nats) of the distribution at each of those steps, averaged;
+- length_ratio: output tokens over source tokens;
+- coverage: each source token's cross-attention received over all steps (layers and heads
+  averaged, as mt.align reads them), capped at 1, averaged over the source: below 1 where a
+  source token was barely looked at, the classic sign of an omission;
+- repetition: the share of the output's token bigrams that occurred earlier in it;
+- src_tokens: the source's length in tokens (short lines vary most);
+- nbest_disagreement, with several outputs a line (n-best lists, samples): 1 - the mean
+  sentence chrF of the others against it (not read by the calibration, which sees one).
+
+A Calibration is fitted by `mt calibrate` on a held-out set: P(sentence chrF >= threshold) as a
+logistic regression on standardized features (Newton's method, numpy alone), kept in the run
+directory as calibration.json beside the checkpoint it was fitted for.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from mt.data import pad
+from mt.errors import CheckpointError
+from mt.log import warn
+from mt.textio import atomic_write
+from mt.vocab import EOS, PAD, start_id
+
+FEATURES = ("mean_logprob", "min_logprob", "mean_entropy", "length_ratio", "coverage",
+            "repetition", "src_tokens")
+CALIBRATION = "calibration.json"  # in the run directory
+# feature: the percentiles of the held-out set outside which a line is flagged (None: no bound)
+FLAGGED = {"coverage": (1, None), "repetition": (None, 99), "length_ratio": (1, 99)}
+FORMAT = 1
+
+
+@torch.no_grad()
+def features(model, src: torch.Tensor, outputs: list[list[int]], lead: int = 0
+             ) -> tuple[list[dict[str, float]], list[list[float]]]:
+    """src (B, S) padded ids, an output (ids, no <eos>) per row -> per row its features (a dict
+    over FEATURES) and its tokens' log-probabilities (<eos> last); lead: tag tokens at the
+    start of each source row, not counted as the source."""
+    tgt_in = pad([[start_id(model.cfg.decoder_start)] + y for y in outputs]).to(src.device)
+    lprobs, layers = _teacher_forced(model, src, tgt_in)  # (B, T+1, V), per layer (B, H, T+1, S)
+    tgt_out = pad([y + [EOS] for y in outputs]).to(src.device)
+    picked = lprobs.gather(-1, tgt_out[..., None]).squeeze(-1)  # (B, T+1)
+    entropy = -(lprobs.exp() * lprobs).nan_to_num().sum(-1)  # 0 * -inf is 0, not NaN
+    attn = torch.stack([w.float().mean(1) for w in layers]).mean(0)  # (B, T+1, S)
+    steps = tgt_out != PAD
+    received = (attn * steps[..., None]).sum(1)  # (B, S)
+    lengths = (src != PAD).sum(1).tolist()
+    found, token_lps = [], []
+    for b, y in enumerate(outputs):
+        n, s = len(y) + 1, lengths[b] - lead
+        lp = picked[b, :n].double()
+        bigrams = list(zip(y, y[1:]))
+        repeats = sum(g in bigrams[:i] for i, g in enumerate(bigrams))
+        found.append({
+            "mean_logprob": lp.mean().item(),
+            "min_logprob": lp.min().item(),
+            "mean_entropy": entropy[b, :n].double().mean().item(),
+            "length_ratio": len(y) / max(s, 1),
+            "coverage": received[b, lead: lengths[b]].clamp(max=1).double().mean().item()
+            if s > 0 else 1.0,
+            "repetition": repeats / len(bigrams) if bigrams else 0.0,
+            "src_tokens": float(s),
+        })
+        token_lps.append(lp.tolist())
+    return found, token_lps
+
+
+def disagreement(texts: list[str]) -> list[float]:
+    """An n-best list's (or samples') texts -> for each, 1 - its mean sentence chrF (0-1)
+    against the others: 0 where they all agree with it. A feature only with nbest or samples
+    above 1, so the calibration does not read it."""
+    from sacrebleu.metrics import CHRF
+
+    chrf = CHRF()
+    return [1 - sum(chrf.sentence_score(o, [t]).score for j, o in enumerate(texts) if j != i)
+            / (100 * (len(texts) - 1)) for i, t in enumerate(texts)]
+
+
+def _teacher_forced(model, src: torch.Tensor, tgt_in: torch.Tensor):
+    """Log-probabilities (B, T, V) and each decoder layer's cross-attention (B, H, T, S): one
+    pass for a Seq2Seq; an ensemble (mt.ensemble, no weights from its decode) takes two."""
+    if hasattr(model, "decoder"):
+        mask = model.src_mask(src)
+        cache = model.start_cache(model.encode(src, mask), mask)
+        states, _, layers = model.decode(tgt_in, cache, need_weights=True)
+        return model.log_probs(model.next_scores(states)), layers
+    return model.log_probs(model(src, tgt_in)), model.cross_attention(src, tgt_in)
+
+
+def model_inputs(rows: list[dict[str, float]]) -> np.ndarray:
+    """The features as the calibration reads them (N, 8): the length ratio on a log scale and
+    its square (too short and too long are both bad), the source length on a log scale."""
+    out = []
+    for f in rows:
+        ratio = math.log(max(f["length_ratio"], 1e-3))
+        out.append([f["mean_logprob"], f["min_logprob"], f["mean_entropy"], ratio, ratio ** 2,
+                    f["coverage"], f["repetition"], math.log1p(f["src_tokens"])])
+    return np.array(out, dtype=np.float64).reshape(len(rows), 8)
+
+
+@dataclass
+class Calibration:
+    """P(sentence chrF >= threshold) = sigmoid(bias + weights . (x - mean) / scale), x being
+    model_inputs of a translation's features."""
+
+    threshold: float  # sentence chrF (0-100) a line must reach to count as good
+    mean: list[float]
+    scale: list[float]
+    weights: list[float]
+    bias: float
+    lines: int  # the held-out lines it was fitted on
+    positives: float  # the share of them at or above the threshold
+    checkpoint: str  # the checkpoint file's name it was fitted for, and its step
+    step: int
+    data: str = ""  # the source and reference files, as given
+    # what the held-out lines showed (FLAGGED): a line outside gets that feature's flag
+    bounds: dict[str, list[float | None]] = field(default_factory=dict)
+
+    def flags(self, row: dict[str, float]) -> list[str]:
+        """The features of a translation outside what the held-out set showed: `coverage`
+        below its 1st percentile (a possible omission), `repetition` above its 99th (a
+        possible loop), `length_ratio` outside its 1st to 99th (too short or too long)."""
+        return [k for k, (lo, hi) in self.bounds.items()
+                if (lo is not None and row[k] < lo) or (hi is not None and row[k] > hi)]
+
+    def predict(self, rows: list[dict[str, float]]) -> list[float]:
+        if not rows:
+            return []
+        x = (model_inputs(rows) - np.array(self.mean)) / np.array(self.scale)
+        return _sigmoid(x @ np.array(self.weights) + self.bias).tolist()
+
+    def save(self, directory: Path) -> Path:
+        body = asdict(self)
+        text = json.dumps(body, sort_keys=True)
+        path = Path(directory) / CALIBRATION
+        data = json.dumps({"format": FORMAT, "crc32": zlib.crc32(text.encode()),
+                           "calibration": body}, indent=1) + "\n"
+        atomic_write(path, lambda tmp: Path(tmp).write_text(data, encoding="utf-8"))
+        return path
+
+    @classmethod
+    def load(cls, path: Path) -> Calibration:
+        """Read and check calibration.json; a CheckpointError (exit 5) where it is damaged."""
+        try:
+            raw = json.loads(Path(path).read_text(encoding="utf-8"))
+            body = raw["calibration"]
+            if raw.get("format") != FORMAT:
+                raise ValueError(f"format {raw.get('format')!r}, expected {FORMAT}")
+            if zlib.crc32(json.dumps(body, sort_keys=True).encode()) != raw["crc32"]:
+                raise ValueError("its CRC-32 does not match its contents")
+            cal = cls(**body)
+            n = model_inputs([dict.fromkeys(FEATURES, 1.0)]).shape[1]
+            if not (len(cal.mean) == len(cal.scale) == len(cal.weights) == n):
+                raise ValueError(f"expected {n} weights")
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(f"{path}: damaged calibration ({e}); run mt calibrate "
+                                  "again") from None
+        return cal
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * z))  # no overflow for large |z|
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float = 1.0, steps: int = 50
+                 ) -> tuple[np.ndarray, float]:
+    """Weights and bias of an L2-regularised logistic regression (the bias not penalised) by
+    Newton's method (iteratively reweighted least squares): x (N, F) standardized, y (N,) in
+    {0, 1}. The penalty keeps the weights finite where a feature separates the classes."""
+    n, f = x.shape
+    a = np.hstack([x, np.ones((n, 1))])
+    w = np.zeros(f + 1)
+    penalty = np.diag([l2] * f + [0.0])
+    for _ in range(steps):
+        p = _sigmoid(a @ w)
+        grad = a.T @ (p - y) + penalty @ w
+        hess = (a * (p * (1 - p))[:, None]).T @ a + penalty + 1e-9 * np.eye(f + 1)
+        delta = np.linalg.solve(hess, grad)
+        w -= delta
+        if np.abs(delta).max() < 1e-10:
+            break
+    return w[:f], float(w[f])
+
+
+def calibrate(rows: list[dict[str, float]], chrf: list[float], threshold: float, **record
+              ) -> Calibration:
+    """The Calibration fitted on held-out translations' features and sentence chrF scores."""
+    x = model_inputs(rows)
+    mean, scale = x.mean(0), x.std(0)
+    scale[scale == 0] = 1.0  # a constant feature: weight 0 after all
+    y = (np.array(chrf) >= threshold).astype(np.float64)
+    w, b = fit_logistic((x - mean) / scale, y)
+    bounds = {}
+    for key, (lo, hi) in FLAGGED.items():
+        v = np.array([f[key] for f in rows])
+        bounds[key] = [None if q is None else float(np.percentile(v, q)) for q in (lo, hi)]
+    return Calibration(threshold, mean.tolist(), scale.tolist(), w.tolist(), b, len(rows),
+                       float(y.mean()), bounds=bounds, **record)
+
+
+def for_run(checkpoint: Path | None, step: int) -> Calibration | None:
+    """The calibration beside a checkpoint, checked; None where there is none, or (with a
+    warning) where it was fitted for another checkpoint or step."""
+    if checkpoint is None:
+        return None
+    path = Path(checkpoint).parent / CALIBRATION
+    if not path.is_file():
+        return None
+    cal = Calibration.load(path)
+    if (cal.checkpoint, cal.step) != (Path(checkpoint).name, step):
+        warn(f"{path}: fitted for {cal.checkpoint} at step {cal.step}, not {Path(checkpoint).name}"
+             f" at step {step}: not used; run mt calibrate again")
+        return None
+    return cal
+
+
+def ece(probs: np.ndarray, good: np.ndarray, bins: int = 10) -> float:
+    """The expected calibration error: over 10 equal-width bins of the predicted probability,
+    |mean prediction - share good| weighted by the bin's share of lines."""
+    probs, good = np.asarray(probs, dtype=np.float64), np.asarray(good, dtype=np.float64)
+    at = np.minimum((probs * bins).astype(int), bins - 1)
+    total = 0.0
+    for k in range(bins):
+        inside = at == k
+        if inside.any():
+            total += inside.mean() * abs(probs[inside].mean() - good[inside].mean())
+    return float(total)
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman's rank correlation (ties get their mean rank)."""
+    return float(np.corrcoef(_ranks(np.asarray(a)), _ranks(np.asarray(b)))[0, 1])
+
+
+def _ranks(x: np.ndarray) -> np.ndarray:
+    """0-based ranks, ties sharing their mean rank."""
+    _, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+    ends = np.cumsum(counts)
+    return (ends - 1 - (counts - 1) / 2)[inverse]
