@@ -372,6 +372,11 @@ class Translator:
                 break
             done += len(chunk)
             yield from self._translate(chunk, scored, cfg, forced, matcher=matcher)
+        self.report()
+
+    def report(self) -> None:
+        """Warn of the lines since the last report that miss a glossary term or were cut to
+        the model's positions (one line each), and count afresh."""
         if self.unkept:
             warn(f"{self.unkept} line(s) miss a glossary term: the length limit "
                  f"(model.max_positions, {self.max_src}) left no room for it, or its target "
