@@ -222,11 +222,15 @@ class Constraints:
 # How the shared incremental loop picks each row's next token: (scores (r, V) after the
 # constraints, rows (r,) the original row of each, step t) -> tokens (r,).
 Choose = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+# What a model's encode gave for src, when the caller has it already (the Translator, which
+# reads the same encoder output again for word alignments): the searches then skip encode.
+Memory = Any
 
 
 @torch.no_grad()
 def greedy(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
-           prefix: torch.Tensor | None = None) -> list[list[int]]:
+           prefix: torch.Tensor | None = None, memory: Memory | None = None
+           ) -> list[list[int]]:
     """src (B, S) -> for each sentence the argmax token ids, without <bos>/<eos> (after its
     prefix's, when one is forced).
 
@@ -234,11 +238,13 @@ def greedy(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     search with K=1: it needs no log-softmax, no finished lists and no bound, and training
     validates with it.
     """
-    return incremental(model, src, cfg, lambda scores, rows, t: argmax(scores), prefix=prefix)
+    return incremental(model, src, cfg, lambda scores, rows, t: argmax(scores), prefix=prefix,
+                       memory=memory)
 
 
 def incremental(model: Decodable, src: torch.Tensor, cfg: DecodeConfig, choose: Choose,
-                copies: int = 1, prefix: torch.Tensor | None = None) -> list[list[int]]:
+                copies: int = 1, prefix: torch.Tensor | None = None,
+                memory: Memory | None = None) -> list[list[int]]:
     """src (B, S) -> B * copies outputs (sentence-major: copies rows per sentence), one token
     per step picked by `choose` (greedy's argmax, a Sampler's draw) from what the Constraints
     leave.
@@ -247,7 +253,8 @@ def incremental(model: Decodable, src: torch.Tensor, cfg: DecodeConfig, choose: 
     Finished rows leave the batch, so later steps cost only what is still running.
     """
     src_mask = model.src_mask(src)
-    cache = model.start_cache(model.encode(src, src_mask), src_mask)
+    cache = model.start_cache(model.encode(src, src_mask) if memory is None else memory,
+                              src_mask)
     constraints = Constraints.of(cfg, src_mask, model.cfg.max_positions, prefix, copies)
     B = src.size(0) * copies
     rows = torch.arange(B, device=src.device)  # original row of each live row
@@ -378,7 +385,8 @@ def _passes(weights: torch.Tensor, cum: torch.Tensor, target: torch.Tensor) -> t
 
 @torch.no_grad()
 def sample(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
-           prefix: torch.Tensor | None = None) -> list[list[int]]:
+           prefix: torch.Tensor | None = None, memory: Memory | None = None
+           ) -> list[list[int]]:
     """src (B, S) -> B * decode.samples sampled outputs (decode.samples per sentence, in
     turn), greedy's loop with `draw` for argmax.
 
@@ -401,7 +409,7 @@ def sample(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     def choose(scores: torch.Tensor, rows: torch.Tensor, t: int) -> torch.Tensor:
         return draw(scores, cfg, uniforms[rows, t])
 
-    return incremental(model, src, cfg, choose, n, prefix)
+    return incremental(model, src, cfg, choose, n, prefix, memory)
 
 
 @torch.no_grad()
@@ -475,8 +483,8 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor, K: int
 
 @torch.no_grad()
 def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
-                prefix: torch.Tensor | None = None, terms: Terms | None = None
-                ) -> list[list[Hypothesis]]:
+                prefix: torch.Tensor | None = None, terms: Terms | None = None,
+                memory: Memory | None = None) -> list[list[Hypothesis]]:
     """src (B, S) -> for each sentence up to cfg.nbest distinct hypotheses, best first; with a
     prefix (B, P), each starting with its sentence's (the forced token is a beam's only
     candidate, so the beams behind a prefix are one live beam and impossible ones); with
@@ -494,7 +502,8 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     K, n, V = cfg.beam, min(cfg.nbest, cfg.beam), model.vocab_size
     norm, alpha = cfg.length_norm, cfg.length_penalty
     src_mask = model.src_mask(src)
-    cache = model.start_cache(model.encode(src, src_mask), src_mask)
+    cache = model.start_cache(model.encode(src, src_mask) if memory is None else memory,
+                              src_mask)
     constraints = Constraints.of(cfg, src_mask, model.cfg.max_positions, prefix, terms=terms)
     limits = constraints.limits
     B, dev = src.size(0), src.device

@@ -17,7 +17,7 @@ from mt.checkpoint import Run, load_run
 from mt.config import Config, DecodeConfig, config_from_dict, corpus_configs
 from mt.constrained import Terms
 from mt.data import group_bounds, pad
-from mt.decode import Hypothesis
+from mt.decode import Hypothesis, Memory
 from mt.engines import (
     ENGINES,
     GREEDY_GLOSSARY,
@@ -281,7 +281,12 @@ class Translator:
             if matcher is not None:
                 terms = Terms.of([matcher.terms(active[i]) for i in group],
                                  cfg.glossary_ordered, self.device)
-            found = self.engine.search(src, cfg, scored, prefix, terms)
+            memory, more = None, ()
+            if cfg.align or attention:  # encoded once: for the search and for _attend
+                with torch.no_grad():
+                    memory = self.model.encode(src, self.model.src_mask(src))
+                more = (memory,)
+            found = self.engine.search(src, cfg, scored, prefix, terms, *more)
             done = [[Translation(self.detokenize(h.tokens), h.score) for h in hyps]
                     for hyps in found]
             if matcher is not None:
@@ -291,7 +296,7 @@ class Translator:
                         t.missing = matcher.missing(active[i], h.tokens)
             if cfg.align or attention:
                 self._attend(src, [tokens[i] for i in group], found, done, len(lead),
-                             cfg.align, attention)
+                             cfg.align, attention, memory)
             return done
 
         for group, done in zip(groups, self.streams.map(decode, groups), strict=True):
@@ -310,19 +315,21 @@ class Translator:
 
     def _attend(self, src: torch.Tensor, tokens: list[list[str]], found: list[list[Hypothesis]],
                 out: list[list[Translation]], lead: int, alignment: bool,
-                attention: AttentionSpec | None) -> None:
+                attention: AttentionSpec | None, memory: Memory) -> None:
         """Give each translation of a batch (src (B, S), each row's source tokens after `lead`
-        tag tokens) its word alignment (mt.align) and/or its cross-attention, from one more
-        teacher-forced pass over all of them (two when the attention asked for is not the
-        alignment's)."""
+        tag tokens, memory: the model's encode(src)) its word alignment (mt.align) and/or its
+        cross-attention, from one more teacher-forced pass of the decoder over all of them
+        (two when the attention asked for is not the alignment's)."""
         rows = [b for b, hyps in enumerate(found) for _ in hyps]
+        memory = [m[rows] for m in memory] if isinstance(memory, list) else memory[rows]
         outputs = [h.tokens for hyps in found for h in hyps]
         averaged = shown = [None] * len(rows)  # one teacher-forced pass each, where needed
         if alignment or (attention is not None and attention.averaged):
-            averaged = shown = align.cross_attention(self.model, src[rows], outputs)
+            averaged = shown = align.cross_attention(self.model, src[rows], outputs,
+                                                     memory=memory)
         if attention is not None and not attention.averaged:
             shown = align.cross_attention(self.model, src[rows], outputs, attention.layer,
-                                          attention.heads, attention.end)
+                                          attention.heads, attention.end, memory)
         words = [align.token_words(t, self.src_tok.detokenize) for t in tokens] if alignment else []
         labels = [_labels(t, self.src_tok) for t in tokens] if attention is not None else []
         translations = (t for ts in out for t in ts)
