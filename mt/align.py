@@ -3,10 +3,11 @@ pairs, source word i and target word j, 0-based, the words being those of the te
 whitespace (a SentencePiece piece or a spaCy token joined to its neighbour belongs to the word
 its detokenized text falls in).
 
-Each output is teacher-forced once more with its source; the cross-attention weights of all
-decoder layers and heads, averaged, at the step that predicts target token j say where token j
-looks. A source word gets the sum of its tokens' weights, a target word the mean of its tokens'
-rows, and each target word is linked to the source word it weighs most. docs/decoding.md gives
+The cross-attention weights of all decoder layers and heads, averaged, at the step that
+predicts target token j say where token j looks: kept by beam search as it goes
+(Hypothesis.attention), else from one more teacher-forced pass (cross_attention). A source
+word gets the sum of its tokens' weights, a target word the mean of its tokens' rows, and each
+target word is linked to the source word it weighs most. docs/decoding.md gives
 the measurements behind that choice (all layers and heads, the predicting step).
 
 Shapes: S source tokens, T target tokens, H heads.

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -78,6 +78,9 @@ class Hypothesis:
     tokens: list[int]  # target ids without <bos>/<eos>
     score: float  # length-penalised log-probability (see the module docstring)
     held: bool = True  # holds its terms (mt.constrained); False only when the length limit cut it
+    # (T, S): the cross-attention (layers and heads averaged) of the step that chose each
+    # token, over the padded source; beam search gives it when asked (attend)
+    attention: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
 
 def length_penalty(length: torch.Tensor | int, norm: str, alpha: float) -> torch.Tensor | float:
@@ -484,7 +487,7 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor, K: int
 @torch.no_grad()
 def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
                 prefix: torch.Tensor | None = None, terms: Terms | None = None,
-                memory: Memory | None = None) -> list[list[Hypothesis]]:
+                memory: Memory | None = None, attend: bool = False) -> list[list[Hypothesis]]:
     """src (B, S) -> for each sentence up to cfg.nbest distinct hypotheses, best first; with a
     prefix (B, P), each starting with its sentence's (the forced token is a beam's only
     candidate, so the beams behind a prefix are one live beam and impossible ones); with
@@ -514,8 +517,15 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     hyp = torch.empty(B, 0, dtype=torch.long, device=dev)  # (b*k, t) tokens so far
     prev = torch.full((B, 1), start_id(model.cfg.decoder_start), dtype=torch.long, device=dev)
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    # attend: each live beam's cross-attention so far (b*k, t, S), moved with its tokens, so
+    # that word alignments need no second, teacher-forced pass (a Seq2Seq's decode only)
+    seen = torch.empty(B, 0, src.size(1), device=dev) if attend else None
     for t in range(int(limits.max()) + 1):
-        states, cache = model.decode(prev, cache)
+        if seen is not None:
+            states, cache, layers = model.decode(prev, cache, need_weights=True)
+            step = torch.stack([w[:, :, -1].float().mean(1) for w in layers]).mean(0)  # (b*k, S)
+        else:
+            states, cache = model.decode(prev, cache)
         b, k = scores.shape
         lprobs = constraints.apply(model.log_probs(model.next_scores(states[:, -1])), t, hyp,
                                    rows.repeat_interleave(k), state)  # (b*k, V)
@@ -532,12 +542,15 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
         if ends.any():
             kept = torch.cat([kept, final], dim=1).topk(n, dim=-1).values
             sent, rank = ends.nonzero().unbind(-1)
-            prefixes = hyp.index_select(0, sent * k + beams[sent, rank]).tolist()
+            ended = sent * k + beams[sent, rank]
+            prefixes = hyp.index_select(0, ended).tolist()
+            looked = [None] * len(prefixes) if seen is None else seen.index_select(0, ended)
             scored = final[sent, rank].tolist()
             held = ([True] * len(scored) if state is None else
                     state.complete[sent * N + rank].tolist())  # step's states
-            for s, toks, sc, h in zip(rows[sent].tolist(), prefixes, scored, held, strict=True):
-                finished[s].append(Hypothesis(toks, sc, h))
+            for s, toks, sc, h, a in zip(rows[sent].tolist(), prefixes, scored, held, looked,
+                                         strict=True):
+                finished[s].append(Hypothesis(toks, sc, h, a))
 
         # 2) the K best candidates that do not end stay live, best first (with terms: the
         # first K in the order the banks deal them)
@@ -554,6 +567,9 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
         cache = cache.reorder(moved, group=K)
         prev = tokens[keep].reshape(-1, 1)
         hyp = torch.cat([hyp.index_select(0, moved), prev], dim=1)
+        if seen is not None:
+            seen = torch.cat([seen.index_select(0, moved), step.index_select(0, moved)[:, None]],
+                             dim=1)
         rows, scores, kept = rows[keep], scores[keep], kept[keep]
         if state is not None:
             state = state.index((keep[:, None] * N + live[keep]).flatten())

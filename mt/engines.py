@@ -47,11 +47,15 @@ class ModelEngine:
 
     def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool,
                prefix: torch.Tensor | None = None, terms: Terms | None = None,
-               memory: Memory | None = None) -> list[list[Hypothesis]]:
-        """memory: the model's encode(src), when the caller has it (mt.decode.Memory)."""
+               memory: Memory | None = None, attend: bool = False
+               ) -> list[list[Hypothesis]]:
+        """memory: the model's encode(src), when the caller has it (mt.decode.Memory).
+        attend: beam search gives each hypothesis its cross-attention (Hypothesis.attention),
+        where it can (a Seq2Seq); else the caller computes it."""
         self.model.eval()
         if cfg.beam > 1:
-            return beam_search(self.model, src, cfg, prefix, terms, memory)
+            return beam_search(self.model, src, cfg, prefix, terms, memory,
+                               attend and isinstance(self.model, Seq2Seq))
         if terms is not None:
             raise ConfigError(GREEDY_GLOSSARY)
         n = cfg.samples if cfg.sampling != "none" else 1

@@ -34,7 +34,7 @@ from mt.model import Seq2Seq
 from mt.records import Attention, AttentionSpec, Translation
 from mt.threads import Streams, translation_streams
 from mt.tokenizers import Tokenizer
-from mt.vocab import EOS, SPECIALS
+from mt.vocab import EOS, PAD, SPECIALS
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
 
@@ -285,7 +285,8 @@ class Translator:
             if cfg.align or attention:  # encoded once: for the search and for _attend
                 with torch.no_grad():
                     memory = self.model.encode(src, self.model.src_mask(src))
-                more = (memory,)
+                # beam search keeps the alignment's attention as it goes (no second pass)
+                more = (memory, cfg.align and not attention)
             found = self.engine.search(src, cfg, scored, prefix, terms, *more)
             done = [[Translation(self.detokenize(h.tokens), h.score) for h in hyps]
                     for hyps in found]
@@ -324,7 +325,11 @@ class Translator:
         memory = [m[rows] for m in memory] if isinstance(memory, list) else memory[rows]
         outputs = [h.tokens for hyps in found for h in hyps]
         averaged = shown = [None] * len(rows)  # one teacher-forced pass each, where needed
-        if alignment or (attention is not None and attention.averaged):
+        kept = [h.attention for hyps in found for h in hyps]
+        lengths = (src[rows] != PAD).sum(1).tolist()
+        if alignment and attention is None and all(a is not None for a in kept):
+            averaged = [a[:, :n] for a, n in zip(kept, lengths, strict=True)]  # the search's
+        elif alignment or (attention is not None and attention.averaged):
             averaged = shown = align.cross_attention(self.model, src[rows], outputs,
                                                      memory=memory)
         if attention is not None and not attention.averaged:
