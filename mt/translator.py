@@ -328,7 +328,7 @@ class Translator:
         kept = [h.attention for hyps in found for h in hyps]
         lengths = (src[rows] != PAD).sum(1).tolist()
         if alignment and attention is None and all(a is not None for a in kept):
-            averaged = [a[:, :n] for a, n in zip(kept, lengths, strict=True)]  # the search's
+            averaged = [a[:, :n].cpu() for a, n in zip(kept, lengths, strict=True)]  # the search's
         elif alignment or (attention is not None and attention.averaged):
             averaged = shown = align.cross_attention(self.model, src[rows], outputs,
                                                      memory=memory)
