@@ -3,10 +3,11 @@ pairs, source word i and target word j, 0-based, the words being those of the te
 whitespace (a SentencePiece piece or a spaCy token joined to its neighbour belongs to the word
 its detokenized text falls in).
 
-Each output is teacher-forced once more with its source; the cross-attention weights of all
-decoder layers and heads, averaged, at the step that predicts target token j say where token j
-looks. A source word gets the sum of its tokens' weights, a target word the mean of its tokens'
-rows, and each target word is linked to the source word it weighs most. docs/decoding.md gives
+The cross-attention weights of all decoder layers and heads, averaged, at the step that
+predicts target token j say where token j looks: kept by beam search as it goes
+(Hypothesis.attention), else from one more teacher-forced pass (cross_attention). A source
+word gets the sum of its tokens' weights, a target word the mean of its tokens' rows, and each
+target word is linked to the source word it weighs most. docs/decoding.md gives
 the measurements behind that choice (all layers and heads, the predicting step).
 
 Shapes: S source tokens, T target tokens, H heads.
@@ -31,13 +32,14 @@ def token_words(tokens: Sequence[str], detokenize: Detokenize) -> list[int]:
 
 @torch.no_grad()
 def cross_attention(model, src: torch.Tensor, outputs: list[list[int]], layer: int | None = None,
-                    heads: bool = False, end: bool = False) -> list[torch.Tensor]:
+                    heads: bool = False, end: bool = False, memory=None) -> list[torch.Tensor]:
     """src (B, S) and an output (ids) per row -> per row its (T_b, S_b) weights, averaged over
     layers and heads: row j is the step that predicts output token j. layer: that decoder
     layer's only; heads (with a layer): every head's, (H, T_b, S_b); end: and the row of the
-    step that predicts <eos> (T_b + 1 rows)."""
+    step that predicts <eos> (T_b + 1 rows). memory: the model's encode(src), if the caller
+    has it (skips the encoder)."""
     tgt_in = pad([[start_id(model.cfg.decoder_start)] + y for y in outputs]).to(src.device)
-    layers = model.cross_attention(src, tgt_in)  # per layer (B, H, T + 1, S)
+    layers = model.cross_attention(src, tgt_in, memory)  # per layer (B, H, T + 1, S)
     if layer is None:
         weights = torch.stack([w.float().mean(1) for w in layers]).mean(0)  # (B, T + 1, S)
     else:

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -78,6 +78,9 @@ class Hypothesis:
     tokens: list[int]  # target ids without <bos>/<eos>
     score: float  # length-penalised log-probability (see the module docstring)
     held: bool = True  # holds its terms (mt.constrained); False only when the length limit cut it
+    # (T, S): the cross-attention (layers and heads averaged) of the step that chose each
+    # token, over the padded source; beam search gives it when asked (attend)
+    attention: torch.Tensor | None = field(default=None, compare=False, repr=False)
 
 
 def length_penalty(length: torch.Tensor | int, norm: str, alpha: float) -> torch.Tensor | float:
@@ -222,11 +225,15 @@ class Constraints:
 # How the shared incremental loop picks each row's next token: (scores (r, V) after the
 # constraints, rows (r,) the original row of each, step t) -> tokens (r,).
 Choose = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
+# What a model's encode gave for src, when the caller has it already (the Translator, which
+# reads the same encoder output again for word alignments): the searches then skip encode.
+Memory = Any
 
 
 @torch.no_grad()
 def greedy(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
-           prefix: torch.Tensor | None = None) -> list[list[int]]:
+           prefix: torch.Tensor | None = None, memory: Memory | None = None
+           ) -> list[list[int]]:
     """src (B, S) -> for each sentence the argmax token ids, without <bos>/<eos> (after its
     prefix's, when one is forced).
 
@@ -234,11 +241,13 @@ def greedy(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     search with K=1: it needs no log-softmax, no finished lists and no bound, and training
     validates with it.
     """
-    return incremental(model, src, cfg, lambda scores, rows, t: argmax(scores), prefix=prefix)
+    return incremental(model, src, cfg, lambda scores, rows, t: argmax(scores), prefix=prefix,
+                       memory=memory)
 
 
 def incremental(model: Decodable, src: torch.Tensor, cfg: DecodeConfig, choose: Choose,
-                copies: int = 1, prefix: torch.Tensor | None = None) -> list[list[int]]:
+                copies: int = 1, prefix: torch.Tensor | None = None,
+                memory: Memory | None = None) -> list[list[int]]:
     """src (B, S) -> B * copies outputs (sentence-major: copies rows per sentence), one token
     per step picked by `choose` (greedy's argmax, a Sampler's draw) from what the Constraints
     leave.
@@ -247,7 +256,8 @@ def incremental(model: Decodable, src: torch.Tensor, cfg: DecodeConfig, choose: 
     Finished rows leave the batch, so later steps cost only what is still running.
     """
     src_mask = model.src_mask(src)
-    cache = model.start_cache(model.encode(src, src_mask), src_mask)
+    cache = model.start_cache(model.encode(src, src_mask) if memory is None else memory,
+                              src_mask)
     constraints = Constraints.of(cfg, src_mask, model.cfg.max_positions, prefix, copies)
     B = src.size(0) * copies
     rows = torch.arange(B, device=src.device)  # original row of each live row
@@ -378,7 +388,8 @@ def _passes(weights: torch.Tensor, cum: torch.Tensor, target: torch.Tensor) -> t
 
 @torch.no_grad()
 def sample(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
-           prefix: torch.Tensor | None = None) -> list[list[int]]:
+           prefix: torch.Tensor | None = None, memory: Memory | None = None
+           ) -> list[list[int]]:
     """src (B, S) -> B * decode.samples sampled outputs (decode.samples per sentence, in
     turn), greedy's loop with `draw` for argmax.
 
@@ -401,7 +412,7 @@ def sample(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     def choose(scores: torch.Tensor, rows: torch.Tensor, t: int) -> torch.Tensor:
         return draw(scores, cfg, uniforms[rows, t])
 
-    return incremental(model, src, cfg, choose, n, prefix)
+    return incremental(model, src, cfg, choose, n, prefix, memory)
 
 
 @torch.no_grad()
@@ -475,8 +486,8 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor, K: int
 
 @torch.no_grad()
 def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
-                prefix: torch.Tensor | None = None, terms: Terms | None = None
-                ) -> list[list[Hypothesis]]:
+                prefix: torch.Tensor | None = None, terms: Terms | None = None,
+                memory: Memory | None = None, attend: bool = False) -> list[list[Hypothesis]]:
     """src (B, S) -> for each sentence up to cfg.nbest distinct hypotheses, best first; with a
     prefix (B, P), each starting with its sentence's (the forced token is a beam's only
     candidate, so the beams behind a prefix are one live beam and impossible ones); with
@@ -494,7 +505,8 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     K, n, V = cfg.beam, min(cfg.nbest, cfg.beam), model.vocab_size
     norm, alpha = cfg.length_norm, cfg.length_penalty
     src_mask = model.src_mask(src)
-    cache = model.start_cache(model.encode(src, src_mask), src_mask)
+    cache = model.start_cache(model.encode(src, src_mask) if memory is None else memory,
+                              src_mask)
     constraints = Constraints.of(cfg, src_mask, model.cfg.max_positions, prefix, terms=terms)
     limits = constraints.limits
     B, dev = src.size(0), src.device
@@ -505,8 +517,15 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     hyp = torch.empty(B, 0, dtype=torch.long, device=dev)  # (b*k, t) tokens so far
     prev = torch.full((B, 1), start_id(model.cfg.decoder_start), dtype=torch.long, device=dev)
     finished: list[list[Hypothesis]] = [[] for _ in range(B)]
+    # attend: each live beam's cross-attention so far (b*k, t, S), moved with its tokens, so
+    # that word alignments need no second, teacher-forced pass (a Seq2Seq's decode only)
+    seen = torch.empty(B, 0, src.size(1), device=dev) if attend else None
     for t in range(int(limits.max()) + 1):
-        states, cache = model.decode(prev, cache)
+        if seen is not None:
+            states, cache, layers = model.decode(prev, cache, need_weights=True)
+            step = torch.stack([w[:, :, -1].float().mean(1) for w in layers]).mean(0)  # (b*k, S)
+        else:
+            states, cache = model.decode(prev, cache)
         b, k = scores.shape
         lprobs = constraints.apply(model.log_probs(model.next_scores(states[:, -1])), t, hyp,
                                    rows.repeat_interleave(k), state)  # (b*k, V)
@@ -523,12 +542,15 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
         if ends.any():
             kept = torch.cat([kept, final], dim=1).topk(n, dim=-1).values
             sent, rank = ends.nonzero().unbind(-1)
-            prefixes = hyp.index_select(0, sent * k + beams[sent, rank]).tolist()
+            ended = sent * k + beams[sent, rank]
+            prefixes = hyp.index_select(0, ended).tolist()
+            looked = [None] * len(prefixes) if seen is None else seen.index_select(0, ended)
             scored = final[sent, rank].tolist()
             held = ([True] * len(scored) if state is None else
                     state.complete[sent * N + rank].tolist())  # step's states
-            for s, toks, sc, h in zip(rows[sent].tolist(), prefixes, scored, held, strict=True):
-                finished[s].append(Hypothesis(toks, sc, h))
+            for s, toks, sc, h, a in zip(rows[sent].tolist(), prefixes, scored, held, looked,
+                                         strict=True):
+                finished[s].append(Hypothesis(toks, sc, h, a))
 
         # 2) the K best candidates that do not end stay live, best first (with terms: the
         # first K in the order the banks deal them)
@@ -545,6 +567,9 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
         cache = cache.reorder(moved, group=K)
         prev = tokens[keep].reshape(-1, 1)
         hyp = torch.cat([hyp.index_select(0, moved), prev], dim=1)
+        if seen is not None:
+            seen = torch.cat([seen.index_select(0, moved), step.index_select(0, moved)[:, None]],
+                             dim=1)
         rows, scores, kept = rows[keep], scores[keep], kept[keep]
         if state is not None:
             state = state.index((keep[:, None] * N + live[keep]).flatten())

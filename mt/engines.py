@@ -10,7 +10,7 @@ import torch
 
 from mt.config import DecodeConfig
 from mt.constrained import Terms
-from mt.decode import Hypothesis, beam_search, greedy, sample, sequence_scores
+from mt.decode import Hypothesis, Memory, beam_search, greedy, sample, sequence_scores
 from mt.device import has_native_bf16
 from mt.errors import ConfigError
 from mt.log import warn
@@ -46,15 +46,21 @@ class ModelEngine:
         self.model = model
 
     def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool,
-               prefix: torch.Tensor | None = None, terms: Terms | None = None
+               prefix: torch.Tensor | None = None, terms: Terms | None = None,
+               memory: Memory | None = None, attend: bool = False
                ) -> list[list[Hypothesis]]:
+        """memory: the model's encode(src), when the caller has it (mt.decode.Memory).
+        attend: beam search gives each hypothesis its cross-attention (Hypothesis.attention),
+        where it can (a Seq2Seq); else the caller computes it."""
         self.model.eval()
         if cfg.beam > 1:
-            return beam_search(self.model, src, cfg, prefix, terms)
+            return beam_search(self.model, src, cfg, prefix, terms, memory,
+                               attend and isinstance(self.model, Seq2Seq))
         if terms is not None:
             raise ConfigError(GREEDY_GLOSSARY)
         n = cfg.samples if cfg.sampling != "none" else 1
-        hyps = (sample if cfg.sampling != "none" else greedy)(self.model, src, cfg, prefix)
+        hyps = (sample if cfg.sampling != "none" else greedy)(self.model, src, cfg, prefix,
+                                                               memory)
         # Neither scores; rescore (one teacher-forced pass) only when scores are shown.
         scores = (sequence_scores(self.model, src.repeat_interleave(n, 0), hyps, cfg) if scored
                   else [float("nan")] * len(hyps))

@@ -80,10 +80,13 @@ class Ensemble(nn.Module):
         return self.decode(tgt_in, self.start_cache(self.encode(src, src_mask), src_mask))[0]
 
     @torch.no_grad()
-    def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor) -> list[torch.Tensor]:
+    def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor,
+                        memory: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
         """Every model's decoder layers' weights (Seq2Seq.cross_attention), one after the
-        other: (B, H_m, T, S) each."""
-        return [w for m in self.models for w in m.cross_attention(src, tgt_in)]
+        other: (B, H_m, T, S) each. memory: encode(src), if the caller has it."""
+        memories = memory or [None] * len(self.models)
+        return [w for m, x in zip(self.models, memories, strict=True)
+                for w in m.cross_attention(src, tgt_in, x)]
 
 
 # Opening an ensemble: runs whose models can be averaged token by token.

@@ -354,11 +354,13 @@ class Seq2Seq(nn.Module):
         return logits.float().log_softmax(-1)
 
     @torch.no_grad()
-    def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor) -> list[torch.Tensor]:
+    def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor,
+                        memory: torch.Tensor | None = None) -> list[torch.Tensor]:
         """Teacher-forced pass (tgt_in (B, T)); each decoder layer's cross-attention weights
-        (B, H, T, S), as `decode` returns them."""
+        (B, H, T, S), as `decode` returns them. memory: encode(src), if the caller has it."""
         src_mask = self.src_mask(src)
-        cache = self.start_cache(self.encode(src, src_mask), src_mask)
+        memory = self.encode(src, src_mask) if memory is None else memory
+        cache = self.start_cache(memory, src_mask)
         return self.decode(tgt_in, cache, need_weights=True)[2]
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, project: bool = True

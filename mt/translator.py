@@ -19,7 +19,7 @@ from mt.checkpoint import Run, load_run
 from mt.config import Config, DecodeConfig, config_from_dict, corpus_configs
 from mt.constrained import Terms
 from mt.data import group_bounds, pad
-from mt.decode import Hypothesis
+from mt.decode import Hypothesis, Memory
 from mt.engines import (
     ENGINES,
     GREEDY_GLOSSARY,
@@ -36,7 +36,7 @@ from mt.model import Seq2Seq
 from mt.records import Attention, AttentionSpec, Translation
 from mt.threads import Streams, translation_streams
 from mt.tokenizers import Tokenizer
-from mt.vocab import EOS, SPECIALS
+from mt.vocab import EOS, PAD, SPECIALS
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
 
@@ -295,7 +295,13 @@ class Translator:
             if matcher is not None:
                 terms = Terms.of([matcher.terms(active[i]) for i in group],
                                  cfg.glossary_ordered, self.device)
-            found = self.engine.search(src, cfg, scored, prefix, terms)
+            memory, more = None, ()
+            if cfg.align or attention:  # encoded once: for the search and for _attend
+                with torch.no_grad():
+                    memory = self.model.encode(src, self.model.src_mask(src))
+                # beam search keeps the alignment's attention as it goes (no second pass)
+                more = (memory, cfg.align and not attention)
+            found = self.engine.search(src, cfg, scored, prefix, terms, *more)
             done = [[Translation(self.detokenize(h.tokens), h.score) for h in hyps]
                     for hyps in found]
             if matcher is not None:
@@ -305,7 +311,7 @@ class Translator:
                         t.missing = matcher.missing(active[i], h.tokens)
             if cfg.align or attention:
                 self._attend(src, [tokens[i] for i in group], found, done, len(lead),
-                             cfg.align, attention)
+                             cfg.align, attention, memory)
             if cfg.confidence:
                 self._confide(src, found, done, len(lead))
             return done
@@ -326,19 +332,25 @@ class Translator:
 
     def _attend(self, src: torch.Tensor, tokens: list[list[str]], found: list[list[Hypothesis]],
                 out: list[list[Translation]], lead: int, alignment: bool,
-                attention: AttentionSpec | None) -> None:
+                attention: AttentionSpec | None, memory: Memory) -> None:
         """Give each translation of a batch (src (B, S), each row's source tokens after `lead`
-        tag tokens) its word alignment (mt.align) and/or its cross-attention, from one more
-        teacher-forced pass over all of them (two when the attention asked for is not the
-        alignment's)."""
+        tag tokens, memory: the model's encode(src)) its word alignment (mt.align) and/or its
+        cross-attention, from one more teacher-forced pass of the decoder over all of them
+        (two when the attention asked for is not the alignment's)."""
         rows = [b for b, hyps in enumerate(found) for _ in hyps]
+        memory = [m[rows] for m in memory] if isinstance(memory, list) else memory[rows]
         outputs = [h.tokens for hyps in found for h in hyps]
         averaged = shown = [None] * len(rows)  # one teacher-forced pass each, where needed
-        if alignment or (attention is not None and attention.averaged):
-            averaged = shown = align.cross_attention(self.model, src[rows], outputs)
+        kept = [h.attention for hyps in found for h in hyps]
+        lengths = (src[rows] != PAD).sum(1).tolist()
+        if alignment and attention is None and all(a is not None for a in kept):
+            averaged = [a[:, :n].cpu() for a, n in zip(kept, lengths, strict=True)]  # the search's
+        elif alignment or (attention is not None and attention.averaged):
+            averaged = shown = align.cross_attention(self.model, src[rows], outputs,
+                                                     memory=memory)
         if attention is not None and not attention.averaged:
             shown = align.cross_attention(self.model, src[rows], outputs, attention.layer,
-                                          attention.heads, attention.end)
+                                          attention.heads, attention.end, memory)
         words = [align.token_words(t, self.src_tok.detokenize) for t in tokens] if alignment else []
         labels = [_labels(t, self.src_tok) for t in tokens] if attention is not None else []
         translations = (t for ts in out for t in ts)
@@ -415,6 +427,11 @@ class Translator:
                 break
             done += len(chunk)
             yield from self._translate(chunk, scored, cfg, forced, matcher=matcher)
+        self.report()
+
+    def report(self) -> None:
+        """Warn of the lines since the last report that miss a glossary term or were cut to
+        the model's positions (one line each), and count afresh."""
         if self.unkept:
             warn(f"{self.unkept} line(s) miss a glossary term: the length limit "
                  f"(model.max_positions, {self.max_src}) left no room for it, or its target "

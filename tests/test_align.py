@@ -110,3 +110,45 @@ def test_cli_align_formats_and_ctranslate2(tiny_run, tmp_path):
                "-o", str(tmp_path / "out.txt"))
     assert_user_error(r, 3, "decode.align: word alignments come from mt's own search")
     assert not (tmp_path / "out.txt").exists()
+
+
+def test_alignments_reuse_the_searchs_encoder_output(tiny_run, monkeypatch):
+    translator = Translator.load(tiny_run)
+    model = translator.model
+    lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:20]
+    src = pad([translator.run.src_vocab.encode(t) for t in translator.src_tok.tokenize_many(
+        lines)])
+    outputs = [translator.run.tgt_vocab.encode(translator.tgt_tok.tokenize(t))
+               for t in translator.translate(lines)]
+    with torch.no_grad():
+        memory = model.encode(src, model.src_mask(src))
+    for a, b in zip(cross_attention(model, src, outputs, memory=memory),
+                    cross_attention(model, src, outputs), strict=True):
+        assert torch.equal(a, b)
+    encoded = []
+    encode = type(model).encode
+    monkeypatch.setattr(type(model), "encode",
+                        lambda self, *a: encoded.append(1) or encode(self, *a))
+    for options in ({"beam": 3, "nbest": 2}, {"beam": 1}):
+        encoded.clear()
+        plain = translator.translate_nbest(lines, **options)
+        once = len(encoded)
+        aligned = translator.translate_nbest(lines, align=True, **options)
+        assert len(encoded) == 2 * once > 0  # no more encoder passes for the alignments
+        assert [[t.text for t in ts] for ts in aligned] == [[t.text for t in ts] for ts in plain]
+
+
+def test_beam_search_keeps_the_alignments_attention_as_it_goes(tiny_run, monkeypatch):
+    translator = Translator.load(tiny_run)
+    lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:30]
+    for options in ({"beam": 3}, {"beam": 4, "nbest": 2}):
+        # attention asked for too: the alignment then comes from a teacher-forced pass
+        forced = translator.translate_nbest(lines, align=True, attention=True, **options)
+        def no_pass(*args, **kwargs):
+            raise AssertionError("a second, teacher-forced pass")
+
+        monkeypatch.setattr("mt.translator.align.cross_attention", no_pass)
+        found = translator.translate_nbest(lines, align=True, **options)
+        monkeypatch.undo()
+        assert [[(t.text, t.alignment) for t in ts] for ts in found] == [
+            [(t.text, t.alignment) for t in ts] for ts in forced]

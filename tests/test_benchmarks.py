@@ -82,6 +82,14 @@ def test_bench_workers_runs_in_smoke_mode(tiny_run):
     assert "--workers 2 / --workers 1 speed:" in out and "outputs byte-identical: yes" in out
 
 
+def test_bench_documents_runs_in_smoke_mode(tiny_run, tmp_path):
+    out = run_benchmark("bench_documents", str(tiny_run), "--examples",
+                        str(tmp_path / "examples.txt"))
+    assert "| paragraphs, split (mt.document) |" in out and "| toy | 30 | 30 (100.0%) |" in out
+    assert "| toy | alignment | " in out and "| HTML snippets (Document, one batch) |" in out
+    assert (tmp_path / "examples.txt").read_text().count("\nsource: ") == 25
+
+
 def test_bench_serve_runs_in_smoke_mode(tiny_run):
     out = run_benchmark("bench_serve", str(tiny_run))
     assert "| 4 clients at once |" in out and "| one client, one request at a time |" in out

@@ -110,3 +110,27 @@ def test_documents_by_extension_keep_their_format(cli, tmp_path, tiny_run):
     r = cli("translate", tiny_run, "-i", md, "--doc-format", "md")
     assert r.code == 0 and r.out.startswith(f"# {a}\n\n```\n{second}\n```\n- ")
     assert r.out.count("`x`") == 1
+
+
+def test_a_glossary_is_kept_in_each_sentence_and_around_the_markup(cli, tmp_path, tiny_run):
+    g, src = tmp_path / "g.tsv", tmp_path / "in.txt"
+    g.write_text("dogs\tVögel\n", encoding="utf-8")
+    first, second = TWO_LINES.splitlines()
+    src.write_text(f"{first} {second}\n", encoding="utf-8")
+    plain = cli("translate", tiny_run, "-i", src, "--split-sentences", "--beam", "3").out
+    r = cli("translate", tiny_run, "-i", src, "--split-sentences", "--beam", "3",
+            "--glossary", g)
+    assert r.code == 0, r.err
+    # the sentence with the term holds it; the other, with no active entry, is as it was
+    assert "Vögel" in r.out.split(". ")[0] and "Vögel" not in plain
+    assert r.out.split(". ")[1] == plain.split(". ")[1]
+    page, out = tmp_path / "in.html", tmp_path / "out.html"
+    page.write_text(f"<p>{first} <b>{second}</b></p>\n", encoding="utf-8")
+    r = cli("translate", tiny_run, "-i", page, "-o", out, "--format", "html", "--beam", "3",
+            "--glossary", g)
+    assert r.code == 0, r.err
+    html = out.read_text(encoding="utf-8")
+    assert html.count("Vögel") == 1 and html.count("<b>") == html.count("</b>") == 1
+    r = cli("translate", tiny_run, "-i", src, "--split-sentences", "--beam", "1",
+            "--glossary", g)
+    assert r.code == 3 and "give --beam 2 or more" in r.err and not r.out

@@ -38,3 +38,17 @@ def test_an_output_file_is_replaced_only_when_its_writing_completes(tmp_path, ca
     assert out.read_bytes() == "new\u2028line\n".encode()
     write_output("-", lambda f: f.write("to stdout\n"))
     assert capfd.readouterr().out == "to stdout\n"
+
+
+def test_an_error_while_writing_to_stdout_leaves_it_open(capfd):
+    def fails(f):
+        f.write("half\n")
+        raise RuntimeError("stopped")
+
+    with pytest.raises(RuntimeError):
+        write_output("-", fails)
+    import gc
+
+    gc.collect()  # the wrapper written through is gone
+    write_output("-", lambda f: f.write("still open\n"))
+    assert capfd.readouterr().out == "half\nstill open\n"

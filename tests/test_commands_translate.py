@@ -132,8 +132,8 @@ def test_crash_mid_file_leaves_no_partial_output(tmp_path, tiny_run, monkeypatch
     monkeypatch.setattr(mt.translator, "CHUNK_LINES", 5)
     real = Translator.translate_stream
 
-    def crashing(self, lines, *rest):
-        for i, hyp in enumerate(real(self, lines, *rest)):
+    def crashing(self, lines, *rest, **options):
+        for i, hyp in enumerate(real(self, lines, *rest, **options)):
             if i == 23:
                 raise RuntimeError("crash mid-file")
             yield hyp
@@ -151,7 +151,7 @@ def test_disk_full_mid_file_is_one_line_and_keeps_the_old_output(cli, tmp_path, 
     src.write_text("one two\n" * 10)
     out.write_text("previous translations\n")
 
-    def full(self, lines, *rest):
+    def full(self, lines, *rest, **options):
         yield "ein"
         raise OSError(errno.ENOSPC, "No space left on device")
 

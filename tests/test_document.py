@@ -22,6 +22,32 @@ def test_a_placeholder_or_tag_asks_for_alignments():
     assert Document("<p>a <b>b</b></p>", "html", Settings("en")).marked
 
 
+def test_only_the_sentences_that_place_something_ask_for_alignments():
+    assert Document("One dog. We saw 42 cats. Two.", "text", Settings("en")).aligned == [
+        False, True, False]
+    # an element's words, an element's start inside a sentence; a tag at a sentence's very
+    # start or end places nothing by the alignment
+    assert Document("<p>A <b>red</b> dog. Two cats. Three.</p>", "html",
+                    Settings("en")).aligned == [True, False, False]
+    assert Document("<p>One dog. <br>Two cats.<br></p>", "html",
+                    Settings("en")).aligned == [False, False]
+    assert Document("<p>One dog. Two <i>cats. Three</i> birds.</p>", "html",
+                    Settings("en")).aligned == [False, True, True]
+
+
+def test_translate_inputs_aligns_only_where_asked(tiny_run):
+    from mt import Translator
+    from mt.document import translate_inputs
+
+    translator = Translator.load(tiny_run)
+    first, second = TWO_LINES.splitlines()
+    doc = Document(f"{first} {second.replace('seven', '7')}", "text", Settings("en"))
+    assert doc.aligned == [False, True]
+    one, two = translate_inputs(translator, [doc])
+    assert one.alignment is None and two.alignment
+    assert [one.text, two.text] == translator.translate(doc.inputs)
+
+
 @pytest.fixture(scope="module")
 def translator(tiny_run):
     from mt import Translator

@@ -279,6 +279,22 @@ def test_glossary_terms_kept_on_cuda(resumed, data, table):
     assert same >= 0.9 * 300, same  # float32 on both; rounding may flip a close call
 
 
+def test_beam_search_alignments_on_cuda(resumed, data):
+    """Word alignments kept by beam search on CUDA tensors (no teacher-forced pass): one link
+    per target word, and as the teacher-forced pass gives them (asked for with attention)."""
+    run_dir = resumed("bf16")
+    src, _ = read_parallel(split_path(data, "test_2016_flickr", "de"),
+                           split_path(data, "test_2016_flickr", "en"))
+    translator = Translator.load(run_dir / "last.pt", torch.device("cuda"), beam=5)
+    kept = translator.translate_nbest(src[:100], align=True)
+    forced = translator.translate_nbest(src[:100], align=True, attention=True)
+    for (a,) in kept:
+        assert {int(p.split("-")[1]) for p in a.alignment.split()} == set(
+            range(len(a.text.split()))), a
+    same = sum(a[0].alignment == b[0].alignment for a, b in zip(kept, forced, strict=True))
+    assert same >= 90, same  # steps against one pass: rounding may flip a close argmax
+
+
 def test_an_imported_marian_model_decodes_on_cuda_as_transformers_does(tmp_path, table):
     """mt import hf, then greedy and beam 4 on CUDA: equal to transformers' generate on the
     same GPU, token for token (the CPU tests check the same on the CPU)."""

@@ -46,8 +46,7 @@ def document_format(options: TranslateOptions, src: str) -> str | None:
 def check_options(options: TranslateOptions, nbest: bool, workers: int) -> None:
     """The options the document path does not take: a UsageError before any work."""
     clashes = [name for name, on in (("--nbest", nbest), ("--prefix", options.prefix),
-                                     ("--workers", workers > 1),
-                                     ("--glossary", options.glossary is not None)) if on]
+                                     ("--workers", workers > 1)) if on]
     if clashes:
         what = ("--format html" if options.output_format == "html" else "--doc-format"
                 if options.doc_format else "--split-sentences")
@@ -63,11 +62,15 @@ def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptio
     check_input_path(src)
     check_output_path(out)
     format = document_format(options, src)
+    glossary = options.load_glossary()  # a bad file is an error before any work
     if format is not None:
         text = read_document(src)
         parse(text, format, src)  # what cannot be read is an error before the model loads
         translator = options.load(runs)
-        done = translate_document(translator, text, format, options.keep, name=src)
+        translator.matcher(glossary)  # refused now (greedy, CTranslate2), before any work
+        done = translate_document(translator, text, format, options.keep, name=src,
+                                  glossary=glossary)
+        translator.report()
         for note in dict.fromkeys(done.notes):
             warn(f"{src}: malformed HTML, translated best-effort: {note}")
         report_cut(done.cut)
@@ -75,6 +78,7 @@ def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptio
         return 1
     interactive = src == "-" and sys.stdin.isatty()
     translator = options.load(runs, chunk_lines=1 if interactive else None)
+    translator.matcher(glossary)  # refused now, before a line is read
     count, cut = 0, 0
     sources: collections.deque[str] = collections.deque()  # read, not yet written
 
@@ -85,13 +89,14 @@ def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptio
 
     def write_all(handle) -> None:
         nonlocal count, cut
-        for done in translate_lines(translator, read(), options.keep):
+        for done in translate_lines(translator, read(), options.keep, glossary=glossary):
             line = sources.popleft()
             handle.write(record(line, done) if options.output_format == "jsonl"
                          else done.text + "\n")
             count, cut = count + 1, cut + done.cut
 
     write_output(out, write_all)
+    translator.report()
     report_cut(cut)
     return count
 

@@ -48,6 +48,9 @@ def write_output(out: str, write: Callable[[TextIO], None]) -> None:
             stdout.detach()  # flush, but leave sys.stdout open
         except BrokenPipeError:  # the reader is gone (`| head`): not an error of ours
             raise OutputClosed("stdout closed by its reader") from None
+        except BaseException:
+            stdout.detach()  # else the wrapper, collected, closes sys.stdout under the caller
+            raise
         return
 
     def to_file(tmp: str) -> None:

@@ -31,7 +31,8 @@ EXTENSIONS = {".txt": "text", ".text": "text", ".html": "html", ".htm": "html", 
               ".md": "md", ".markdown": "md", ".srt": "srt"}
 
 __all__ = ["EXTENSIONS", "FORMATS", "Document", "DocumentTranslation", "align_options",
-           "compile_keep", "parse", "settings", "translate_document", "translate_lines"]
+           "compile_keep", "parse", "settings", "translate_document", "translate_inputs",
+           "translate_lines"]
 
 
 @dataclass
@@ -67,6 +68,7 @@ class Document:
         paragraphs = self.paragraphs
         self.inputs = [x for p in paragraphs for x in p.inputs]
         self.marked = any(p.marked for p in paragraphs)
+        self.aligned = [x for p in paragraphs for x in p.aligned]  # per input: needs it
 
     @property
     def paragraphs(self) -> list[Paragraph]:
@@ -105,6 +107,24 @@ def align_options(translator: Translator, documents: Iterable[Document]) -> dict
     return {"align": True} if marked and translator.model is not None else {}
 
 
+def translate_inputs(translator: Translator, documents: Sequence[Document], **decode
+                     ) -> list[Translation]:
+    """The best translation of each input of the documents, in order; with its word alignment
+    where the document needs one (asked for those sentences only: it costs one more
+    teacher-forced pass of the decoder) and the engine gives them."""
+    inputs = [x for d in documents for x in d.inputs]
+    aligned = [x and translator.model is not None for d in documents for x in d.aligned]
+    out: list[Translation | None] = [None] * len(inputs)
+    for want in (False, True):
+        rows = [i for i, x in enumerate(aligned) if x == want]
+        if rows:
+            found = translator.translate_nbest([inputs[i] for i in rows],
+                                               **{**decode, **({"align": True} if want else {})})
+            for i, f in zip(rows, found, strict=True):
+                out[i] = f[0]
+    return out
+
+
 def translate_document(translator: Translator, text: str, format: str = "text",
                        keep: Sequence[str] = (), name: str = "document", **decode
                        ) -> DocumentTranslation:
@@ -113,9 +133,7 @@ def translate_document(translator: Translator, text: str, format: str = "text",
     put back. name: the document's, for errors. decode: decoding options, as for
     Translator.translate."""
     doc = Document(text, format, settings(translator, compile_keep(keep)), name)
-    found = translator.translate_nbest(doc.inputs, **{**decode, **align_options(translator,
-                                                                                   [doc])})
-    return doc.render([f[0] for f in found])
+    return doc.render(translate_inputs(translator, [doc], **decode))
 
 
 def translate_lines(translator: Translator, lines: Iterable[str], keep: Sequence[str] = (),
@@ -126,10 +144,8 @@ def translate_lines(translator: Translator, lines: Iterable[str], keep: Sequence
     it = iter(lines)
     while chunk := list(itertools.islice(it, translator.chunk_lines or CHUNK_LINES)):
         docs = [Document(line, "text", ready) for line in chunk]
-        inputs = [x for d in docs for x in d.inputs]
-        found = translator.translate_nbest(inputs, **{**decode,
-                                                      **align_options(translator, docs)})
+        found = translate_inputs(translator, docs, **decode)
         done = 0
         for d in docs:
-            yield d.render([f[0] for f in found[done:done + len(d.inputs)]])
+            yield d.render(found[done:done + len(d.inputs)])
             done += len(d.inputs)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from mt.document.placeholders import find, mask
-from mt.document.placement import Element, Layout, Leaf, Source, place, render
+from mt.document.placement import Anchor, Element, Layout, Leaf, Source, place, render
 from mt.document.segment import split
 from mt.records import Translation
 
@@ -49,6 +49,9 @@ class Paragraph:
                                        p.space_after))
         self.inputs = [m.text for m in masked]
         self.marked = bool(self.root.children)  # placed by the alignment
+        # the sentences whose word alignment places something (the others need none)
+        self.aligned = [False] * len(self.inputs)
+        _aligned(self.root, self.source, self.aligned)
         self.cut = sum(s.cut for s in self.sentences)
 
     def render(self, translations: Sequence[Translation]) -> str:
@@ -75,6 +78,20 @@ def _anchor(node: Element, source: Source, text: str) -> None:
                 child.space_after = child.at < len(text) and text[child.at].isspace()
         else:
             _anchor(child, source, text)
+
+
+def _aligned(node: Element, source: Source, aligned: list[bool]) -> None:
+    """Mark the sentences whose words anchor a leaf or are enclosed by an element: where the
+    alignment is read. At a sentence's start or end, nothing needs it."""
+    for child in node.children:
+        anchors = [child.anchor] if isinstance(child, Leaf) else [source.anchor(child.start)]
+        if isinstance(child, Element):
+            anchors += [Anchor("core", k, w) for k, w in source.covered(child.start,
+                                                                       child.end)[0]]
+            _aligned(child, source, aligned)
+        for a in anchors:
+            if a.kind in ("core", "after"):
+                aligned[a.sentence] = True
 
 
 def _adopt(node: Element, leaf: Leaf) -> None:
