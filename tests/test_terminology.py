@@ -23,6 +23,7 @@ PAIRS = [("Yesterday we saw old cats and birds.", "Gestern sahen wir alte Katzen
          ("New York has old cats.", "New York hat alte Katzen."),
          ("We saw birds.", "Wir sahen Tiere."),  # the target lacks Vögel: not annotated
          ("Cats and cats.", "Katzen und Katzen.")]  # case counts
+GLOSSARY_TOY = "cats\tKatzen\nold cats\talte Katzen\nbirds\tVögel\nYesterday\tGestern\n"
 GLOSSARY = "cats\tKatzen\nold cats\talte Katzen\nbirds\tVögel\nNew York\tNew York\n"
 # docs/terminology.md shows these (spaCy words: ￭ joins a token to the one before)
 GOLDEN = ["Yesterday we saw <term> old cats <as> alte Katzen </term> and <term> birds <as> "
@@ -69,8 +70,7 @@ def test_annotation_keeps_sources_within_max_len(tmp_path):
 
 
 def test_each_epoch_draws_its_own_annotations_from_the_seed(tmp_path):
-    lines = [tuple((TOY / f"toy.train.{lang}").read_text(encoding="utf-8").splitlines()[i]
-                   for lang in ("en", "de")) for i in range(1000)]
+    lines = toy_lines(1000)
     _, cache = corpus(tmp_path, lines, "cats\tKatzen\nbirds\tVögel\n",
                       "data.terminology.prob=0.5")
     a, again, other, seed2 = (sources(cache, seed=s, epoch=e)
@@ -82,38 +82,68 @@ def test_each_epoch_draws_its_own_annotations_from_the_seed(tmp_path):
     assert eligible > 200 and 0.4 < share < 0.6, (eligible, share)
 
 
+def toy_lines(n: int) -> list[tuple[str, str]]:
+    return [tuple((TOY / f"toy.train.{lang}").read_text(encoding="utf-8").splitlines()[i]
+                  for lang in ("en", "de")) for i in range(n)]
+
+
+def untrained_run(tmp_path, lines, glossary: str) -> tuple[Run, list[str]]:
+    """An untrained small model of a run with data.terminology (prob 1) on these pairs, and
+    its training sources as text."""
+    cfg, cache = corpus(tmp_path, lines, glossary, "model.d_model=32", "model.d_ff=32",
+                        "model.n_enc_layers=1", "model.n_dec_layers=1", "decode.max_len_a=0",
+                        "decode.max_len_b=3", "decode.min_len=3", "decode.glossary_mode=annotate")
+    src_vocab, tgt_vocab = run_vocabs(cache)
+    model = make_model(cfg.model, len(src_vocab), len(tgt_vocab)).eval()
+    return Run(cfg, model, src_vocab, tgt_vocab, 0, *cache.tokenizers()), sources(cache)
+
+
 def test_a_translation_is_annotated_as_training_was(tmp_path):
     """prob 1: the ids the search gets for a training source are its training ids, wherever
     training annotated every term the line holds (the reference held each target term)."""
-    lines = [tuple((TOY / f"toy.train.{lang}").read_text(encoding="utf-8").splitlines()[i]
-                   for lang in ("en", "de")) for i in range(200)]
-    glossary = "cats\tKatzen\nold cats\talte Katzen\nbirds\tVögel\nYesterday\tGestern\n"
-    cfg, cache = corpus(tmp_path, lines, glossary, "model.d_model=32", "model.d_ff=32",
-                        "model.n_enc_layers=1", "model.n_dec_layers=1")
-    src_vocab, tgt_vocab = run_vocabs(cache)
-    trained = sources(cache)
-    model = make_model(cfg.model, len(src_vocab), len(tgt_vocab)).eval()
-    run = Run(cfg, model, src_vocab, tgt_vocab, 0, *cache.tokenizers())
-    seen = {}
+    lines = toy_lines(200)
+    run, trained = untrained_run(tmp_path, lines, GLOSSARY_TOY)
+    seen = set()
 
     class Recording(ModelEngine):
         def search(self, src, cfg, scored, prefix=None, terms=None):
             assert terms is None  # annotate: no constraints
-            for row in src.tolist():
-                seen[tuple(row)] = " ".join(src_vocab.itos[i] for i in row if i)
+            seen.update(" ".join(run.src_vocab.itos[i] for i in row if i) for row in src.tolist())
             return super().search(src, cfg, scored, prefix, terms)
 
-    translator = Translator(run, cfg.decode, engine=Recording(model)).with_options(
-        glossary_mode="annotate", max_len_b=1, max_len_a=0)  # greedy, one token: fast
-    translator.translate([s for s, _ in lines], glossary=cfg.data.terminology.glossary)
-    matcher = translator.matcher(cfg.data.terminology.glossary)
+    translator = Translator(run, engine=Recording(run.model))  # greedy, 3 tokens: fast
+    glossary = run.cfg.data.terminology.glossary
+    translator.translate([s for s, _ in lines], glossary=glossary)
+    matcher = translator.matcher(glossary)
     checked = 0
     for (src, _), train_line in zip(lines, trained, strict=True):
         spans = matcher.spans(translator.src_tok.tokenize(src))
         if train_line.count("<term>") == len(spans) > 0:
-            assert train_line in seen.values(), train_line
+            assert train_line in seen, train_line
             checked += 1
     assert checked > 50
+
+
+def test_ctranslate2_translates_annotated_input_and_refuses_constraints(tmp_path):
+    pytest.importorskip("ctranslate2")
+    from mt.ct2.export import write_model
+    from mt.ct2.search import NO_TERMS, CTranslate2Engine
+
+    lines = [s for s, _ in toy_lines(40)]
+    run, _ = untrained_run(tmp_path, toy_lines(200), GLOSSARY_TOY)
+    (tmp_path / "ct2").mkdir()
+    write_model(run, tmp_path / "ct2", None)
+    ct2 = Translator(run, engine=CTranslate2Engine(tmp_path / "ct2", run.src_vocab,
+                                                   run.tgt_vocab, 256, "cpu", 1))
+    glossary = run.cfg.data.terminology.glossary
+    def scores(translator, **glossary):  # an untrained model's outputs may all be empty
+        return [best.score for best, in translator.translate_nbest(lines, **glossary)]
+
+    ours = scores(Translator(run), glossary=glossary)
+    assert scores(ct2, glossary=glossary) == pytest.approx(ours, abs=1e-4)  # the same input
+    assert ours != pytest.approx(scores(Translator(run)), abs=1e-4)  # which annotation changed
+    with pytest.raises(ConfigError, match=NO_TERMS[:40]):
+        ct2.translate(lines, glossary=glossary, glossary_mode="both", beam=2)
 
 
 def test_annotate_needs_a_model_trained_with_terminology(tmp_path):
