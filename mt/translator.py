@@ -77,6 +77,13 @@ def prefix_mismatch(lines: int, prefixes: int) -> DataError:
     return DataError(f"prefix: {what}; give one prefix line (empty for none) per input line")
 
 
+def unkept_message(lines: int, max_src: int) -> str:
+    """The warning for lines whose output misses a glossary term."""
+    return (f"{lines} line(s) miss a glossary term: the length limit (model.max_positions, "
+            f"{max_src}) left no room for it, its target term has a token the model's "
+            "vocabulary lacks, or (glossary_mode annotate) the model did not copy it")
+
+
 class Translator:
     """Translates lists of lines (translate, translate_nbest) or streams of them, in input order.
 
@@ -384,9 +391,7 @@ class Translator:
             done += len(chunk)
             yield from self._translate(chunk, scored, cfg, forced, matcher=matcher)
         if self.unkept:
-            warn(f"{self.unkept} line(s) miss a glossary term: the length limit "
-                 f"(model.max_positions, {self.max_src}) left no room for it, or its target "
-                 "term has a token the model's vocabulary lacks")
+            warn(unkept_message(self.unkept, self.max_src))
             self.unkept = 0
         if self.truncated:
             warn(f"{self.truncated} source line(s) longer than model.max_positions "
