@@ -87,10 +87,10 @@ def toy_lines(n: int) -> list[tuple[str, str]]:
                   for lang in ("en", "de")) for i in range(n)]
 
 
-def untrained_run(tmp_path, lines, glossary: str) -> tuple[Run, list[str]]:
+def untrained_run(tmp_path, lines, glossary: str, *sets: str) -> tuple[Run, list[str]]:
     """An untrained small model of a run with data.terminology (prob 1) on these pairs, and
     its training sources as text."""
-    cfg, cache = corpus(tmp_path, lines, glossary, "model.d_model=32", "model.d_ff=32",
+    cfg, cache = corpus(tmp_path, lines, glossary, *sets, "model.d_model=32", "model.d_ff=32",
                         "model.n_enc_layers=1", "model.n_dec_layers=1", "decode.max_len_a=0",
                         "decode.max_len_b=3", "decode.min_len=3", "decode.glossary_mode=annotate")
     src_vocab, tgt_vocab = run_vocabs(cache)
@@ -98,11 +98,15 @@ def untrained_run(tmp_path, lines, glossary: str) -> tuple[Run, list[str]]:
     return Run(cfg, model, src_vocab, tgt_vocab, 0, *cache.tokenizers()), sources(cache)
 
 
-def test_a_translation_is_annotated_as_training_was(tmp_path):
+@pytest.mark.parametrize("tokenizer", [
+    [],
+    ["data.tokenizer={kind: sentencepiece, vocab_size: 340}", "data.shared_vocab=true"]],
+    ids=["spacy", "sentencepiece"])
+def test_a_translation_is_annotated_as_training_was(tmp_path, tokenizer):
     """prob 1: the ids the search gets for a training source are its training ids, wherever
     training annotated every term the line holds (the reference held each target term)."""
-    lines = toy_lines(200)
-    run, trained = untrained_run(tmp_path, lines, GLOSSARY_TOY)
+    lines = toy_lines(300)
+    run, trained = untrained_run(tmp_path, lines, GLOSSARY_TOY, *tokenizer)
     seen = set()
 
     class Recording(ModelEngine):
