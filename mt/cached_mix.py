@@ -1,6 +1,7 @@
 """A run's side of its cached corpora (mt.token_cache): the vocabularies a new run counts over
-their entries, its corpora's tags in them, and the entries' pairs as one MixedData (mt.mixing),
-each entry's ids looked up in the run's vocabularies as batches are made."""
+their entries, its corpora's tags (and data.terminology's tokens) in them, and the entries'
+pairs as one MixedData (mt.mixing), each entry's ids looked up in the run's vocabularies as
+batches are made."""
 
 from __future__ import annotations
 
@@ -9,7 +10,9 @@ import collections
 import numpy as np
 
 from mt.errors import DataError
+from mt.glossary import Glossary
 from mt.mixing import MixedData, Part
+from mt.terminology import MARKERS, Terminology, reserved_tokens
 from mt.token_cache import CachedCorpora
 from mt.token_cache.entry import SIDES
 from mt.vocab import UNK, Vocab
@@ -17,8 +20,9 @@ from mt.vocab import UNK, Vocab
 
 def run_vocabs(cached: CachedCorpora) -> tuple[Vocab, Vocab]:
     """A new run's vocabularies: a tokenizer's fixed ones, else counted over all corpora
-    (data.min_freq, max_size, shared_vocab); the corpora's tags added to the source's (and
-    the target's when shared) after the counted tokens."""
+    (data.min_freq, max_size, shared_vocab); the corpora's tags, and with data.terminology
+    its markers and target terms' tokens (mt.terminology), added to the source's (and the
+    target's when shared) after the counted tokens."""
     d = cached.data_cfg
     fixed = [tok.fixed_vocab for tok in cached.tokenizers()]
     if all(f is not None for f in fixed):
@@ -33,17 +37,39 @@ def run_vocabs(cached: CachedCorpora) -> tuple[Vocab, Vocab]:
     tags = corpus_tags(cached)
     check_tags(cached, tags)
     src = with_tags(src, tags)
+    if d.terminology.glossary:
+        src = with_tags(src, reserved_tokens(Glossary.load(d.terminology.glossary),
+                                             cached.tokenizers()[1]))
     return (src, src) if d.shared_vocab else (src, tgt)
 
 
 def mixed_data(cached: CachedCorpora, src_vocab: Vocab, tgt_vocab: Vocab,
                buckets: bool = False) -> MixedData:
     """The training pairs of every corpus, their ids looked up in these vocabularies (a
-    run's), each corpus's tag first in its sources; buckets: see MixedData."""
-    return MixedData([Part(c.name, [e.data(v) for v in range(e.variants)], c.weight,
-                           src_vocab.stoi[c.tag] if c.tag else None,
-                           (_remap(e.src_vocab, src_vocab), _remap(e.tgt_vocab, tgt_vocab)))
-                      for c, e in zip(cached.sources, cached.entries)], buckets)
+    run's), each corpus's tag first in its sources, data.terminology's glossary found in
+    them (mt.terminology); buckets: see MixedData."""
+    terms = terminology(cached, src_vocab)
+    parts = []
+    for c, e in zip(cached.sources, cached.entries):
+        variants = [e.data(v) for v in range(e.variants)]
+        parts.append(Part(c.name, variants, c.weight, src_vocab.stoi[c.tag] if c.tag else None,
+                          (_remap(e.src_vocab, src_vocab), _remap(e.tgt_vocab, tgt_vocab)),
+                          terms and [terms.occurrences(v, *e.vocabs) for v in variants]))
+    return MixedData(parts, buckets, terms)
+
+
+def terminology(cached: CachedCorpora, src_vocab: Vocab) -> Terminology | None:
+    """data.terminology's glossary in a run's source ids; None when off. DataError for a
+    vocabulary without its markers (a run trained without it, inherited)."""
+    t = cached.data_cfg.terminology
+    if not t.glossary:
+        return None
+    glossary = Glossary.load(t.glossary)
+    check_tags(cached, list(MARKERS))
+    if missing := [m for m in MARKERS if m not in src_vocab.stoi]:
+        raise DataError(f"data.terminology: {missing[0]} is not in the vocabulary this run "
+                        "inherits (it was trained without data.terminology); train a new run")
+    return Terminology(glossary, t.prob, *cached.tokenizers(), src_vocab)
 
 
 def corpus_tags(cached: CachedCorpora) -> list[str]:
@@ -56,7 +82,8 @@ def check_tags(cached: CachedCorpora, tags: list[str]) -> None:
     for c, e in zip(cached.sources, cached.entries):
         if clash := sorted(set(tags) & set(e.meta["angle_tokens"])):
             raise DataError(f"{c}: the text holds {clash[0]!r}, which is also a corpus "
-                            "tag; choose a tag that the data never contains")
+                            "tag or a terminology marker; choose a tag that the data never "
+                            "contains")
 
 
 def with_tags(vocab: Vocab, tags: list[str]) -> Vocab:

@@ -113,6 +113,8 @@ DECODING = {
     "glossary_ignore_case": "With --glossary: match its source terms whatever their case.",
     "glossary_ordered": "With --glossary: its target terms in the order their source terms "
                         "occur (docs/terminology.md).",
+    "glossary_mode": "With --glossary: constrain (the search holds its terms), annotate (for a "
+                     "model trained with data.terminology) or both (docs/terminology.md).",
 }
 
 

@@ -29,6 +29,7 @@ from mt.tokenizers import (
 Schedule = Literal["inverse_sqrt", "cosine", "linear"]  # learning-rate decay after warmup
 LengthNorm = Literal["gnmt", "average", "none"]  # how beam search compares lengths
 DecodeDtype = Literal["float32", "bf16"]
+GlossaryMode = Literal["constrain", "annotate", "both"]  # decode.glossary_mode
 Sampling = Literal["none", "topk", "topp"]  # none: the search (greedy or beam) picks
 SCHEDULES = typing.get_args(Schedule)
 LENGTH_NORMS = typing.get_args(LengthNorm)
@@ -43,6 +44,15 @@ class FilterConfig:
     dedup: bool = False  # drop repeats of a pair (after the whitespace rule), keep the first
     drop_copies: bool = False  # drop pairs whose target is the source copied
     drop_invalid: bool = False  # drop pairs with invalid UTF-8 (U+FFFD) or control characters
+
+
+@dataclass
+class TerminologyConfig:
+    """Glossary terms annotated into the training sources, so the model learns to keep a
+    glossary given at translation time (mt.terminology; docs/terminology.md)."""
+
+    glossary: str = ""  # a glossary file (TSV, as --glossary takes); "" = off
+    prob: float = 0.5  # each occurrence that may be annotated is, with this probability, per epoch
 
 
 @dataclass
@@ -64,6 +74,7 @@ class DataConfig:
     # with that kind's settings (its dataclass in mt/tokenizers/; docs/tokenization.md)
     tokenizer: TokenizerSettings = field(default_factory=default_settings)
     filter: FilterConfig = field(default_factory=FilterConfig)
+    terminology: TerminologyConfig = field(default_factory=TerminologyConfig)
 
 
 @dataclass
@@ -156,6 +167,9 @@ class DecodeConfig:
     # target terms must come in the order their source terms occur in the line
     glossary_ignore_case: bool = False
     glossary_ordered: bool = False
+    # how a glossary is kept: constrain (the search holds its terms), annotate (its terms
+    # written into the source, for a model trained with data.terminology), or both
+    glossary_mode: GlossaryMode = "constrain"
 
 
 @dataclass
@@ -438,6 +452,8 @@ def _range_problems(cfg: Config) -> list[Problem]:
          f"data.max_len ({d.max_len}) must leave room for <bos>/<eos> within "
          f"model.max_positions ({m.max_positions})"),
         ("data.min_freq", d.min_freq >= 1, "data.min_freq must be at least 1"),
+        ("data.terminology.prob", 0.0 < d.terminology.prob <= 1.0,
+         "data.terminology.prob must be in (0, 1]"),
         ("data.max_size", d.max_size >= 0, "data.max_size must be 0 (no limit) or positive"),
         ("train.max_tokens", t.max_tokens > 0, "train.max_tokens must be positive"),
         ("train.max_epochs", t.max_epochs > 0, "train.max_epochs must be positive"),

@@ -103,6 +103,34 @@ def as_glossary(given: GlossaryLike) -> Glossary | None:
     return Glossary.of(given)
 
 
+class TermIndex:
+    """Terms (token sequences, of strings or ids) indexed by their first token, to find their
+    occurrences in a line."""
+
+    def __init__(self, terms: Sequence[Sequence]):
+        self.by_first: dict = {}  # first token -> [(term's index, term)]
+        for e, term in enumerate(terms):
+            if term:
+                self.by_first.setdefault(term[0], []).append((e, tuple(term)))
+
+    def find(self, line: Sequence) -> list[tuple[int, int, int]]:
+        """The occurrences kept in a line, as (start, stop, term's index), in line order:
+        of overlapping ones the longest (in tokens), then the first to start, then the term
+        given first."""
+        found = [(-len(term), at, e) for at, tok in enumerate(line)
+                 for e, term in self.by_first.get(tok, ())
+                 if tuple(line[at:at + len(term)]) == term]
+        taken = [False] * len(line)
+        kept = []
+        for length, at, e in sorted(found):  # longest first
+            span = range(at, at - length)
+            if not any(taken[i] for i in span):
+                for i in span:
+                    taken[i] = True
+                kept.append((at, at - length, e))
+        return sorted(kept)
+
+
 class Matcher:
     """A glossary in a run's tokens: which entries are active for a tokenized line, and their
     target terms' tokens."""
@@ -111,9 +139,9 @@ class Matcher:
                  tgt_vocab: Vocab, ignore_case: bool = False):
         self.glossary, self.ignore_case = glossary, ignore_case
         srcs = src_tok.tokenize_many([s for s, _ in glossary.entries])
-        self.sources = [tuple(self._key(toks)) for toks in srcs]
-        tgts = tgt_tok.tokenize_many([t for _, t in glossary.entries])
-        self.targets = [tgt_vocab.encode(toks) for toks in tgts]  # ids
+        self.index = TermIndex([self._key(toks) for toks in srcs])
+        self.target_tokens = tgt_tok.tokenize_many([t for _, t in glossary.entries])
+        self.targets = [tgt_vocab.encode(toks) for toks in self.target_tokens]  # ids
 
     def terms(self, entries: list[int]) -> list[list[int]]:
         """The target terms (ids) a search can hold for these entries: not those with a
@@ -128,21 +156,15 @@ class Matcher:
     def _key(self, tokens: Sequence[str]) -> list[str]:
         return [t.casefold() for t in tokens] if self.ignore_case else list(tokens)
 
+    def spans(self, tokens: Sequence[str]) -> list[tuple[int, int, int]]:
+        """The source terms' occurrences in a line of source tokens: (start, stop, entry), in
+        line order, overlaps resolved longest first (TermIndex.find)."""
+        return self.index.find(self._key(tokens))
+
     def active(self, tokens: Sequence[str]) -> list[int]:
         """The entries active for a line of source tokens, in the order their source terms
         occur (each once, where it first occurs)."""
-        line = self._key(tokens)
-        found = [(-len(src), at, e) for e, src in enumerate(self.sources) if src
-                 for at in occurrences(line, src)]
-        taken = [False] * len(line)
-        first: dict[int, int] = {}
-        for length, at, e in sorted(found):  # longest first
-            span = range(at, at - length)
-            if not any(taken[i] for i in span):
-                for i in span:
-                    taken[i] = True
-                first[e] = min(first.get(e, at), at)
-        return sorted(first, key=first.get)
+        return list(dict.fromkeys(e for _, _, e in self.spans(tokens)))
 
 
 def occurrences(tokens: Sequence, term: Sequence) -> list[int]:

@@ -9,7 +9,8 @@ says this for users.
 
 Each corpus keeps its own token-cache entry and vocabulary (mt.token_cache; mt.cached_mix makes
 the Parts of the entries); its ids are looked up in the run's vocabulary as a batch is
-collated, and its tag (if any) put first in each source.
+collated, its tag (if any) put first in each source, and with data.terminology the glossary
+terms the epoch annotates written in (mt.terminology; the plan counts their tokens).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import numpy as np
 import torch
 
 from mt.buckets import plan_bucketed, widen
-from mt.data import Batch, Batched, BatchPlan, ParallelData, plan_batches
+from mt.data import Batch, Batched, BatchPlan, ParallelData, pad, plan_batches
+from mt.terminology import Occurrences, Terminology
 from mt.vocab import BOS, PAD
 
 
@@ -33,6 +35,7 @@ class Part:
     weight: float = 1.0
     tag: int | None = None  # the tag's id in the run's source vocabulary
     remap: tuple[np.ndarray | None, np.ndarray | None] = (None, None)  # entry id -> run id
+    terms: list[Occurrences] | None = None  # per variant, with data.terminology
 
     def drawn(self, variant: int = 0) -> int:
         """Pairs each epoch draws from this corpus."""
@@ -45,8 +48,12 @@ class MixedData(Batched):
     A pair's global id is variant * size + (its corpus's base) + (its index in the corpus).
     """
 
-    def __init__(self, parts: list[Part], buckets: bool = False):
+    def __init__(self, parts: list[Part], buckets: bool = False,
+                 terminology: Terminology | None = None):
         self.parts, self.buckets = parts, buckets  # buckets: plan and collate by mt.buckets
+        self.terminology = terminology  # its Parts' terms are annotated
+        self.max_len = np.iinfo(np.int64).max  # annotation keeps sources within (filter_length)
+        self._chosen: list[dict] = [{} for _ in parts]  # the planned epoch's annotations, by part
         self.start = BOS  # the decoder's first input (mt.vocab.start_id)
         n_variants = {len(p.variants) for p in parts}
         assert len(n_variants) == 1, "every corpus has the same number of segmentations"
@@ -70,6 +77,7 @@ class MixedData(Batched):
     def filter_length(self, max_len: int) -> list[int]:
         """Drop empty and over-long pairs of every corpus and segmentation; the count dropped
         from each corpus (of its first segmentation)."""
+        self.max_len = max_len
         dropped = [[v.filter_length(max_len) for v in p.variants] for p in self.parts]
         return [counts[0] for counts in dropped]
 
@@ -81,11 +89,23 @@ class MixedData(Batched):
             chosen = np.concatenate([v * self.size + self.bases[i] + self._draw(i, v, seed, epoch)
                                      for i in range(len(self.parts))])
             src, tgt = self._lens[v]
+            if self.terminology is not None:
+                src = src + self._annotations(v, seed, epoch)
             local = chosen - v * self.size
             planner = plan_bucketed if self.buckets else plan_batches
             p = planner(src[local], tgt[local], max_tokens, None if seed is None else seed + epoch)
             self._plan = key, BatchPlan(chosen[p.pairs], p.bounds)
         return self._plan[1]
+
+    def _annotations(self, v: int, seed: int | None, epoch: int) -> np.ndarray:
+        """Choose the epoch's annotations (segmentation v); the tokens they add to each pair."""
+        added = []
+        for i, part in enumerate(self.parts):
+            data = part.variants[v]
+            self._chosen[i] = self.terminology.chosen(part.terms[v], data.src_lens, self.max_len,
+                                                      (seed or 0, epoch, i, v))
+            added.append(self.terminology.added(self._chosen[i], len(data.src_lens)))
+        return np.concatenate(added)
 
     def _draw(self, i: int, v: int, seed: int | None, epoch: int) -> np.ndarray:
         """Corpus i's pairs in epoch `epoch`: positions [epoch * c, (epoch + 1) * c) of an
@@ -107,9 +127,9 @@ class MixedData(Batched):
         pieces = []
         for i in np.unique(which):
             part, rows = self.parts[i], np.flatnonzero(which == i)
-            data, (src_map, tgt_map) = part.variants[int(v[0])], part.remap
+            data, tgt_map = part.variants[int(v[0])], part.remap[1]
             ids = local[rows] - self.bases[i]
-            pieces.append((rows, data.src.padded(ids, first=part.tag, remap=src_map),
+            pieces.append((rows, self._sources(i, data, ids),
                            data.tgt.padded(ids, first=self.start, remap=tgt_map),
                            data.tgt.padded(ids, eos=True, remap=tgt_map),
                            int(data.tgt_lens[ids].sum())))
@@ -120,6 +140,18 @@ class MixedData(Batched):
             batch = Batch(*(_stack([(rows, piece[k]) for rows, *piece in pieces], len(pairs))
                             for k in range(3)), n_tgt)
         return widen(batch) if self.buckets else batch
+
+    def _sources(self, i: int, data: ParallelData, ids: np.ndarray) -> torch.Tensor:
+        """(b, S) the sources of corpus i's pairs ids, in run ids: its tag first, annotated
+        where the planned epoch chose to."""
+        part, chosen = self.parts[i], self._chosen[i]
+        src_map = part.remap[0]
+        if not any(int(j) in chosen for j in ids):
+            return data.src.padded(ids, first=part.tag, remap=src_map)
+        lead = [] if part.tag is None else [part.tag]
+        lines = (data.src[j] if src_map is None else src_map[data.src[j]].tolist() for j in ids)
+        return pad([lead + self.terminology.annotate(line, chosen.get(int(j), []))
+                    for j, line in zip(ids.tolist(), lines)])
 
 
 def _stack(pieces: list[tuple[np.ndarray, torch.Tensor]], n: int) -> torch.Tensor:

@@ -34,6 +34,7 @@ from mt.glossary import GlossaryLike, Matcher, as_glossary
 from mt.log import warn
 from mt.model import Seq2Seq
 from mt.records import Attention, AttentionSpec, Translation
+from mt.terminology import MARKERS, annotate
 from mt.threads import Streams, translation_streams
 from mt.tokenizers import Tokenizer
 from mt.vocab import EOS, PAD, SPECIALS
@@ -76,6 +77,13 @@ def prefix_mismatch(lines: int, prefixes: int) -> DataError:
     what = (f"the prefixes end after {prefixes} of the input's lines" if prefixes < lines
             else f"more prefixes than the input's {lines} lines")
     return DataError(f"prefix: {what}; give one prefix line (empty for none) per input line")
+
+
+def unkept_message(lines: int, max_src: int) -> str:
+    """The warning for lines whose output misses a glossary term."""
+    return (f"{lines} line(s) miss a glossary term: the length limit (model.max_positions, "
+            f"{max_src}) left no room for it, its target term has a token the model's "
+            "vocabulary lacks, or (glossary_mode annotate) the model did not copy it")
 
 
 class Translator:
@@ -204,18 +212,25 @@ class Translator:
     def matcher(self, glossary: GlossaryLike, cfg: DecodeConfig | None = None
                 ) -> Matcher | None:
         """The glossary in this run's tokens, for translations with cfg (decode_cfg if None);
-        None for none. A ConfigError where it cannot be kept: greedy or sampling (beam 1), or
-        an engine without lexical constraints."""
+        None for none. A ConfigError where it cannot be kept: constrained (glossary_mode
+        constrain or both) by greedy or sampling (beam 1) or by an engine without lexical
+        constraints; annotated by a model trained without data.terminology."""
         glossary = as_glossary(glossary)
         if glossary is None:
             return None
         cfg = cfg or self.decode_cfg
-        if self.model is None:
-            from mt.ct2.search import NO_TERMS
+        if cfg.glossary_mode != "annotate":
+            if self.model is None:
+                from mt.ct2.search import NO_TERMS
 
-            raise ConfigError(NO_TERMS)
-        if cfg.beam < 2:
-            raise ConfigError(f"decode.beam {cfg.beam}: {GREEDY_GLOSSARY}")
+                raise ConfigError(NO_TERMS)
+            if cfg.beam < 2:
+                raise ConfigError(f"decode.beam {cfg.beam}: {GREEDY_GLOSSARY}")
+        if cfg.glossary_mode != "constrain" and not all(m in self.run.src_vocab.stoi
+                                                          for m in MARKERS):
+            raise ConfigError(f"decode.glossary_mode {cfg.glossary_mode}: this model was "
+                              "trained without data.terminology, so it cannot read annotated "
+                              "terms; use glossary_mode constrain")
         return Matcher(glossary, self.src_tok, self.tgt_tok, self.run.tgt_vocab,
                        cfg.glossary_ignore_case)
 
@@ -263,10 +278,14 @@ class Translator:
     def _translate(self, lines: list[str], scored: bool, cfg: DecodeConfig,
                    prefixes: list[str] | None = None, attention: AttentionSpec | None = None,
                    matcher: Matcher | None = None) -> list[list[Translation]]:
-        ids, tokens = [], []
+        ids, tokens, active = [], [], []
         lead = [self._tag_id(cfg.tag)] if cfg.tag else []
         room = self.max_src - len(lead)
         for toks in self.src_tok.tokenize_many(lines):
+            spans = matcher.spans(toks) if matcher else []
+            active.append(list(dict.fromkeys(e for _, _, e in spans)))
+            if spans and cfg.glossary_mode != "constrain":  # as data.terminology trained it
+                toks = annotate(toks, spans, matcher.target_tokens, MARKERS)
             if len(toks) > room:
                 self.truncated += 1
                 toks = toks[:room]
@@ -275,7 +294,6 @@ class Translator:
         # A prefix and <eos> must fit the model's positions after <bos>.
         forced = [self.run.tgt_vocab.encode(toks[: self.max_src - 1])
                   for toks in self.tgt_tok.tokenize_many(prefixes or [])]
-        active = [matcher.active(toks) if matcher else [] for toks in tokens]
         empty = [] if matcher else None
         out = [[Translation("", 0.0, "" if cfg.align else None, terms=empty, missing=empty)]
                for _ in lines]
@@ -292,7 +310,7 @@ class Translator:
             if any(forced[i] for i in group if forced):
                 prefix = pad([forced[i] for i in group]).to(self.device)
             terms = None
-            if matcher is not None:
+            if matcher is not None and cfg.glossary_mode != "annotate":
                 terms = Terms.of([matcher.terms(active[i]) for i in group],
                                  cfg.glossary_ordered, self.device)
             memory, more = None, ()
@@ -433,9 +451,7 @@ class Translator:
         """Warn of the lines since the last report that miss a glossary term or were cut to
         the model's positions (one line each), and count afresh."""
         if self.unkept:
-            warn(f"{self.unkept} line(s) miss a glossary term: the length limit "
-                 f"(model.max_positions, {self.max_src}) left no room for it, or its target "
-                 "term has a token the model's vocabulary lacks")
+            warn(unkept_message(self.unkept, self.max_src))
             self.unkept = 0
         if self.truncated:
             warn(f"{self.truncated} source line(s) longer than model.max_positions "

@@ -77,6 +77,12 @@ def test_bench_confidence_runs_in_smoke_mode(tiny_run):
     assert "decode.confidence: +" in out
 
 
+def test_bench_terminology_runs_in_smoke_mode(tiny_run, tmp_path):
+    out = run_benchmark("bench_terminology", str(tiny_run), "--glossaries", str(tmp_path))
+    assert "| hard constraints | 100.00% |" in out and "Dice >= " in out
+    assert "hard constraints / no glossary time" in out and out.count("- src: ") == 5
+
+
 def test_bench_workers_runs_in_smoke_mode(tiny_run):
     out = run_benchmark("bench_workers", str(tiny_run))
     assert "--workers 2 / --workers 1 speed:" in out and "outputs byte-identical: yes" in out

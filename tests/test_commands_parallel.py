@@ -42,6 +42,21 @@ def test_workers_write_the_same_bytes_as_one_process(cli, tmp_path, tiny_run, mo
         assert outs["1"].count(b"\n") == 300
 
 
+def test_lines_missing_a_term_are_counted_over_all_workers(cli, tmp_path, tiny_run,
+                                                           monkeypatch):
+    """A target term the vocabulary lacks cannot be kept: every line with its source term
+    misses it, and the one warning counts them over every chunk, as one process does."""
+    src, g = tmp_path / "in.txt", tmp_path / "g.tsv"
+    src.write_text("".join("We have two cats.\n" if i % 3 else "You see dogs.\n"
+                           for i in range(120)))
+    g.write_text("cats\tZebras\n", encoding="utf-8")
+    monkeypatch.setattr(mt.translator, "CHUNK_LINES", 40)  # 3 chunks
+    for workers in ("1", "2"):
+        r = cli("translate", tiny_run, "-i", src, "--beam", "2", "--glossary", g, "--workers",
+                workers)
+        assert r.code == 0 and "80 line(s) miss a glossary term" in r.err, (workers, r.err)
+
+
 def test_workers_usage_errors(cli, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("one\n")

@@ -100,3 +100,32 @@ def test_the_page_translates_and_draws_the_attention(tiny_run, browser, tmp_path
         wait.until(lambda d: "\n" in d.find_element(By.ID, "translation").text)
         assert not browser.find_element(By.ID, "attention").is_displayed()
         assert served.stop() == 0
+
+
+def test_the_glossary_box_keeps_its_terms_and_lists_them(tiny_run, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 120)
+    with Served(str(tiny_run), env=THREADS, cwd=tmp_path) as served:
+        browser.get(served.url + "/")
+        wait.until(lambda d: d.find_element(By.ID, "beam").get_attribute("value"))
+        page = {k: browser.find_element(By.ID, k) for k in ("source", "beam", "glossary",
+                                                             "translate", "status")}
+        browser.find_element(By.CSS_SELECTOR, "#glossarybox summary").click()
+        page["glossary"].send_keys("dogs")  # no separator: refused on the page, nothing sent
+        page["source"].send_keys(SENTENCE)
+        page["translate"].click()
+        assert page["status"].text == "glossary line 1: write source term = target term"
+        page["glossary"].send_keys(" = Vögel\n# a comment\ncats = Katzen")
+        page["beam"].clear()
+        page["beam"].send_keys("3")
+        page["translate"].click()
+        wait.until(lambda d: d.find_element(By.ID, "translation").text)
+        [want] = Client(served.url).translate([SENTENCE], beam=3, glossary=[["dogs", "Vögel"],
+                                                                            ["cats", "Katzen"]])
+        assert browser.find_element(By.ID, "translation").text == want["text"]
+        assert "Vögel" in want["text"] and want["missing"] == []
+        items = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#termlist li")]
+        assert items == ["dogs → Vögel: kept"]  # cats: not in the sentence, not active
+        assert served.stop() == 0

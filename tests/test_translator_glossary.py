@@ -72,9 +72,37 @@ def test_a_batch_equals_each_line_alone(translator):
     assert batch == [translator.translate([line], glossary=glossary)[0] for line in LINES]
 
 
-def test_greedy_and_ctranslate2_refuse_a_glossary(translator):
+def test_greedy_refuses_a_glossary_to_constrain_and_a_plain_model_to_annotate(translator):
     with pytest.raises(ConfigError, match="give --beam 2 or more"):
         translator.translate(LINES, glossary=[["cats", "Hunde"]], beam=1)
+    with pytest.raises(ConfigError, match="trained without data.terminology"):
+        translator.translate(LINES, glossary=[["cats", "Hunde"]], glossary_mode="annotate")
+
+
+def test_ctranslate2_refuses_a_glossary_to_constrain(ct2_export, tmp_path):
+    from mt.ct2.search import NO_TERMS
+
+    ct2 = Translator.load(ct2_export, engine="ctranslate2", beam=2)
+    with pytest.raises(ConfigError, match=NO_TERMS[:40]):
+        ct2.translate(LINES, glossary=[["cats", "Hunde"]])
+    g, out = tmp_path / "g.tsv", tmp_path / "out.de"
+    g.write_text("cats\tHunde\n", encoding="utf-8")
+    r = run_mt("translate", "--engine", "ctranslate2", str(ct2_export), "--beam", "2",
+               "--glossary", str(g), "-i", str(TOY / "toy.test.en"), "-o", str(out))
+    assert_user_error(r, 3, "CTranslate2 has no lexically constrained search")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_an_ensemble_keeps_every_active_term(tiny_run, other_run, seed):
+    glossary = random_glossary(random.Random(seed))
+    ensemble = Translator.load([tiny_run, other_run], beam=4)
+    found = ensemble.translate_nbest(LINES, glossary=glossary)
+    assert all(best.missing == [] for best, in found)
+    for line, (best,) in zip(LINES, found, strict=True):
+        for src, tgt in best.terms:
+            assert src in line and holds(ensemble, best.text, tgt), (line, best.text, tgt)
+    assert sum(len(best.terms) for best, in found) > len(LINES) // 2
 
 
 def test_translate_and_eval_with_a_glossary_file(tiny_run, tmp_path):

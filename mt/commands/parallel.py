@@ -21,7 +21,7 @@ from mt.errors import MTError
 from mt.glossary import Glossary
 from mt.log import warn
 from mt.threads import threads_for
-from mt.translator import Translator, prefix_mismatch
+from mt.translator import Translator, prefix_mismatch, unkept_message
 
 _translator: Translator | None = None  # a worker's own, loaded once
 
@@ -40,7 +40,8 @@ def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterat
                                          options.overrides,
                                          threads_for(options.threads, workers)))
     pending: collections.deque = collections.deque()
-    truncated, size = 0, mt.translator.CHUNK_LINES  # the chunks one process would translate
+    size = mt.translator.CHUNK_LINES  # the chunks one process would translate
+    truncated = unkept = max_src = 0  # summed over the chunks, to warn once
     try:
         for start in itertools.count(0, size):
             chunk = list(itertools.islice(lines, size))
@@ -51,8 +52,8 @@ def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterat
                 pending.append(pool.submit(_translate_chunk, chunk, start, output_format, nbest,
                                            forced, glossary))
             while pending and (len(pending) > 2 * workers or not chunk):
-                texts, cut = pending.popleft().result()
-                truncated += cut
+                texts, cut, missed, max_src = pending.popleft().result()
+                truncated, unkept = truncated + cut, unkept + missed
                 yield texts
             if not chunk:
                 break
@@ -63,6 +64,8 @@ def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterat
         pool.shutdown(wait=False, cancel_futures=True)
         for child in multiprocessing.active_children():
             child.terminate()
+    if unkept:
+        warn(unkept_message(unkept, max_src))
     if truncated:
         warn(f"{truncated} source line(s) longer than model.max_positions were truncated")
 
@@ -77,14 +80,16 @@ def _start_worker(run_path: Paths, device: str, engine: str, overrides: tuple[st
 
 def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bool,
                      forced: list[str] | None, glossary: Glossary | None = None
-                     ) -> tuple[list[str], int]:
-    """formatted() of one chunk (n-best indices from `start`; its prefixes, or None) and its
-    truncated line count."""
-    before = _translator.truncated
+                     ) -> tuple[list[str], int, int, int]:
+    """formatted() of one chunk (n-best indices from `start`; its prefixes, or None), its
+    truncated line count, its count of lines missing a glossary term, and the model's
+    max_positions (for the warning)."""
+    before = _translator.truncated, _translator.unkept
     # Exactly one output per line, leaving the stream unfinished: it would warn about its
-    # truncated lines (and count afresh) for every chunk; the main process warns once for the
-    # whole input.
+    # truncated lines and those missing a term (and count afresh) for every chunk; the main
+    # process warns once for the whole input.
     texts = list(itertools.islice(formatted(_translator, iter(chunk), output_format, nbest,
                                             start, forced and iter(forced), glossary),
                                   len(chunk)))
-    return texts, _translator.truncated - before
+    return (texts, _translator.truncated - before[0], _translator.unkept - before[1],
+            _translator.max_src)
