@@ -128,7 +128,8 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
             # named as the request names them: `beam`, not `decode.beam`
             return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
         if docs is not None:
-            return JSONResponse({"translations": documents.records(lines, docs, found)})
+            return JSONResponse({"translations": documents.records(lines, docs, found,
+                                                                      glossary is not None)})
         nbest = lists(cfg)
         return JSONResponse({"translations": [record(src, ts, nbest)
                                               for src, ts in zip(lines, found, strict=True)]})

@@ -46,14 +46,16 @@ def prepare(translator: Translator, lines: list[str], format: str
     return docs, [x for d in docs for x in d.inputs], align_options(translator, docs)
 
 
-def records(lines: list[str], docs: list[Document], found: list[list[Translation]]
-            ) -> list[dict]:
+def records(lines: list[str], docs: list[Document], found: list[list[Translation]],
+            glossary: bool = False) -> list[dict]:
     """Per line {"src", "text", "score"} (the mean of its sentences'), and when split,
     "sentences": [{"src", "text", "score"}]; "attention" when asked for and one sentence;
     with decode.confidence the line's "confidence" (its sentences' least; null uncalibrated)
     and "flags" (any of its sentences', calibrated),
     its "features" when one sentence, and each sentence's "confidence" and
     "features";
+    with a glossary (`glossary`) the line's "terms" (its sentences' active entries, once each) and
+    "missing" (their missing target terms);
     "cut" (sentences cut to fit the model) and "notes" (malformed HTML) when any."""
     out, done = [], 0
     for line, doc in zip(lines, docs, strict=True):
@@ -75,6 +77,10 @@ def records(lines: list[str], docs: list[Document], found: list[list[Translation
                                    | ({"confidence": t.confidence, "features": t.features}
                                       if t.features is not None else {})
                                    for s, t in result.sentences]
+        if glossary:  # its sentences' together; none for a line without any
+            fields["terms"] = [list(e) for e in dict.fromkeys(
+                tuple(e) for t in mine for e in t.terms or ())]
+            fields["missing"] = [m for t in mine for m in t.missing or ()]
         if len(mine) == 1 and mine[0].attention is not None:
             fields["attention"] = dataclasses.asdict(mine[0].attention)
         if result.cut:
