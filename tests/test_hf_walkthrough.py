@@ -31,10 +31,10 @@ def walkthrough() -> list[list[str]]:
 
 
 def _domain(root: Path) -> None:
-    """data/mydomain/{train,val,test}.{en,de}: 1,500 toy pairs, its validation and test sets."""
+    """data/mydomain/{train,val,test}.{en,de}: 500 toy pairs, 100 for validation and test."""
     (root / "data" / "mydomain").mkdir(parents=True)
-    for split, source, n in (("train", "train", 1500), ("val", "val", 300),
-                             ("test", "test", 300)):
+    for split, source, n in (("train", "train", 500), ("val", "val", 100),
+                             ("test", "test", 100)):
         for lang in ("en", "de"):
             lines = (TOY / f"toy.{source}.{lang}").read_text(encoding="utf-8").splitlines()[:n]
             (root / "data" / "mydomain" / f"{split}.{lang}").write_text(

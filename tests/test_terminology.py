@@ -179,13 +179,13 @@ def test_annotate_is_the_same_function_for_words_and_ids():
 def test_resume_is_exact_with_terminology(tmp_path):
     """2N steps straight, or N then --resume: the same weights, bit for bit, with terms
     annotated anew each epoch (the toy's 6,000 pairs at 2,048 tokens: about 63 steps an
-    epoch, so the resume at step 100 is inside the second epoch, and 150 inside the third)."""
+    epoch, so the resume at step 50 is inside the first epoch, and 70 inside the second)."""
     (tmp_path / "g.tsv").write_text("cats\tKatzen\nold cats\talte Katzen\nbirds\tVögel\n",
                                     encoding="utf-8")
     common = [*TINY, "model.d_model=32", "model.d_ff=64", "model.dropout=0.1",
               "train.eval_bleu=false", "train.metric=loss", "train.eval_every=1000",
               "train.eval_epochs=false", f"data.terminology.glossary={tmp_path / 'g.tsv'}"]
-    a, b = straight_and_resumed(tmp_path, common, 150, 100)
-    assert a["step"] == b["step"] == 150 and a["progress"]["epoch"] == 2
+    a, b = straight_and_resumed(tmp_path, common, 70, 50)
+    assert a["step"] == b["step"] == 70 and a["progress"]["epoch"] == 1
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
