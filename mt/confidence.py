@@ -46,13 +46,16 @@ FORMAT = 1
 
 
 @torch.no_grad()
-def features(model, src: torch.Tensor, outputs: list[list[int]], lead: int = 0
+def features(model, src: torch.Tensor, outputs: list[list[int]], lead: int = 0,
+             memory: torch.Tensor | None = None
              ) -> tuple[list[dict[str, float]], list[list[float]]]:
     """src (B, S) padded ids, an output (ids, no <eos>) per row -> per row its features (a dict
     over FEATURES) and its tokens' log-probabilities (<eos> last); lead: tag tokens at the
-    start of each source row, not counted as the source."""
+    start of each source row, not counted as the source. memory: a Seq2Seq's encode(src),
+    where the caller has it (not encoded again)."""
     tgt_in = pad([[start_id(model.cfg.decoder_start)] + y for y in outputs]).to(src.device)
-    lprobs, layers = _teacher_forced(model, src, tgt_in)  # (B, T+1, V), per layer (B, H, T+1, S)
+    # (B, T+1, V), per layer (B, H, T+1, S)
+    lprobs, layers = _teacher_forced(model, src, tgt_in, memory)
     tgt_out = pad([y + [EOS] for y in outputs]).to(src.device)
     picked = lprobs.gather(-1, tgt_out[..., None]).squeeze(-1)  # (B, T+1)
     entropy = -(lprobs.exp() * lprobs).nan_to_num().sum(-1)  # 0 * -inf is 0, not NaN
@@ -91,12 +94,14 @@ def disagreement(texts: list[str]) -> list[float]:
             / (100 * (len(texts) - 1)) for i, t in enumerate(texts)]
 
 
-def _teacher_forced(model, src: torch.Tensor, tgt_in: torch.Tensor):
+def _teacher_forced(model, src: torch.Tensor, tgt_in: torch.Tensor,
+                    memory: torch.Tensor | None = None):
     """Log-probabilities (B, T, V) and each decoder layer's cross-attention (B, H, T, S): one
-    pass for a Seq2Seq; an ensemble (mt.ensemble, no weights from its decode) takes two."""
+    pass for a Seq2Seq (memory: its encode(src), or None); an ensemble (mt.ensemble, no
+    weights from its decode) takes two."""
     if hasattr(model, "decoder"):
         mask = model.src_mask(src)
-        cache = model.start_cache(model.encode(src, mask), mask)
+        cache = model.start_cache(model.encode(src, mask) if memory is None else memory, mask)
         states, _, layers = model.decode(tgt_in, cache, need_weights=True)
         return model.log_probs(model.next_scores(states)), layers
     return model.log_probs(model(src, tgt_in)), model.cross_attention(src, tgt_in)

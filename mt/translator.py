@@ -86,6 +86,11 @@ def unkept_message(lines: int, max_src: int) -> str:
             "vocabulary lacks, or (glossary_mode annotate) the model did not copy it")
 
 
+def _rows(memory: Memory, rows: list[int]) -> Memory:
+    """The encoder output (an ensemble's: one per model) of the batch's rows `rows`."""
+    return [m[rows] for m in memory] if isinstance(memory, list) else memory[rows]
+
+
 class Translator:
     """Translates lists of lines (translate, translate_nbest) or streams of them, in input order.
 
@@ -314,7 +319,7 @@ class Translator:
                 terms = Terms.of([matcher.terms(active[i]) for i in group],
                                  cfg.glossary_ordered, self.device)
             memory, more = None, ()
-            if cfg.align or attention:  # encoded once: for the search and for _attend
+            if cfg.align or attention or cfg.confidence:  # encoded once: search and passes
                 with torch.no_grad():
                     memory = self.model.encode(src, self.model.src_mask(src))
                 # beam search keeps the alignment's attention as it goes (no second pass)
@@ -331,7 +336,7 @@ class Translator:
                 self._attend(src, [tokens[i] for i in group], found, done, len(lead),
                              cfg.align, attention, memory)
             if cfg.confidence:
-                self._confide(src, found, done, len(lead))
+                self._confide(src, found, done, len(lead), memory)
             return done
 
         for group, done in zip(groups, self.streams.map(decode, groups), strict=True):
@@ -356,7 +361,7 @@ class Translator:
         cross-attention, from one more teacher-forced pass of the decoder over all of them
         (two when the attention asked for is not the alignment's)."""
         rows = [b for b, hyps in enumerate(found) for _ in hyps]
-        memory = [m[rows] for m in memory] if isinstance(memory, list) else memory[rows]
+        memory = _rows(memory, rows)
         outputs = [h.tokens for hyps in found for h in hyps]
         averaged = shown = [None] * len(rows)  # one teacher-forced pass each, where needed
         kept = [h.attention for hyps in found for h in hyps]
@@ -386,12 +391,15 @@ class Translator:
                                         _labels(out_tokens, self.tgt_tok) + ends)
 
     def _confide(self, src: torch.Tensor, found: list[list[Hypothesis]],
-                 out: list[list[Translation]], lead: int) -> None:
+                 out: list[list[Translation]], lead: int, memory: Memory) -> None:
         """Give each translation of a batch its features, its words' probabilities and, with
-        a calibration, its confidence (mt.confidence: one more teacher-forced pass)."""
+        a calibration, its confidence (mt.confidence: one more teacher-forced pass, over
+        memory, the search's encoder output)."""
         rows = [b for b, hyps in enumerate(found) for _ in hyps]
         outputs = [h.tokens for hyps in found for h in hyps]
-        feats, lps = confidence.features(self.model, src[rows], outputs, lead)
+        picked = _rows(memory, rows)  # an ensemble's (a list) is encoded again, by it
+        feats, lps = confidence.features(self.model, src[rows], outputs, lead,
+                                         None if isinstance(picked, list) else picked)
         cal = self.calibration
         probs = cal.predict(feats) if cal else [None] * len(feats)
         for ts in out:
