@@ -5,10 +5,7 @@ no network; every failure one line, and nothing half-written used as a model."""
 
 from __future__ import annotations
 
-import http.server
 import json
-import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +13,7 @@ import pytest
 pytest.importorskip("transformers")
 
 from hf_models import build_marian  # noqa: E402
+from loopback import FileServer  # noqa: E402
 
 from conftest import assert_user_error  # noqa: E402
 from mt.checkpoint import load_checkpoint, load_run  # noqa: E402
@@ -28,54 +26,18 @@ def model_dir(tmp_path_factory) -> Path:
     return build_marian(tmp_path_factory.mktemp("hub") / "model")
 
 
-class Hub:
-    """A loopback server holding one repository; `mode` says how it misbehaves."""
-
-    def __init__(self, directory: Path, mode: str = "ok"):
-        self.directory, self.mode, self.requests = directory, mode, []
-        hub = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                hub.requests.append(self.path)
-                prefix = f"/{REPO}/resolve/main/"
-                if hub.mode == "silent":
-                    time.sleep(5)
-                    return
-                path = hub.directory / self.path[len(prefix):]
-                if not self.path.startswith(prefix) or not path.is_file():
-                    self.send_error(404, "Entry not found")
-                    return
-                data = path.read_bytes()
-                self.send_response(200)
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                if hub.mode == "cut" and path.name == "model.safetensors":
-                    self.wfile.write(data[: len(data) // 2])
-                    self.wfile.flush()
-                    self.close_connection = True
-                    return
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def hub(model_dir, monkeypatch, tmp_path):
+    """start(mode) serves the model as the Hub does; mode "cut" cuts model.safetensors halfway
+    each time, "silent" never answers."""
     monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path / "cache"))  # this test's downloads only
     servers = []
+    prefix = f"/{REPO}/resolve/main/"
 
-    def start(mode: str = "ok") -> Hub:
-        server = Hub(model_dir, mode)
+    def start(mode: str = "ok") -> FileServer:
+        server = FileServer({prefix + p.name: p.read_bytes() for p in model_dir.iterdir()},
+                            cut=[prefix + "model.safetensors"] if mode == "cut" else [],
+                            silent=mode == "silent")
         servers.append(server)
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         return server
@@ -91,7 +53,7 @@ def test_a_hub_id_is_fetched_and_imports_as_the_directory_does(hub, model_dir, t
     assert r.code == 0, r.err
     printed = json.loads(r.out)
     assert printed["source"] == REPO and printed["languages"] == "en-de"
-    assert f"/{REPO}/resolve/main/model.safetensors" in server.requests
+    assert (f"/{REPO}/resolve/main/model.safetensors", None) in server.requests
     local = cli("import", "hf", model_dir, "--out", tmp_path / "from-dir")
     assert local.code == 0 and json.loads(local.out)["sha256"] == printed["sha256"]
     a, b = (load_run(tmp_path / n).model.state_dict() for n in ("from-hub", "from-dir"))
@@ -113,16 +75,17 @@ def test_no_network_is_one_line_saying_how_to_import_a_directory(tmp_path, cli, 
     assert not (tmp_path / "run").exists()
 
 
-def test_a_download_cut_short_leaves_nothing_and_a_second_try_works(hub, tmp_path, cli):
+def test_a_download_cut_short_is_never_used_and_the_next_try_resumes_it(hub, tmp_path, cli):
     hub("cut")
     r = cli("import", "hf", REPO, "--out", tmp_path / "run")
-    assert_user_error(r, 5, "model.safetensors")
+    assert_user_error(r, 5, "model.safetensors", "run again to resume")
     assert not (tmp_path / "run").exists()
     cached = tmp_path / "cache" / "hf" / REPO / "main"
     assert (cached / "config.json").is_file() and not (cached / "model.safetensors").exists()
-    assert not list(cached.glob("*.tmp*")) and not list(cached.glob(".*"))  # no half file
-    hub("ok")
+    assert [p.name for p in cached.glob(".*")] == [".model.safetensors.part"]  # hidden, kept
+    server = hub("ok")
     assert cli("import", "hf", REPO, "--out", tmp_path / "run").code == 0
+    assert server.ranged() and not list(cached.glob(".*"))
 
 
 def test_an_unknown_model_is_a_404_naming_it(hub, tmp_path, cli):
@@ -132,8 +95,8 @@ def test_an_unknown_model_is_a_404_naming_it(hub, tmp_path, cli):
 
 
 def test_a_server_that_never_answers_times_out_in_one_line(hub, tmp_path, cli, monkeypatch):
-    from mt.hf import files
-    monkeypatch.setattr(files, "TIMEOUT", 0.5)
+    from mt import download
+    monkeypatch.setattr(download, "TIMEOUT", 0.5)
     hub("silent")
     r = cli("import", "hf", REPO, "--out", tmp_path / "run")
     assert_user_error(r, 5, "cannot reach")

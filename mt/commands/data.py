@@ -4,14 +4,13 @@ directory), and the audit of a corpus (`mt data check`)."""
 from __future__ import annotations
 
 import shutil
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 from mt.audit import AUDIT_RATIO, Audit, audit, held_out
 from mt.config import load_config
 from mt.corpus_formats import CorpusSource
 from mt.data import corpus_sources
+from mt.download import DownloadError, download
 from mt.errors import DataError, UsageError
 from mt.log import info
 from mt.textio import atomic_write, iter_lines
@@ -79,15 +78,11 @@ def multi30k(dest: Path, source: Path | None, splits: list[str], langs: list[str
 
 
 def _download(url: str, target: Path) -> None:
-    def fetch(tmp: str) -> None:
-        try:
-            with urllib.request.urlopen(url, timeout=60) as r, open(tmp, "wb") as f:
-                shutil.copyfileobj(r, f)
-        except (urllib.error.URLError, TimeoutError, OSError) as e:
-            raise DataError(f"{url}: download failed ({e}); if you have the files, "
-                            "use --from DIR") from None
-
-    atomic_write(target, fetch)
+    try:
+        download(url, target)
+    except DownloadError as e:
+        raise DataError(f"{url}: download failed ({e}); if you have the files, "
+                        "use --from DIR") from None
 
 
 def check_command(config: Path | None, overrides: list[str], files: dict[str, Path | None]

@@ -10,22 +10,19 @@ loading: never code from the file.
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
 import re
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
+from mt.download import DownloadError, download
 from mt.errors import CheckpointError, ConfigError
 from mt.hf.marian import Weights
-from mt.textio import atomic_write
 from mt.tokenizers.marian import SOURCE_SPM, TARGET_SPM, TARGET_VOCAB, VOCAB
 
 CONFIG, GENERATION, TOKENIZER_CONFIG = "config.json", "generation_config.json", \
@@ -33,7 +30,6 @@ CONFIG, GENERATION, TOKENIZER_CONFIG = "config.json", "generation_config.json", 
 SAFETENSORS, TORCH_BIN = "model.safetensors", "pytorch_model.bin"
 TOKENIZER_FILES = (SOURCE_SPM, TARGET_SPM, VOCAB)
 HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # owner/name, as the Hub spells repositories
-CHUNK = 1 << 20
 
 
 @dataclass
@@ -150,7 +146,6 @@ def write_model(dest: Path, config: dict, weights: dict[str, torch.Tensor],
 # --- the Hub -----------------------------------------------------------------------------
 
 OPTIONAL = (GENERATION, TOKENIZER_CONFIG, TARGET_VOCAB)
-TIMEOUT = 30.0  # seconds without a byte before a download is given up
 
 
 def endpoint() -> str:
@@ -176,49 +171,32 @@ def fetch(repo: str, revision: str, cache: Path,
 
 def _download(repo: str, revision: str, name: str, dest: Path, optional: bool,
               progress: Callable[[str], None]) -> bool:
-    """One file into dest (atomically: a cut download leaves nothing); False if the Hub has
-    no such file and it is optional."""
+    """One file into dest (whole or not at all: mt.download); False if the Hub has no such
+    file and it is optional."""
     if (dest / name).is_file():
         return True
     if (dest / f"{name}.absent").is_file():
         return False
     quoted = "/".join(urllib.parse.quote(part) for part in (*repo.split("/"), "resolve",
                                                             revision, name))
-    url = f"{endpoint()}/{quoted}"
-    request = urllib.request.Request(url, headers={"User-Agent": "mt"})
     token = os.environ.get("HF_TOKEN")
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    offline = (f"{repo}: cannot reach the Hugging Face Hub at {endpoint()} ({{}}); on a "
-               f"machine without network, download the model where there is one (e.g. `hf "
-               f"download {repo} --local-dir DIR`), copy DIR here and give `mt import hf DIR`")
+    progress(name)
     try:
-        with urllib.request.urlopen(request, timeout=TIMEOUT) as response:
-            expected = response.headers.get("Content-Length")
-            progress(name)
-
-            def write(tmp: str) -> None:
-                got = 0
-                with open(tmp, "wb") as f:
-                    while block := response.read(CHUNK):
-                        f.write(block)
-                        got += len(block)
-                if expected is not None and got != int(expected):
-                    raise CheckpointError(f"{repo}: {name}: the download stopped at {got:,} of "
-                                          f"{int(expected):,} bytes; run the import again")
-            atomic_write(dest / name, write)
-    except urllib.error.HTTPError as e:
-        if e.code == 404 and optional:
+        download(f"{endpoint()}/{quoted}", dest / name,
+                 {"Authorization": f"Bearer {token}"} if token else {})
+    except DownloadError as e:
+        if e.status == 404 and optional:
             (dest / f"{name}.absent").touch()
             return False
-        if e.code in (401, 403, 404):
-            raise CheckpointError(f"{repo}: {name}: the Hub answers {e.code} {e.reason}; check "
-                                  "the model's name (owner/name) and revision, and HF_TOKEN "
-                                  "for a private one") from None
-        raise CheckpointError(offline.format(f"HTTP {e.code} {e.reason}")) from None
-    except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-        raise CheckpointError(offline.format(getattr(e, "reason", None) or e)) from None
-    except http.client.HTTPException as e:  # the connection closed before the whole file came
-        raise CheckpointError(f"{repo}: {name}: the download was cut short ({type(e).__name__});"
-                              " nothing of it was kept: run the import again") from None
+        if e.status in (401, 403, 404):
+            raise CheckpointError(f"{repo}: {name}: the Hub answers {e}; check the model's "
+                                  "name (owner/name) and revision, and HF_TOKEN for a private "
+                                  "one") from None
+        if e.status or not e.reached:
+            raise CheckpointError(
+                f"{repo}: cannot reach the Hugging Face Hub at {endpoint()} ({e}); on a "
+                f"machine without network, download the model where there is one (e.g. `hf "
+                f"download {repo} --local-dir DIR`), copy DIR here and give `mt import hf "
+                "DIR`") from None
+        raise CheckpointError(f"{repo}: {name}: {e}") from None
     return True
