@@ -20,6 +20,7 @@ from tqdm import tqdm
 
 from mt.config import DataConfig
 from mt.corpus_formats import CorpusSource
+from mt.data import split_source
 from mt.filters import (
     RATIO_FLOOR,
     bad_utf8,
@@ -30,15 +31,13 @@ from mt.filters import (
     text_key,
     words,
 )
-from mt.textio import file_identity, split_path
+from mt.textio import file_identity
 
 EXAMPLES = 5  # line numbers kept per finding
 AUDIT_RATIO = 3.0  # the ratio the audit reports at when data.filter.max_ratio is 0 (off)
 def held_out(d: DataConfig) -> list[CorpusSource]:
     """The validation and test sets the training pairs are compared against."""
-    return [CorpusSource(split, "plain", tuple(split_path(d.dir, split, lang)
-                                               for lang in (d.src_lang, d.tgt_lang)))
-            for split in (d.val, d.test)]
+    return [split_source(d, split) for split in ("val", "test")]
 
 
 @dataclass

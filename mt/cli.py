@@ -202,6 +202,10 @@ def evaluate(
                               help="val or test split of the run's data."),
     src: str = typer.Option(None, "--src", help="Source file to translate instead of a split."),
     ref: str = typer.Option(None, "--ref", help="Reference translations for --src."),
+    pairs: str = typer.Option(None, "--pairs", help="One file of sources and references "
+                              "instead of a split: .tsv, .jsonl or .parquet (its name says its "
+                              "format; .gz allowed but for parquet), keyed by the run's "
+                              "languages."),
     output: str = typer.Option(None, "--output", help="Also write the translations here."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
     device: str = DEVICE,
@@ -241,10 +245,10 @@ def evaluate(
                              "baseline")
         if output or metrics:
             raise UsageError("eval", "'--compare'", "not with --output or --metrics")
-        r = compare_runs(runs, split, src, ref, options, resamples, bootstrap_seed)
+        r = compare_runs(runs, split, src, ref, options, resamples, bootstrap_seed, pairs)
         print(json.dumps(r) if as_json else compare_table(r))
         return
-    r = run_eval(runs, split, src, ref, output, options, metrics)
+    r = run_eval(runs, split, src, ref, output, options, metrics, pairs)
     if as_json:
         print(json.dumps(r))
         return

@@ -61,10 +61,11 @@ class DataConfig:
     tgt_lang: str = "de"
     dir: str = "data/toy"  # files are {dir}/{split}.{lang}, plain or .gz
     # split names (file stems) inside dir, the defaults the toy's; train may instead list
-    # corpora (CorpusConfig: files, weight, tag)
+    # corpora (CorpusConfig: files, weight, tag), and val and test each be a corpus of any
+    # format (its files, no weight or tag)
     train: str | list[CorpusConfig] = "toy.train"
-    val: str = "toy.val"
-    test: str = "toy.test"
+    val: str | CorpusConfig = "toy.val"
+    test: str | CorpusConfig = "toy.test"
     lowercase: bool = False  # lowercase both sides before tokenizing
     max_len: int = 100  # training pairs with more tokens on either side are dropped
     min_freq: int = 1  # vocabulary: drop rarer tokens
@@ -359,6 +360,8 @@ def _coerce(value: object, kind: type, blame: Callable[[str], str], key: str):
     else:
         kinds = (kind,)
     for k in kinds:
+        if dataclasses.is_dataclass(k) and isinstance(value, dict):
+            return _dataclass_from(k, value, blame, f"{key}.")
         if typing.get_origin(k) is list and isinstance(value, list):
             (item,) = typing.get_args(k)
             return [_dataclass_from(item, v, blame, f"{key}[{i}].") for i, v in enumerate(value)]
@@ -382,6 +385,7 @@ def _coerce(value: object, kind: type, blame: Callable[[str], str], key: str):
         raise ConfigError(f"{blame(key)}: '{key}' is a value, not a section; give "
                           "section.key=value")
     names = " or ".join("a list" if typing.get_origin(k) is list
+                        else "a section" if dataclasses.is_dataclass(k)
                         else getattr(k, "__name__", str(k)) for k in kinds)
     raise ConfigError(f"{blame(key)}: '{key}' must be {names}, got {value!r}")
 
@@ -519,6 +523,16 @@ def corpus_configs(d: DataConfig) -> list[CorpusConfig]:
             for c in d.train]
 
 
+def split_config(d: DataConfig, split: str) -> CorpusConfig:
+    """data.val or data.test (split: "val" or "test") as a corpus, named: a split name is one
+    plain corpus under data.dir."""
+    value = getattr(d, split)
+    if isinstance(value, str):
+        return CorpusConfig(name=value, format="plain", prefix=value)
+    return dataclasses.replace(value, name=value.name or
+                               corpus_format(value.format).default_name(value))
+
+
 def _corpus_problems(d: DataConfig) -> list[Problem]:
     out: list[Problem] = []
     if isinstance(d.train, list) and not d.train:
@@ -541,6 +555,12 @@ def _corpus_problems(d: DataConfig) -> list[Problem]:
             out.append((f"{key}.name", f"{key}: two corpora are named {c.name!r}; give each "
                                        "its own name"))
         names.add(c.name)
+    for split in ("val", "test"):
+        c, key = getattr(d, split), f"data.{split}"
+        if isinstance(c, CorpusConfig):
+            out += [(key, message) for message in corpus_format(c.format).check(c, key)]
+            if c.weight != 1 or c.tag:
+                out.append((key, f"{key}: a held-out set has no weight or tag"))
     return out
 
 

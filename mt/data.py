@@ -14,25 +14,39 @@ from typing import TypeVar
 import numpy as np
 import torch
 
-from mt.config import DataConfig, corpus_configs
+from mt.config import CorpusConfig, DataConfig, corpus_configs, split_config
 from mt.corpus_formats import CorpusSource, corpus_format
-from mt.corpus_formats.plain import iter_parallel
 from mt.tokenizers import Tokenizer
 from mt.vocab import BOS, EOS, PAD, Vocab
 
 T = TypeVar("T")
 
 
+def corpus_source(c: CorpusConfig, d: DataConfig) -> CorpusSource:
+    """Corpus c of d's config with its files found."""
+    langs = (d.src_lang, d.tgt_lang)
+    return CorpusSource(c.name, c.format, corpus_format(c.format).paths(c, d.dir, langs),
+                        langs, c.weight, c.tag)
+
+
 def corpus_sources(d: DataConfig) -> list[CorpusSource]:
     """data.train's corpora with their files found, in the config's order."""
-    langs = (d.src_lang, d.tgt_lang)
-    return [CorpusSource(c.name, c.format, corpus_format(c.format).paths(c, d.dir, langs),
-                         c.weight, c.tag) for c in corpus_configs(d)]
+    return [corpus_source(c, d) for c in corpus_configs(d)]
+
+
+def split_source(d: DataConfig, split: str) -> CorpusSource:
+    """data.val or data.test (split: "val" or "test") with its files found."""
+    return corpus_source(split_config(d, split), d)
+
+
+def read_pairs(source: CorpusSource) -> tuple[list[str], list[str]]:
+    """A held-out set's sources and targets, in memory (they are small)."""
+    pairs = list(source.pairs())
+    return [s for s, _ in pairs], [t for _, t in pairs]
 
 
 def read_parallel(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
-    pairs = list(iter_parallel(src_path, tgt_path))
-    return [s for s, _ in pairs], [t for _, t in pairs]
+    return read_pairs(CorpusSource(str(src_path), "plain", (src_path, tgt_path)))
 
 
 @dataclass

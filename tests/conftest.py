@@ -177,6 +177,31 @@ def corpus(root: Path, n: int = 60, edit=None) -> Path:
     return d
 
 
+def write_as(fmt: str, path: Path, pairs: list[tuple[str, str]], langs=("en", "de")) -> dict:
+    """pairs written as a corpus of format fmt at path (plain: path.en and path.de); returns
+    its data.train entry. jsonl writes Hugging Face's {"translation": {...}} records, parquet a
+    column per language."""
+    import gzip
+    import json
+
+    if fmt == "plain":
+        for k, lang in enumerate(langs):
+            Path(f"{path}.{lang}").write_text("".join(p[k] + "\n" for p in pairs), "utf-8")
+        return {"src": f"{path}.{langs[0]}", "tgt": f"{path}.{langs[1]}"}
+    if fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        pq.write_table(pa.table({lang: [p[k] for p in pairs] for k, lang in enumerate(langs)}),
+                       path)
+    else:
+        lines = ["\t".join(p) if fmt == "tsv" else
+                 json.dumps({"translation": dict(zip(langs, p))}, ensure_ascii=False)
+                 for p in pairs]
+        text = "".join(line + "\n" for line in lines).encode("utf-8")
+        Path(path).write_bytes(gzip.compress(text) if str(path).endswith(".gz") else text)
+    return {"format": fmt, "path": str(path)}
+
+
 def small_config(data_dir: Path, *sets: str) -> list[str]:
     """--set options: the tiny model on a small corpus, validating by loss only (no BLEU)."""
     options = [*TINY, f"data.dir={data_dir}", "train.eval_bleu=false", "train.metric=loss", *sets]

@@ -1,9 +1,12 @@
-"""mt/commands/evaluate.py: `mt eval`: its scores, and its output path checked before any work."""
+"""mt/commands/evaluate.py: `mt eval`: its scores, and its output path checked before any work;
+a split, --src/--ref or a --pairs file of any corpus format."""
 
+import importlib.util
 import json
 from pathlib import Path
 
-from conftest import assert_user_error, leftovers, run_mt, snapshot
+from conftest import TOY, assert_user_error, leftovers, run_mt, snapshot, write_as
+from mt.textio import read_lines
 from mt.translator import Translator
 
 
@@ -85,3 +88,34 @@ def test_eval_compare_needs_two_runs_and_no_output(cli, tmp_path):
     assert_user_error(cli("eval", tmp_path / "a", "--compare"), 2, "'--compare'", "two or more")
     assert_user_error(cli("eval", tmp_path / "a", tmp_path / "b", "--compare", "--output",
                           tmp_path / "o.txt"), 2, "not with --output")
+
+
+def test_eval_pairs_scores_one_file_of_any_format_as_src_and_ref(cli, tiny_run, tmp_path):
+    from mt.commands.evaluate import evaluate
+
+    pairs = list(zip(*(read_lines(TOY / f"toy.test.{lang}")[:40] for lang in ("en", "de"))))
+    write_as("plain", tmp_path / "t", pairs)
+    want = evaluate(tiny_run, src=str(tmp_path / "t.en"), ref=str(tmp_path / "t.de"))
+    formats = ["tsv", "jsonl"] + (["parquet"] if importlib.util.find_spec("pyarrow") else [])
+    for fmt in formats:
+        path = tmp_path / f"t.{fmt}"
+        write_as(fmt, path, pairs)
+        r = cli("eval", tiny_run, "--pairs", path, "--json")
+        assert r.code == 0, r.err
+        got = json.loads(r.out)
+        assert (got["bleu"], got["chrf"], got["src"]) == (want["bleu"], want["chrf"], str(path))
+    # the run's test split as a corpus of its own format, through the run's config
+    r = cli("eval", tiny_run, "--json", "--set",
+            f"data.test={{format: jsonl, path: {tmp_path / 't.jsonl'}}}")
+    assert r.code == 0, r.err
+    assert json.loads(r.out)["bleu"] == want["bleu"]
+
+
+def test_eval_pairs_is_refused_with_src_or_a_name_that_says_no_format(cli, tmp_path):
+    for args in (["--pairs", "t.tsv", "--src", "a.en", "--ref", "a.de"],
+                 ["--pairs", "t.tsv", "--ref", "a.de"]):
+        assert_user_error(cli("eval", tmp_path / "run", *args), 2, "'--pairs'",
+                          "give --pairs FILE or --src and --ref, not both")
+    assert_user_error(cli("eval", tmp_path / "run", "--pairs", "t.csv"), 2, "'--pairs'",
+                      "t.csv: its name says its format; end it in one of .tsv, .tsv.gz, "
+                      ".jsonl, .jsonl.gz, .json, .json.gz, .parquet")

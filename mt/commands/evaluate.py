@@ -1,4 +1,5 @@
-"""`mt eval`: translate a test split (or --src/--ref files) and score it (`mt.metrics.score`)."""
+"""`mt eval`: translate a test split (or --src/--ref files, or a --pairs file) and score it
+(`mt.metrics.score`)."""
 
 from __future__ import annotations
 
@@ -10,39 +11,38 @@ from tqdm import tqdm
 
 from mt.commands.options import TranslateOptions
 from mt.commands.output import check_output_path, write_output
-from mt.data import read_parallel
+from mt.corpus_formats import FORMATS, CorpusSource, corpus_format, format_of
+from mt.data import read_pairs, split_source
 from mt.ensemble import Paths
-from mt.errors import DataError
+from mt.errors import DataError, UsageError
 from mt.log import info
 from mt.metrics import compare, full_score
 from mt.records import Translation
-from mt.textio import split_path
 
 SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming that split
 
 
 def evaluate(run_path: Paths, split: str = "test", src: str | None = None,
              ref: str | None = None, output: str | None = None,
-             options: TranslateOptions = TranslateOptions(), metrics: Sequence[str] = ()
-             ) -> dict:
-    """Translate a split of the run's data (or --src/--ref files) and score it; several runs
-    (run_path a list) translate as an ensemble, with the first's data and decode settings.
+             options: TranslateOptions = TranslateOptions(), metrics: Sequence[str] = (),
+             pairs: str | None = None) -> dict:
+    """Translate a split of the run's data (or --src/--ref files, or a --pairs file) and score
+    it; several runs (run_path a list) translate as an ensemble, with the first's data and
+    decode settings.
 
     options: how to make the Translator (for ctranslate2 run_path may be an `mt export`
     directory). metrics: extra metrics beside the BLEU and chrF variants
     (mt.metrics.EXTRA_METRICS).
     """
-    if src is not None and ref is None:
-        raise DataError(f"--src {src}: no reference translations to score against; add "
-                        "--ref FILE")
+    check_files(src, ref, pairs)
     if output:
         check_output_path(output)  # before minutes of translating, not after
     glossary = options.load_glossary()
     translator = options.load(run_path)
     translator.matcher(glossary)  # refused (beam 1, CTranslate2) before the data is read
     run = translator.run
-    src_path, ref_path = eval_files(translator, split, src, ref)
-    src_lines, ref_lines = read_parallel(src_path, ref_path)
+    source = eval_source(translator, split, src, ref, pairs)
+    src_lines, ref_lines = read_pairs(source)
     found = _translated(translator, src_lines, glossary)
     hyps = [t.text for t in found]
     if output:
@@ -51,7 +51,7 @@ def evaluate(run_path: Paths, split: str = "test", src: str | None = None,
     if "bleu_moses_lc" not in result:
         info('BLEU on lowercased Moses tokens left out: it needs sacremoses '
              '(pip install "mt[moses]")')
-    result.update(src=str(src_path), ref=str(ref_path), step=run.step)
+    result.update(src=str(source.paths[0]), ref=str(source.paths[-1]), step=run.step)
     if glossary is not None:
         result.update(term_use(found))
     return result
@@ -65,13 +65,30 @@ def term_use(found: list[Translation]) -> dict:
     return {"term_use": 100.0 * held / active if active else 100.0, "terms_active": active}
 
 
-def eval_files(translator, split: str, src: str | None, ref: str | None) -> tuple[Path, Path]:
-    """The source and reference files: --src/--ref, else the run's split."""
-    if src is not None:
-        return Path(src), Path(ref)
+def check_files(src: str | None, ref: str | None, pairs: str | None) -> None:
+    """--src, --ref and --pairs as they may go together, before any model is loaded."""
+    if pairs is not None and (src is not None or ref is not None):
+        raise UsageError("eval", "'--pairs'", "give --pairs FILE or --src and --ref, not both")
+    if pairs is not None and format_of(pairs) is None:
+        endings = ", ".join(e for f in FORMATS for e in corpus_format(f).suffixes)
+        raise UsageError("eval", "'--pairs'", f"{pairs}: its name says its format; end it in "
+                         f"one of {endings}")
+    if src is not None and ref is None:
+        raise DataError(f"--src {src}: no reference translations to score against; add "
+                        "--ref FILE")
+
+
+def eval_source(translator, split: str, src: str | None, ref: str | None,
+                pairs: str | None = None) -> CorpusSource:
+    """The sources and references: --pairs (one file, its format by its name), --src/--ref,
+    else the run's split (plain files or a corpus of any format)."""
     d = translator.run.cfg.data
-    name = getattr(d, split)
-    return split_path(d.dir, name, d.src_lang), split_path(d.dir, name, d.tgt_lang)
+    langs = (d.src_lang, d.tgt_lang)
+    if pairs is not None:
+        return CorpusSource(pairs, format_of(pairs), (Path(pairs),), langs)
+    if src is not None:
+        return CorpusSource(src, "plain", (Path(src), Path(ref)), langs)
+    return split_source(d, split)
 
 
 def _translated(translator, src_lines: list[str], glossary) -> list[Translation]:
@@ -82,13 +99,12 @@ def _translated(translator, src_lines: list[str], glossary) -> list[Translation]
 
 def compare_runs(run_paths: Sequence[Path], split: str = "test", src: str | None = None,
                  ref: str | None = None, options: TranslateOptions = TranslateOptions(),
-                 samples: int = 1000, seed: int = 12345) -> dict:
+                 samples: int = 1000, seed: int = 12345, pairs: str | None = None) -> dict:
     """`mt eval --compare`: each run a system, translated with its own decode settings, on the
-    first run's split (or --src/--ref); their BLEU and chrF with 95% confidence intervals and
-    the paired bootstrap p-value of each against the first (mt.metrics.compare)."""
-    if src is not None and ref is None:
-        raise DataError(f"--src {src}: no reference translations to score against; add "
-                        "--ref FILE")
+    first run's split (or --src/--ref, or --pairs); their BLEU and chrF with 95% confidence
+    intervals and the paired bootstrap p-value of each against the first
+    (mt.metrics.compare)."""
+    check_files(src, ref, pairs)
     glossary = options.load_glossary()
     translators = [options.load(p) for p in run_paths]  # every run opened before any work
     langs = {t.run.cfg.data.tgt_lang for t in translators}
@@ -97,12 +113,12 @@ def compare_runs(run_paths: Sequence[Path], split: str = "test", src: str | None
                         "compare systems of one target language")
     for t in translators:
         t.matcher(glossary)
-    src_path, ref_path = eval_files(translators[0], split, src, ref)
-    src_lines, ref_lines = read_parallel(src_path, ref_path)
+    source = eval_source(translators[0], split, src, ref, pairs)
+    src_lines, ref_lines = read_pairs(source)
     systems = [(str(p), [t.text for t in _translated(tr, src_lines, glossary)])
                for p, tr in zip(run_paths, translators, strict=True)]
     result = compare(systems, ref_lines, langs.pop(), samples, seed)
-    result.update(src=str(src_path), ref=str(ref_path))
+    result.update(src=str(source.paths[0]), ref=str(source.paths[-1]))
     return result
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from mt.checkpoint import LAST, find_checkpoint, load_checkpoint, load_run
 from mt.confidence import CALIBRATION, Calibration
 from mt.config import DataConfig
-from mt.data import corpus_sources
+from mt.data import corpus_sources, split_source
 from mt.tokenizers import tokenizer_kind
 from mt.train.lineage import chain, format_chain, sha256_of
 from mt.train.memory import MEMORY_KEYS, format_peak
@@ -49,8 +49,8 @@ def run_info(path: Path) -> dict:
         "vocab": {"src": len(run.src_vocab), "tgt": len(run.tgt_vocab),
                   "shared": run.src_vocab.itos == run.tgt_vocab.itos},
         "tokenizer": tokenizer_info(d),
-        "data": {"dir": d.dir, "train": [c.label for c in corpus_sources(d)], "val": d.val,
-                 "test": d.test,
+        "data": {"dir": d.dir, "train": [c.label for c in corpus_sources(d)],
+                 "val": held_label(d, "val"), "test": held_label(d, "test"),
                  "mix": ((run.lineage or {}).get("data") or {}).get("mix") or []},
         "best": best_metric(ckpt.parent, cfg.train.metric),
         "peak_memory": peak_record(ckpt.parent),
@@ -59,6 +59,12 @@ def run_info(path: Path) -> dict:
         "calibration": calibration_info(ckpt, run.step),
     }
     return info
+
+
+def held_label(d, split: str) -> str:
+    """data.val or data.test as `mt info` shows it: its split name, or a corpus's files."""
+    value = getattr(d, split)
+    return value if isinstance(value, str) else split_source(d, split).label
 
 
 def calibration_info(ckpt: Path, step: int) -> dict | None:

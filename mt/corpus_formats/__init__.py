@@ -20,6 +20,8 @@ from typing import Literal
 FORMATS = {  # a corpus's `format` -> the module whose FORMAT reads it
     "plain": "mt.corpus_formats.plain",
     "tsv": "mt.corpus_formats.tsv",
+    "jsonl": "mt.corpus_formats.jsonl",
+    "parquet": "mt.corpus_formats.parquet",
 }
 # What a corpus that names no format is: the one place it is decided (configs from before
 # `format` existed hold two-file corpora, and a split name in data.train is one).
@@ -31,20 +33,23 @@ class CorpusConfig:
     """One training corpus of data.train (docs/data.md#several-corpora)."""
 
     name: str = ""  # in the log and `mt info`; default: its prefix or file name
-    # plain: two files; tsv: one file of source TAB target. The names in FORMATS, checked at
-    # load as any Literal is (and a fake format a test registers is one too).
+    # plain: two files; tsv, jsonl, parquet: one file of pairs. The names in FORMATS, checked
+    # at load as any Literal is (and a fake format a test registers is one too).
     format: Literal[tuple(FORMATS)] = DEFAULT_FORMAT
     dir: str | None = None  # where prefix's files are; null = data.dir
     prefix: str = ""  # plain: files {dir}/{prefix}.{src_lang} and .{tgt_lang} (or .gz)
     src: str = ""  # plain: or two explicit paths
     tgt: str = ""
-    path: str = ""  # tsv: the file (.gz allowed)
+    path: str = ""  # tsv, jsonl, parquet: the file (.gz allowed but for parquet)
     weight: float = 1.0  # times the corpus is drawn per epoch: 2 = each pair twice, 0.5 = half
     tag: str = ""  # a token like <bt> put before each source sentence of this corpus
 
 
 class CorpusFormat:
     """What the registry needs of a format: its checks, its files, its pairs."""
+
+    # The endings of a file of this format, for a file given alone (`mt eval --pairs FILE`)
+    suffixes: tuple[str, ...] = ()
 
     def check(self, c: CorpusConfig, key: str) -> Iterator[str]:
         """A message for each way c (data.train[i], named `key` in messages) is not a corpus of
@@ -59,15 +64,39 @@ class CorpusFormat:
         """The corpus's files, found: data_dir is data.dir, langs (data.src_lang, tgt_lang)."""
         raise NotImplementedError
 
-    def pairs(self, paths: tuple[Path, ...]) -> Iterator[tuple[str, str]]:
-        """The (source, target) pairs, streamed; a file that is not of this format is a
+    def pairs(self, paths: tuple[Path, ...], langs: tuple[str, ...]) -> Iterator[tuple[str, str]]:
+        """The (source, target) pairs, streamed; langs: the (source, target) language codes,
+        for formats that key the sides by them. A file that is not of this format is a
         DataError naming it (and its line)."""
         raise NotImplementedError
+
+
+class OneFile(CorpusFormat):
+    """A format whose corpus is one file, `path`, holding both sides."""
+
+    name = ""  # the format's name in FORMATS, for messages
+
+    def check(self, c: CorpusConfig, key: str) -> Iterator[str]:
+        if not c.path or c.prefix or c.src or c.tgt:
+            yield (f"{key}: a {self.name} corpus is one file: give path (and no prefix, src or "
+                   "tgt)")
+
+    def default_name(self, c: CorpusConfig) -> str:
+        return Path(c.path).name
+
+    def paths(self, c: CorpusConfig, data_dir: str, langs: tuple[str, str]) -> tuple[Path, ...]:
+        return (Path(c.path),)
 
 
 def corpus_format(name: str) -> CorpusFormat:
     """The registered format `name`, its module imported on first use; KeyError if none."""
     return importlib.import_module(FORMATS[name]).FORMAT
+
+
+def format_of(path: str | Path) -> str | None:
+    """The format whose file names end as path's does (a.jsonl.gz: jsonl); None if none."""
+    name = Path(path).name
+    return next((f for f in FORMATS if name.endswith(corpus_format(f).suffixes)), None)
 
 
 @dataclass(frozen=True)
@@ -76,12 +105,13 @@ class CorpusSource:
 
     name: str
     format: str  # its reader: a name in FORMATS
-    paths: tuple[Path, ...]  # plain: (source, target); tsv: (the file,)
+    paths: tuple[Path, ...]  # plain: (source, target); tsv, jsonl, parquet: (the file,)
+    langs: tuple[str, ...] = ()  # (source, target) codes: the keys of jsonl and parquet sides
     weight: float = 1.0
     tag: str = ""
 
     def pairs(self) -> Iterator[tuple[str, str]]:
-        return corpus_format(self.format).pairs(self.paths)
+        return corpus_format(self.format).pairs(self.paths, self.langs)
 
     def side(self, k: int) -> Iterator[str]:
         """The lines of side k (0 source, 1 target)."""

@@ -48,7 +48,7 @@ class PlainFormat(CorpusFormat):
             return tuple(split_path(c.dir or data_dir, c.prefix, lang) for lang in langs)
         return Path(c.src), Path(c.tgt)
 
-    def pairs(self, paths: tuple[Path, ...]) -> Iterator[tuple[str, str]]:
+    def pairs(self, paths: tuple[Path, ...], langs: tuple[str, ...]) -> Iterator[tuple[str, str]]:
         return iter_parallel(*paths)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-from mt.corpus_formats import CorpusConfig, CorpusFormat
+from mt.corpus_formats import OneFile
 from mt.errors import DataError
 from mt.textio import iter_lines, undecoded
 
@@ -25,18 +25,10 @@ def iter_tsv(path: Path) -> Iterator[tuple[str, str]]:
         raise DataError(f"{path}: file is empty; give a file with one pair a line")
 
 
-class TsvFormat(CorpusFormat):
-    def check(self, c: CorpusConfig, key: str) -> Iterator[str]:
-        if not c.path or c.prefix or c.src or c.tgt:
-            yield f"{key}: a tsv corpus is one file: give path (and no prefix, src or tgt)"
+class TsvFormat(OneFile):
+    name, suffixes = "tsv", (".tsv", ".tsv.gz")
 
-    def default_name(self, c: CorpusConfig) -> str:
-        return Path(c.path).name
-
-    def paths(self, c: CorpusConfig, data_dir: str, langs: tuple[str, str]) -> tuple[Path, ...]:
-        return (Path(c.path),)
-
-    def pairs(self, paths: tuple[Path, ...]) -> Iterator[tuple[str, str]]:
+    def pairs(self, paths: tuple[Path, ...], langs: tuple[str, ...]) -> Iterator[tuple[str, str]]:
         return iter_tsv(paths[0])
 
 

@@ -11,10 +11,9 @@ from mt.cached_mix import check_tags, corpus_tags, mixed_data, run_vocabs
 from mt.checkpoint import SRC_VOCAB, TGT_VOCAB
 from mt.config import Config
 from mt.corpus_formats import CorpusSource
-from mt.data import ParallelData, read_parallel
+from mt.data import ParallelData, read_pairs, split_source
 from mt.errors import DataError
 from mt.mixing import MixedData
-from mt.textio import split_path
 from mt.token_cache import CachedCorpora, open_cached_corpora
 from mt.tokenizers import Tokenizer, tokenizer_files
 from mt.train.distributed import Group
@@ -88,8 +87,7 @@ def load_run_data(cfg: Config, run_dir: Path, resume: bool, group: Group,
             raise DataError(f"data.train[{i}].weight {part.weight:g}: draws no pair from corpus "
                             f"{part.name!r} (round({part.weight:g} x {len(part.variants[0])} "
                             f"pairs) = 0); give it at least {1 / len(part.variants[0]):.2g}")
-    val_src, val_ref = read_parallel(split_path(d.dir, d.val, d.src_lang),
-                                     split_path(d.dir, d.val, d.tgt_lang))
+    val_src, val_ref = read_pairs(split_source(d, "val"))
     val = ParallelData.from_text(val_src, val_ref, src_tok, tgt_tok, src_vocab, tgt_vocab)
     val.filter_length(cfg.model.max_positions - 2)
     train.start = val.start = start_id(cfg.model.decoder_start)

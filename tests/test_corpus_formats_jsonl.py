@@ -1,0 +1,57 @@
+"""mt/corpus_formats/jsonl.py: one JSON object a line, keyed by the corpus's languages at its
+top or under "translation" (as Hugging Face's translation datasets write them: e.g. wmt14's
+{"translation": {"de": ..., "en": ...}}); every malformed line a DataError naming its line."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from mt.corpus_formats import CorpusSource
+from mt.errors import DataError
+from mt.textio import Undecoded
+
+
+def pairs(path, langs=("en", "de")) -> list[tuple[str, str]]:
+    return list(CorpusSource("j", "jsonl", (path,), langs).pairs())
+
+
+def test_both_record_shapes_other_keys_ignored_and_gz(tmp_path):
+    text = ('{"id": 7, "en": "one", "de": "eins"}\n'
+            '{"translation": {"de": "zwei", "en": "two"}, "score": 0.5}\n'
+            '{"en": "", "de": "tab\\there, \\u00e4"}\n')
+    (tmp_path / "a.jsonl").write_text(text, encoding="utf-8")
+    (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    want = [("one", "eins"), ("two", "zwei"), ("", "tab\there, ä")]
+    assert pairs(tmp_path / "a.jsonl") == pairs(tmp_path / "a.jsonl.gz") == want
+    assert pairs(tmp_path / "a.jsonl", ("de", "en"))[0] == ("eins", "one")  # keys, not order
+
+
+@pytest.mark.parametrize("line, message", [
+    ('{"en": "a", "de": "b"', r"bad.jsonl:3: not JSON \(Expecting ',' delimiter at column 22\)"),
+    ("", r"bad.jsonl:3: not JSON \(Expecting value at column 1\)"),  # a blank line
+    ('{"en": "a"}', r'bad.jsonl:3: no "de" key \(it has "en"\)'),
+    ('{"translation": {"de": "b"}, "en": "a"}', r'bad.jsonl:3: no "en" key \(it has "de"\)'),
+    ('{"en": 1, "de": "b"}', r'bad.jsonl:3: "en" is int, expected a string'),
+    ('["a", "b"]', r"bad.jsonl:3: expected a JSON object, found list"),
+    ('{"translation": "a b"}', r"bad.jsonl:3: expected a JSON object, found str"),
+])
+def test_a_malformed_line_is_refused_with_its_number(tmp_path, line, message):
+    good = '{"en": "x", "de": "y"}\n'
+    (tmp_path / "bad.jsonl").write_text(good * 2 + line + "\n" + good, encoding="utf-8")
+    with pytest.raises(DataError, match=message):
+        pairs(tmp_path / "bad.jsonl")
+
+
+def test_an_empty_file_is_refused(tmp_path):
+    (tmp_path / "e.jsonl").write_bytes(b"")
+    with pytest.raises(DataError, match="e.jsonl: file is empty"):
+        pairs(tmp_path / "e.jsonl")
+
+
+def test_invalid_utf8_stays_marked_on_the_side_that_had_it(tmp_path):
+    (tmp_path / "u.jsonl").write_bytes(b'{"en": "ok", "de": "bad \xff byte"}\n')
+    ((src, tgt),) = pairs(tmp_path / "u.jsonl")
+    assert tgt == "bad \ufffd byte" and isinstance(tgt, Undecoded)
+    assert not isinstance(src, Undecoded)
