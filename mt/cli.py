@@ -30,7 +30,8 @@ MAX_THREADS, MAX_WORKERS = 1024, 256
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train Transformer translation models, translate files, score with BLEU.")
-data_app = typer.Typer(no_args_is_help=True, help="Fetch public corpora; audit a corpus.")
+data_app = typer.Typer(no_args_is_help=True, help="Fetch public corpora and test sets; audit a "
+                       "corpus.")
 app.add_typer(data_app, name="data")
 import_app = typer.Typer(no_args_is_help=True, help="Bring in models trained elsewhere.")
 app.add_typer(import_app, name="import")
@@ -563,6 +564,68 @@ def data_multi30k(
     from mt.commands.data import multi30k
 
     multi30k(dest, from_, splits.split(","), langs.split(","))
+
+
+@data_app.command("opus")
+def data_opus(
+    corpus: str = typer.Argument(None, help="The corpus as OPUS names it: Europarl, ParaCrawl, "
+                                 "News-Commentary, CCMatrix, OpenSubtitles, ... (--list shows "
+                                 "those with the pair)."),
+    langs: str = typer.Option(..., "-l", "--langs", help="SRC-TGT in OPUS's codes: de-en, "
+                              "en-pt_br. The files are written in this direction."),
+    version: str = typer.Option("latest", "--version", help="The release: latest, or one OPUS "
+                                "lists (v8, v2018, ...)."),
+    dest: Path = typer.Option(Path("data/opus"), "--dest", help="Where the files go."),
+    max_pairs: int = typer.Option(0, "--max-pairs", min=0, help="Write the first N pairs only "
+                                  "(0: all); the archive is still fetched whole."),
+    form: str = typer.Option("moses", "--form", callback=_one_of("mt.corpora.opus:FORMS"),
+                             help="moses (plain text in a zip) or tmx (gzipped XML)."),
+    list_: bool = typer.Option(False, "--list", help="List the corpora OPUS has for the pair "
+                               "(latest releases, largest first), and fetch nothing."),
+) -> None:
+    """Get a corpus from OPUS for a language pair, through the OPUS API.
+
+    The archive goes to $MT_CACHE_DIR/opus/ (a cut download resumes, its size is checked); its
+    pairs, streamed, go to DEST/{Corpus}-{version}.{src}-{tgt}.{src} and .{tgt}, beside the
+    corpus's README and LICENSE and what OPUS lists of it (.opus.json). Prints a JSON summary.
+    """
+    from mt.commands.data import list_opus, opus_corpus
+
+    if list_:
+        print(list_opus(langs, form))
+        return
+    if corpus is None:
+        raise UsageError("data opus", "CORPUS", "give the corpus's name, or --list")
+    print(json.dumps(opus_corpus(corpus, langs, dest, version, form, max_pairs)))
+
+
+@data_app.command("sacrebleu")
+def data_sacrebleu(
+    test_set: str = typer.Option(None, "-t", "--test-set", help="A test set sacreBLEU knows "
+                                 "(wmt19, wmt23, iwslt17, ...), or flores200/dev, "
+                                 "flores200/devtest."),
+    langs: str = typer.Option(None, "-l", "--langs", help="SRC-TGT, as the test set names it "
+                              "(de-en; FLORES-200: eng_Latn-deu_Latn)."),
+    dest: Path = typer.Option(Path("data/sacrebleu"), "--dest", help="Where the files go."),
+    list_: bool = typer.Option(False, "--list", help="List the test sets (with -l: those with "
+                               "the pair), and fetch nothing."),
+) -> None:
+    """Get a test set's source and reference through sacreBLEU's own download, checksums and
+    cache ($SACREBLEU, else ~/.sacrebleu).
+
+    Written as DEST/{test set}.{src}-{tgt}.{src} and .{tgt}: the split name
+    {test set}.{src}-{tgt} for data.val, data.test or mt eval's --src/--ref. Prints a JSON
+    summary.
+    """
+    from mt.commands.data import list_test_sets, sacrebleu_test_set
+
+    if list_:
+        print(list_test_sets(langs))
+        return
+    for option, value in (("'-t'", test_set), ("'-l'", langs)):
+        if value is None:
+            raise UsageError("data sacrebleu", option, "needed (or --list)")
+    print(json.dumps(sacrebleu_test_set(test_set, langs, dest)))
 
 
 @data_app.command("check")

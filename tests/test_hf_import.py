@@ -13,9 +13,9 @@ import pytest
 pytest.importorskip("transformers")
 
 from hf_models import build_marian  # noqa: E402
-from loopback import FileServer  # noqa: E402
 
 from conftest import assert_user_error  # noqa: E402
+from loopback import FileServer  # noqa: E402
 from mt.checkpoint import load_checkpoint, load_run  # noqa: E402
 
 REPO = "Helsinki-NLP/opus-mt-en-de"

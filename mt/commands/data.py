@@ -1,19 +1,29 @@
-"""`mt data`: public corpora (Multi30k task 1 in en, de, fr, cs, downloaded or copied from a local
-directory), and the audit of a corpus (`mt data check`)."""
+"""`mt data`: public corpora written as plain files, line i of one translating line i of the other
+(Multi30k task 1 in en, de, fr, cs, downloaded or copied from a local directory; a corpus from
+OPUS; a test set sacreBLEU knows, or FLORES-200), and the audit of a corpus (`mt data check`)."""
 
 from __future__ import annotations
 
+import itertools
+import json
 import shutil
+import sys
+from collections.abc import Iterable
 from pathlib import Path
+
+from tqdm import tqdm
 
 from mt.audit import AUDIT_RATIO, Audit, audit, held_out
 from mt.config import load_config
+from mt.corpora import language_pair, opus, testsets
 from mt.corpus_formats import CorpusSource
+from mt.corpus_formats.plain import iter_parallel
 from mt.data import corpus_sources
 from mt.download import DownloadError, download
 from mt.errors import DataError, UsageError
 from mt.log import info
 from mt.textio import atomic_write, iter_lines
+from mt.token_cache.keys import cache_root
 
 MULTI30K_URL = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
 # Task 1 splits: line count, and the languages each is published in.
@@ -83,6 +93,132 @@ def _download(url: str, target: Path) -> None:
     except DownloadError as e:
         raise DataError(f"{url}: download failed ({e}); if you have the files, "
                         "use --from DIR") from None
+
+
+def opus_corpus(corpus: str, pair: str, dest: Path, version: str = "latest",
+                form: str = "moses", max_pairs: int = 0) -> dict:
+    """`mt data opus`: the corpus's file for the pair, found through the OPUS API and fetched
+    into $MT_CACHE_DIR/opus/ (resumed if cut, its size checked), its pairs (the first
+    max_pairs, 0: all) written to dest as {Corpus}-{version}.{src}-{tgt}.{src} and .{tgt},
+    with the corpus's README and LICENSE and what OPUS lists of it (.opus.json) beside them."""
+    langs = _pair(pair, "opus")
+    release = opus.find(corpus, langs, version, form)
+    archive = cache_root() / "opus" / release.corpus / release.version / release.file_name
+    if not archive.is_file():
+        info(f"data: downloading {release.url} ({release.size_kib / 1024:,.1f} MiB)")
+        try:
+            download(release.url, archive)
+        except DownloadError as e:
+            raise DataError(f"{release.url}: {e}") from None
+    try:
+        opus.check_size(archive, release)
+    except DataError as e:
+        archive.unlink()
+        raise DataError(f"{e}; removed: run again") from None
+    pairs = (opus.moses_pairs if form == "moses" else opus.tmx_pairs)(archive, langs)
+    total = min(max_pairs or release.pairs, release.pairs) or None
+    prefix = Path(dest) / f"{_file_stem(release.corpus)}-{release.version}.{pair}"
+    n = write_pairs(prefix, langs, itertools.islice(pairs, max_pairs or None), total)
+    notes = opus.moses_notes(archive) if form == "moses" else {}
+    for name, text in notes.items():
+        atomic_write(Path(f"{prefix}.{name}"), lambda tmp, t=text: Path(tmp).write_bytes(t))
+    about = {"corpus": release.corpus, "version": release.version, "form": form,
+             "languages": pair, "pairs": n, "url": release.url, "website": "https://opus.nlpl.eu/",
+             "license": f"{prefix.name}.LICENSE" if "LICENSE" in notes else
+             "that of the corpus's sources (OPUS's corpus page says which)",
+             "citation": opus.CITATION, "opus_api": release.record}
+    _write_json(Path(f"{prefix}.opus.json"), about)
+    return {"files": [f"{prefix}.{lang}" for lang in langs], "pairs": n,
+            "notes": [f"{prefix}.{name}" for name in (*notes, "opus.json")],
+            "prefix": str(prefix)}
+
+
+def sacrebleu_test_set(name: str, pair: str, dest: Path) -> dict:
+    """`mt data sacrebleu`: the test set's source and reference for the pair, through
+    sacreBLEU's download and cache (mt.corpora.testsets), written to dest as
+    {name}.{src}-{tgt}.{src} and .{tgt} ("/" in a name becomes "_"); further references as
+    {name}.{src}-{tgt}.ref2.{tgt}, ..."""
+    src_lang, tgt_lang = _pair(pair, "sacrebleu")
+    source, references = testsets.fetch(name, pair)
+    prefix = Path(dest) / f"{_file_stem(name)}.{pair}"
+    n = write_pairs(prefix, (src_lang, tgt_lang), iter_parallel(source, references[0]))
+    expected = testsets.expected_lines(name)
+    if expected is not None and n != expected:
+        raise DataError(f"{source}: {n} lines, expected {expected}; sacreBLEU's copy is damaged: "
+                        f"remove {source.parent} and run again")
+    files = [f"{prefix}.{src_lang}", f"{prefix}.{tgt_lang}"]
+    for k, ref in enumerate(references[1:], 2):
+        extra = Path(f"{prefix}.ref{k}.{tgt_lang}")
+        atomic_write(extra, lambda tmp, r=ref: shutil.copyfile(r, tmp))
+        files.append(str(extra))
+    return {"test_set": name, "languages": pair, "lines": n, "files": files}
+
+
+def list_test_sets(pair: str | None) -> str:
+    """`mt data sacrebleu --list`: each test set (with the pair, if given) and what it is."""
+    rows = []
+    for name in testsets.names():
+        about, pairs = testsets.describe(name)
+        if pair is None or testsets.has_pair(name, pair):
+            listed = ", ".join(pairs) if len(pairs) <= 6 else \
+                f"{', '.join(pairs[:6])}, ... ({len(pairs)} pairs)"
+            rows.append(f"{name}: {about}" + (f" [{listed}]" if listed else ""))
+    return "\n".join(rows) if rows else f"no test set has {pair}"
+
+
+def list_opus(pair: str, form: str = "moses") -> str:
+    """`mt data opus --list`: the latest release of each corpus with the pair, largest first."""
+    records = sorted(opus.releases(_pair(pair, "opus"), form),
+                     key=lambda r: -int(r.get("alignment_pairs") or 0))
+    return "\n".join(f"{r['corpus']:<24} {r.get('version', ''):<8} "
+                     f"{int(r.get('alignment_pairs') or 0):>13,} pairs "
+                     f"{int(r.get('size') or 0) / 1024:>10,.1f} MiB" for r in records) or \
+        f"OPUS has no corpus for {pair} in {form} form"
+
+
+def write_pairs(prefix: Path, langs: tuple[str, str], pairs: Iterable[tuple[str, str]],
+                total: int | None = None) -> int:
+    """The pairs as {prefix}.{src} and {prefix}.{tgt}, both whole or neither, streamed with a
+    progress bar; their count. No pair at all is a DataError."""
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    count = 0
+
+    def write(src_tmp: str, tgt_tmp: str) -> None:
+        nonlocal count
+        opened = [open(p, "w", encoding="utf-8", errors="surrogateescape", newline="\n",
+                       buffering=1 << 20) for p in (src_tmp, tgt_tmp)]
+        with opened[0] as a, opened[1] as b:
+            for s, t in tqdm(pairs, total=total, desc=prefix.name, unit=" pairs",
+                             unit_scale=True, disable=None, file=sys.stderr, dynamic_ncols=True):
+                a.write(s + "\n")
+                b.write(t + "\n")
+                count += 1
+        if not count:
+            raise DataError(f"{prefix}: no pairs to write")
+
+    targets = [Path(f"{prefix}.{lang}") for lang in langs]
+    atomic_write(targets[0], lambda src_tmp: atomic_write(
+        targets[1], lambda tgt_tmp: write(src_tmp, tgt_tmp)))
+    info(f"data: {count:,} pairs in {targets[0]} and {targets[1]}")
+    return count
+
+
+def _pair(pair: str, command: str) -> tuple[str, str]:
+    try:
+        return language_pair(pair)
+    except ValueError:
+        raise UsageError(f"data {command}", "'-l'", f"{pair!r}: give SRC-TGT, like de-en"
+                         ) from None
+
+
+def _file_stem(name: str) -> str:
+    """A corpus's or test set's name as part of a file name ("wmt21/dev" -> "wmt21_dev")."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _write_json(path: Path, value: dict) -> None:
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(value, indent=1) + "\n",
+                                                       encoding="utf-8"))
 
 
 def check_command(config: Path | None, overrides: list[str], files: dict[str, Path | None]

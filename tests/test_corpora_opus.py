@@ -1,0 +1,235 @@
+"""mt/corpora/opus.py and `mt data opus`, against a loopback server in OPUS's layouts:
+
+- the OPUS API's answers as opustools' opus_get reads them (Helsinki-NLP/OpusTools,
+  opustools/opus_get.py: GET https://opus.nlpl.eu/opusapi?source=..&target=..&corpus=..
+  &version=..&preprocessing=.. answers {"corpora": [records]}), each record with the fields of
+  opustools' copy of the API's table (opustools/opusdata.db: alignment_pairs, corpus,
+  documents, id, latest, preprocessing, size in KiB, source, source_tokens, target,
+  target_tokens, url, version), the pair in alphabetical order, and records of other forms
+  (xml, smt) beside the one asked for;
+- a Moses zip as OPUS publishes it (OPUS-{Corpus}/{version}/moses/de-en.txt.zip holding
+  {Corpus}.de-en.de, {Corpus}.de-en.en, {Corpus}.de-en.xml, README, LICENSE);
+- a gzipped TMX (OPUS-{Corpus}/{version}/tmx/de-en.tmx.gz: <tu> units of <tuv xml:lang>).
+
+Cut connections, a 404, a server that never answers, a wrong size, a damaged archive, a pair
+OPUS lacks: each one line, and no half file used as data."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from conftest import assert_user_error
+from loopback import FileServer
+from mt.corpora.opus import FORMS
+
+CORPUS, VERSION = "News-Commentary", "v16"
+PAIRS = [("Das ist gut.", "That is good."), ("Wir kommen.", "We are coming."),
+         ("Zwei\tTabs", "Two tabs"), ("Ünïcödé", "Unicode"), ("Ende.", "The end.")]
+README = b" Corpus Name: News-Commentary\n     Release: v16\n\nPlease cite ... (LREC 2012)\n"
+LICENSE = b"The data set comes with the same license\nas the original sources.\n"
+
+
+def moses_zip(pairs=PAIRS, drop_last_en: bool = False) -> bytes:
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        de = "".join(d + "\n" for d, _ in pairs)
+        en = "".join(e + "\n" for _, e in (pairs[:-1] if drop_last_en else pairs))
+        z.writestr(f"{CORPUS}.de-en.de", de)
+        z.writestr(f"{CORPUS}.de-en.en", en)
+        z.writestr(f"{CORPUS}.de-en.xml", "<cesAlign/>\n")
+        z.writestr("README", README)
+        z.writestr("LICENSE", LICENSE)
+    return out.getvalue()
+
+
+def tmx_gz(pairs=PAIRS) -> bytes:
+    units = "".join(f'    <tu>\n      <tuv xml:lang="de"><seg>{_xml(d)}</seg></tuv>\n'
+                    f'      <tuv xml:lang="en"><seg>{_xml(e)}</seg></tuv>\n    </tu>\n'
+                    for d, e in pairs)
+    units += '    <tu>\n      <tuv xml:lang="de"><seg>nur deutsch</seg></tuv>\n    </tu>\n'
+    units += ('    <tu>\n      <tuv xml:lang="de"><seg>zwei\nZeilen</seg></tuv>\n'
+              '      <tuv xml:lang="en"><seg>two\nlines</seg></tuv>\n    </tu>\n')
+    text = ('<?xml version="1.0" encoding="utf-8"?>\n<tmx version="1.4">\n<header '
+            'creationdate="Fri Nov 11 12:00:00 2022" srclang="de" adminlang="en" '
+            'o-tmf="unknown" segtype="sentence" creationtool="Uplug" '
+            'creationtoolversion="unknown" datatype="PlainText" />\n  <body>\n'
+            f'{units}  </body>\n</tmx>\n')
+    return gzip.compress(text.encode("utf-8"))
+
+
+def _xml(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;")
+
+
+class Opus(FileServer):
+    """The API at /opusapi and the corpus's files at /OPUS-{Corpus}/{version}/..."""
+
+    def __init__(self, moses: bytes | None = None, size_kib: int | None = None, **misbehave):
+        self.archives = {"moses": moses or moses_zip(), "tmx": tmx_gz()}
+        self.size_kib = size_kib
+        files = {"/opusapi": self.api,
+                 **{self.path(form): data for form, data in self.archives.items()}}
+        super().__init__(files, **{k: [self.path(v) for v in misbehave.pop(k)]
+                                   for k in ("cut",) if k in misbehave}, **misbehave)
+        self.queries: list[dict] = []
+
+    @staticmethod
+    def path(form: str) -> str:
+        return f"/OPUS-{CORPUS}/{VERSION}/{form}/de-en{FORMS.get(form, '.xml.gz')}"
+
+    def record(self, form: str, corpus: str = CORPUS, pairs: int = 294498) -> dict:
+        size = len(self.archives.get(form, b""))
+        return {"alignment_pairs": pairs, "corpus": corpus, "documents": "", "id": 266109,
+                "latest": "True", "preprocessing": form,
+                "size": self.size_kib if self.size_kib is not None else round(size / 1024),
+                "source": "de", "source_tokens": 6233841, "target": "en",
+                "target_tokens": 6393149, "url": self.url + self.path(form), "version": VERSION}
+
+    def api(self, query: dict) -> bytes:
+        self.queries.append(query)
+        records = []
+        if (query.get("source"), query.get("target")) == ("de", "en"):
+            for corpus, pairs in ((CORPUS, 294498), ("Europarl", 1961119)):
+                if query.get("corpus", corpus) == corpus and query.get("version") in (
+                        "latest", VERSION):
+                    records += [self.record(form, corpus, pairs)
+                                for form in (query.get("preprocessing"), "xml")]
+        smt = {**self.record("moses"), "preprocessing": "smt", "url": self.url + "/x/de-en.zip"}
+        return json.dumps({"corpora": records + [smt] * bool(records)}).encode()
+
+
+@pytest.fixture
+def opus(monkeypatch, tmp_path):
+    """start(**how) serves OPUS (see Opus); MT_OPUS_API and the cache point at it and tmp."""
+    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path / "cache"))
+    servers = []
+
+    def start(**how) -> Opus:
+        server = Opus(**how)
+        servers.append(server)
+        monkeypatch.setenv("MT_OPUS_API", server.url + "/opusapi")
+        return server
+
+    yield start
+    for s in servers:
+        s.close()
+
+
+def files(dest: Path) -> list[str]:
+    return sorted(p.name for p in dest.iterdir()) if dest.is_dir() else []
+
+
+def test_a_moses_corpus_is_written_in_the_direction_asked_with_its_licence(opus, cli, tmp_path):
+    server = opus()
+    dest = tmp_path / "opus"
+    r = cli("data", "opus", CORPUS, "-l", "en-de", "--dest", dest)
+    assert r.code == 0, r.err
+    prefix = dest / f"{CORPUS}-{VERSION}.en-de"
+    assert json.loads(r.out) == {
+        "files": [f"{prefix}.en", f"{prefix}.de"], "pairs": 5, "prefix": str(prefix),
+        "notes": [f"{prefix}.README", f"{prefix}.LICENSE", f"{prefix}.opus.json"]}
+    assert Path(f"{prefix}.en").read_text("utf-8").splitlines() == [e for _, e in PAIRS]
+    assert Path(f"{prefix}.de").read_text("utf-8").splitlines() == [d for d, _ in PAIRS]
+    assert Path(f"{prefix}.LICENSE").read_bytes() == LICENSE
+    assert Path(f"{prefix}.README").read_bytes() == README
+    about = json.loads(Path(f"{prefix}.opus.json").read_text())
+    assert (about["corpus"], about["version"], about["pairs"]) == (CORPUS, VERSION, 5)
+    assert "Tiedemann" in about["citation"] and about["license"].endswith(".LICENSE")
+    assert server.queries[0] == {"corpus": CORPUS, "source": "de", "target": "en",
+                                 "preprocessing": "moses", "version": "latest"}
+    cached = tmp_path / "cache" / "opus" / CORPUS / VERSION / "de-en.txt.zip"
+    assert cached.read_bytes() == server.archives["moses"]
+    fetched = len(server.requests)
+    r = cli("data", "opus", CORPUS, "-l", "en-de", "--dest", dest, "--max-pairs", "2")
+    assert r.code == 0 and json.loads(r.out)["pairs"] == 2
+    assert len(server.requests) == fetched + 1  # the API only: the archive is in the cache
+    assert Path(f"{prefix}.en").read_text("utf-8").splitlines() == [e for _, e in PAIRS[:2]]
+
+
+def test_the_tmx_form_gives_the_same_pairs(opus, cli, tmp_path):
+    opus()
+    r = cli("data", "opus", CORPUS, "-l", "de-en", "--form", "tmx", "--dest", tmp_path / "t")
+    assert r.code == 0, r.err
+    prefix = tmp_path / "t" / f"{CORPUS}-{VERSION}.de-en"
+    # the unit with German alone is skipped; a segment's line break becomes a space
+    assert Path(f"{prefix}.de").read_text("utf-8").splitlines() == \
+        [d for d, _ in PAIRS] + ["zwei Zeilen"]
+    assert Path(f"{prefix}.en").read_text("utf-8").splitlines()[-1] == "two lines"
+    assert files(tmp_path / "t") == [f"{prefix.name}.{x}" for x in ("de", "en", "opus.json")]
+
+
+def test_the_list_is_of_the_corpora_with_the_pair_largest_first(opus, cli):
+    opus()
+    r = cli("data", "opus", "--list", "-l", "en-de")
+    assert r.code == 0, r.err
+    assert [line.split()[:2] for line in r.out.splitlines()] == [["Europarl", VERSION],
+                                                                [CORPUS, VERSION]]
+
+
+def test_a_pair_or_corpus_opus_lacks_is_one_line_naming_what_it_has(opus, cli, tmp_path):
+    opus()
+    r = cli("data", "opus", "Wikipedia", "-l", "de-en", "--dest", tmp_path / "o")
+    assert_user_error(r, 4, "OPUS has no Wikipedia latest for de-en in moses form; corpora "
+                      f"with de-en: Europarl, {CORPUS}")
+    r = cli("data", "opus", CORPUS, "-l", "de-xx", "--dest", tmp_path / "o")
+    assert_user_error(r, 4, f"OPUS has no {CORPUS} latest for de-xx", "no corpus for de-xx")
+    assert_user_error(cli("data", "opus", CORPUS, "-l", "de", "--dest", tmp_path / "o"), 2,
+                      "'-l'", "give SRC-TGT")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_cut_download_resumes_and_one_cut_for_good_keeps_no_half_file(opus, cli, tmp_path):
+    cached = tmp_path / "cache" / "opus" / CORPUS / VERSION
+    server = opus(cut=["moses"], cuts=1)  # cut once: the next try asks for the rest
+    r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "a")
+    assert r.code == 0, r.err
+    assert server.ranged() == [f"bytes={len(server.archives['moses']) // 2}-"]
+    assert json.loads(r.out)["pairs"] == 5
+    (cached / "de-en.txt.zip").unlink()
+    opus(cut=["moses"])  # every try cut
+    r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "b")
+    assert_user_error(r, 4, "de-en.txt.zip: the connection was cut 3 times",
+                      "run again to resume")
+    assert files(tmp_path / "b") == [] and files(cached) == [".de-en.txt.zip.part"]
+    server = opus()
+    assert cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "b").code == 0
+    assert server.ranged() and files(cached) == ["de-en.txt.zip"]
+
+
+def test_a_404_and_a_server_that_never_answers_are_one_line(opus, cli, tmp_path, monkeypatch):
+    from mt import download
+
+    server = opus()
+    del server.files[Opus.path("moses")]
+    r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "o")
+    assert_user_error(r, 4, "de-en.txt.zip: HTTP 404 Not Found")
+    monkeypatch.setattr(download, "TIMEOUT", 0.5)
+    opus(silent=True)
+    r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "o")
+    assert_user_error(r, 4, "cannot ask the OPUS API", "timed out")
+    monkeypatch.setenv("MT_OPUS_API", "http://127.0.0.1:9/opusapi")  # the discard port
+    assert_user_error(cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "o"), 4,
+                      "cannot ask the OPUS API", "Connection refused")
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_wrong_size_or_a_damaged_archive_is_refused_and_not_kept(opus, cli, tmp_path):
+    cached = tmp_path / "cache" / "opus" / CORPUS / VERSION / "de-en.txt.zip"
+    opus(size_kib=999)
+    r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "o")
+    assert_user_error(r, 4, "de-en.txt.zip: ", "but OPUS lists 999 KiB", "removed: run again")
+    assert not cached.exists() and not (tmp_path / "o").exists()
+    opus(moses=moses_zip(drop_last_en=True))
+    r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "o")
+    assert_user_error(r, 4, f"{CORPUS}.de-en.en ends after 4 lines, {CORPUS}.de-en.de goes on")
+    assert files(tmp_path / "o") == []
+    cached.write_bytes(b"PK not a zip")
+    opus(size_kib=0)
+    r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "o")
+    assert_user_error(r, 4, "not a readable zip archive")
