@@ -217,6 +217,49 @@ def cache_dir(tmp_path, monkeypatch) -> Path:
 
 
 @pytest.fixture
+def opus_host(monkeypatch, tmp_path):
+    """start(moses=BYTES, tmx=BYTES, **how) -> public_corpora.OpusServer: OPUS's API and a
+    corpus's files on loopback, MT_OPUS_API pointing at it, the cache (MT_CACHE_DIR) in
+    tmp_path."""
+    from public_corpora import OpusServer
+
+    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path / "cache"))
+    servers = []
+
+    def start(**how) -> OpusServer:
+        servers.append(OpusServer(**how))
+        monkeypatch.setenv("MT_OPUS_API", servers[-1].url + "/opusapi")
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture
+def sacrebleu_host(monkeypatch, tmp_path):
+    """start(files, md5s, **how) -> loopback.FileServer serving files (URL path -> bytes), with
+    sacreBLEU's entries of the test sets in md5s (name -> MD5) and FLORES-200 pointing at it
+    (public_corpora.host_test_sets), sacreBLEU's cache in tmp_path."""
+    import sacrebleu.dataset.base
+
+    from loopback import FileServer
+    from public_corpora import host_test_sets
+
+    monkeypatch.setattr(sacrebleu.dataset.base, "SACREBLEU_DIR", str(tmp_path / "sacrebleu"))
+    servers = []
+
+    def start(files: dict, md5s: dict, **how) -> FileServer:
+        servers.append(FileServer(files, **how))
+        host_test_sets(monkeypatch, servers[-1], md5s)
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+
+
+@pytest.fixture
 def run_copy(tiny_run, tmp_path) -> Path:
     return Path(shutil.copytree(tiny_run, tmp_path / "run"))
 

@@ -1,124 +1,31 @@
-"""mt/corpora/opus.py and `mt data opus`, against a loopback server in OPUS's layouts:
-
-- the OPUS API's answers as opustools' opus_get reads them (Helsinki-NLP/OpusTools,
-  opustools/opus_get.py: GET https://opus.nlpl.eu/opusapi?source=..&target=..&corpus=..
-  &version=..&preprocessing=.. answers {"corpora": [records]}), each record with the fields of
-  opustools' copy of the API's table (opustools/opusdata.db: alignment_pairs, corpus,
-  documents, id, latest, preprocessing, size in KiB, source, source_tokens, target,
-  target_tokens, url, version), the pair in alphabetical order, and records of other forms
-  (xml, smt) beside the one asked for;
-- a Moses zip as OPUS publishes it (OPUS-{Corpus}/{version}/moses/de-en.txt.zip holding
-  {Corpus}.de-en.de, {Corpus}.de-en.en, {Corpus}.de-en.xml, README, LICENSE);
-- a gzipped TMX (OPUS-{Corpus}/{version}/tmx/de-en.tmx.gz: <tu> units of <tuv xml:lang>).
+"""mt/corpora/opus.py and `mt data opus`, against a loopback server in OPUS's layouts (the
+API's answers, a Moses zip, a TMX: tests/public_corpora.py says where each is documented).
 
 Cut connections, a 404, a server that never answers, a wrong size, a damaged archive, a pair
 OPUS lacks: each one line, and no half file used as data."""
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
-import zipfile
 from pathlib import Path
 
 import pytest
 
 from conftest import assert_user_error
-from loopback import FileServer
-from mt.corpora.opus import FORMS
+from public_corpora import CORPUS, LICENSE, README, VERSION, OpusServer, moses_zip, tmx_gz
 
-CORPUS, VERSION = "News-Commentary", "v16"
 PAIRS = [("Das ist gut.", "That is good."), ("Wir kommen.", "We are coming."),
          ("Zwei\tTabs", "Two tabs"), ("Ünïcödé", "Unicode"), ("Ende.", "The end.")]
-README = b" Corpus Name: News-Commentary\n     Release: v16\n\nPlease cite ... (LREC 2012)\n"
-LICENSE = b"The data set comes with the same license\nas the original sources.\n"
-
-
-def moses_zip(pairs=PAIRS, drop_last_en: bool = False) -> bytes:
-    out = io.BytesIO()
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        de = "".join(d + "\n" for d, _ in pairs)
-        en = "".join(e + "\n" for _, e in (pairs[:-1] if drop_last_en else pairs))
-        z.writestr(f"{CORPUS}.de-en.de", de)
-        z.writestr(f"{CORPUS}.de-en.en", en)
-        z.writestr(f"{CORPUS}.de-en.xml", "<cesAlign/>\n")
-        z.writestr("README", README)
-        z.writestr("LICENSE", LICENSE)
-    return out.getvalue()
-
-
-def tmx_gz(pairs=PAIRS) -> bytes:
-    units = "".join(f'    <tu>\n      <tuv xml:lang="de"><seg>{_xml(d)}</seg></tuv>\n'
-                    f'      <tuv xml:lang="en"><seg>{_xml(e)}</seg></tuv>\n    </tu>\n'
-                    for d, e in pairs)
-    units += '    <tu>\n      <tuv xml:lang="de"><seg>nur deutsch</seg></tuv>\n    </tu>\n'
-    units += ('    <tu>\n      <tuv xml:lang="de"><seg>zwei\nZeilen</seg></tuv>\n'
-              '      <tuv xml:lang="en"><seg>two\nlines</seg></tuv>\n    </tu>\n')
-    text = ('<?xml version="1.0" encoding="utf-8"?>\n<tmx version="1.4">\n<header '
-            'creationdate="Fri Nov 11 12:00:00 2022" srclang="de" adminlang="en" '
-            'o-tmf="unknown" segtype="sentence" creationtool="Uplug" '
-            'creationtoolversion="unknown" datatype="PlainText" />\n  <body>\n'
-            f'{units}  </body>\n</tmx>\n')
-    return gzip.compress(text.encode("utf-8"))
-
-
-def _xml(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;")
-
-
-class Opus(FileServer):
-    """The API at /opusapi and the corpus's files at /OPUS-{Corpus}/{version}/..."""
-
-    def __init__(self, moses: bytes | None = None, size_kib: int | None = None, **misbehave):
-        self.archives = {"moses": moses or moses_zip(), "tmx": tmx_gz()}
-        self.size_kib = size_kib
-        files = {"/opusapi": self.api,
-                 **{self.path(form): data for form, data in self.archives.items()}}
-        super().__init__(files, **{k: [self.path(v) for v in misbehave.pop(k)]
-                                   for k in ("cut",) if k in misbehave}, **misbehave)
-        self.queries: list[dict] = []
-
-    @staticmethod
-    def path(form: str) -> str:
-        return f"/OPUS-{CORPUS}/{VERSION}/{form}/de-en{FORMS.get(form, '.xml.gz')}"
-
-    def record(self, form: str, corpus: str = CORPUS, pairs: int = 294498) -> dict:
-        size = len(self.archives.get(form, b""))
-        return {"alignment_pairs": pairs, "corpus": corpus, "documents": "", "id": 266109,
-                "latest": "True", "preprocessing": form,
-                "size": self.size_kib if self.size_kib is not None else round(size / 1024),
-                "source": "de", "source_tokens": 6233841, "target": "en",
-                "target_tokens": 6393149, "url": self.url + self.path(form), "version": VERSION}
-
-    def api(self, query: dict) -> bytes:
-        self.queries.append(query)
-        records = []
-        if (query.get("source"), query.get("target")) == ("de", "en"):
-            for corpus, pairs in ((CORPUS, 294498), ("Europarl", 1961119)):
-                if query.get("corpus", corpus) == corpus and query.get("version") in (
-                        "latest", VERSION):
-                    records += [self.record(form, corpus, pairs)
-                                for form in (query.get("preprocessing"), "xml")]
-        smt = {**self.record("moses"), "preprocessing": "smt", "url": self.url + "/x/de-en.zip"}
-        return json.dumps({"corpora": records + [smt] * bool(records)}).encode()
+DE, EN = [d for d, _ in PAIRS], [e for _, e in PAIRS]
 
 
 @pytest.fixture
-def opus(monkeypatch, tmp_path):
-    """start(**how) serves OPUS (see Opus); MT_OPUS_API and the cache point at it and tmp."""
-    monkeypatch.setenv("MT_CACHE_DIR", str(tmp_path / "cache"))
-    servers = []
-
-    def start(**how) -> Opus:
-        server = Opus(**how)
-        servers.append(server)
-        monkeypatch.setenv("MT_OPUS_API", server.url + "/opusapi")
-        return server
-
-    yield start
-    for s in servers:
-        s.close()
+def opus(opus_host):
+    """start(moses=..., **how): OPUS on loopback with PAIRS as News-Commentary (its Moses zip
+    unless another is given, and its TMX)."""
+    def start(moses: bytes | None = None, **how) -> OpusServer:
+        return opus_host(moses=moses or moses_zip(DE, EN), tmx=tmx_gz(DE, EN), **how)
+    return start
 
 
 def files(dest: Path) -> list[str]:
@@ -186,13 +93,13 @@ def test_a_pair_or_corpus_opus_lacks_is_one_line_naming_what_it_has(opus, cli, t
 
 def test_a_cut_download_resumes_and_one_cut_for_good_keeps_no_half_file(opus, cli, tmp_path):
     cached = tmp_path / "cache" / "opus" / CORPUS / VERSION
-    server = opus(cut=["moses"], cuts=1)  # cut once: the next try asks for the rest
+    server = opus(cut=("moses",), cuts=1)  # cut once: the next try asks for the rest
     r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "a")
     assert r.code == 0, r.err
     assert server.ranged() == [f"bytes={len(server.archives['moses']) // 2}-"]
     assert json.loads(r.out)["pairs"] == 5
     (cached / "de-en.txt.zip").unlink()
-    opus(cut=["moses"])  # every try cut
+    opus(cut=("moses",))  # every try cut
     r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "b")
     assert_user_error(r, 4, "de-en.txt.zip: the connection was cut 3 times",
                       "run again to resume")
@@ -206,7 +113,7 @@ def test_a_404_and_a_server_that_never_answers_are_one_line(opus, cli, tmp_path,
     from mt import download
 
     server = opus()
-    del server.files[Opus.path("moses")]
+    del server.files[OpusServer.path("moses")]
     r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "o")
     assert_user_error(r, 4, "de-en.txt.zip: HTTP 404 Not Found")
     monkeypatch.setattr(download, "TIMEOUT", 0.5)
@@ -225,7 +132,7 @@ def test_a_wrong_size_or_a_damaged_archive_is_refused_and_not_kept(opus, cli, tm
     r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "o")
     assert_user_error(r, 4, "de-en.txt.zip: ", "but OPUS lists 999 KiB", "removed: run again")
     assert not cached.exists() and not (tmp_path / "o").exists()
-    opus(moses=moses_zip(drop_last_en=True))
+    opus(moses=moses_zip(DE, EN[:-1]))
     r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "o")
     assert_user_error(r, 4, f"{CORPUS}.de-en.en ends after 4 lines, {CORPUS}.de-en.de goes on")
     assert files(tmp_path / "o") == []

@@ -1,82 +1,35 @@
 """mt/corpora/testsets.py and `mt data sacrebleu`: test sets through sacreBLEU's own download,
 checksum, extraction and cache, against a loopback server holding tarballs in the layouts the
-real ones have, as sacreBLEU's table describes them (sacrebleu/dataset/__init__.py, DATASETS:
-wmt19 is https://data.statmt.org/wmt19/translation-task/test.tgz, MD5 listed, holding
-sgm/newstest2019-deen-src.de.sgm and sgm/newstest2019-deen-ref.en.sgm in WMT's SGML-like
-format, read by sacrebleu/dataset/fake_sgml.py); FLORES-200's tarball holds
-flores200_dataset/{dev,devtest}/{code}.{split} (https://github.com/facebookresearch/flores,
-the flores200 README). A wrong checksum, a cut, a 404, a server that never answers, an unknown
+real ones have (wmt19's, FLORES-200's: tests/public_corpora.py says where each is documented).
+A wrong checksum, a cut, a 404, a server that never answers, an unknown
 test set or pair: each one line, and nothing damaged kept for the next run to use."""
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
-import tarfile
 from pathlib import Path
 
 import pytest
 
 from conftest import assert_user_error
-from loopback import FileServer
 from mt.corpora import testsets
+from public_corpora import flores_tgz, md5, url_path, wmt_tarball
 
 SOURCES = ["Ein Satz.", "Noch ein Satz & mehr.", "Der dritte."]
 REFERENCES = ["A sentence.", "Another sentence & more.", "The third."]
-WMT19 = "/wmt19/translation-task/test.tgz"
 FLORES = "/nllb/flores200_dataset.tar.gz"
-
-
-def tarball(files: dict[str, str]) -> bytes:
-    out = io.BytesIO()
-    with tarfile.open(fileobj=out, mode="w:gz") as tar:
-        for name, text in files.items():
-            data = text.encode("utf-8")
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return out.getvalue()
-
-
-def sgml(lines: list[str], role: str, lang: str) -> str:
-    # "fake" SGML: the text as it is, "&" and all (sacreBLEU reads it with a regex)
-    segs = "".join(f'<seg id="{i}">{line}</seg>\n' for i, line in enumerate(lines, 1))
-    kind = "srcset" if role == "src" else "refset"
-    return (f'<{kind} setid="newstest2019" srclang="any" trglang="{lang}">\n'
-            f'<doc sysid="{role}" docid="abcnews.306815" genre="news" origlang="de">\n'
-            f"<p>\n{segs}</p>\n</doc>\n</{kind}>\n")
-
-
-WMT19_TGZ = tarball({"sgm/newstest2019-deen-src.de.sgm": sgml(SOURCES, "src", "de"),
-                     "sgm/newstest2019-deen-ref.en.sgm": sgml(REFERENCES, "ref", "en")})
+WMT19 = wmt_tarball("wmt19", {"de-en": (SOURCES, REFERENCES)})
 
 
 @pytest.fixture
-def sacre(monkeypatch, tmp_path):
-    """start(md5=..., **how): a server with wmt19's tarball; sacreBLEU's cache in tmp, its
-    wmt19 entry pointing at the server (with the tarball's MD5 unless told another)."""
-    import sacrebleu.dataset.base as base
-    from sacrebleu.dataset import DATASETS
-
-    monkeypatch.setattr(base, "SACREBLEU_DIR", str(tmp_path / "sacrebleu"))
-    real, servers = DATASETS["wmt19"], []
-
-    def start(md5: str | None = None, files: dict | None = None, **how) -> FileServer:
-        server = FileServer({WMT19: WMT19_TGZ, FLORES: flores_tgz()} if files is None else files,
-                            **how)
-        servers.append(server)
-        wmt19 = type(real)("wmt19", data=[server.url + WMT19],
-                           md5=[md5 or hashlib.md5(WMT19_TGZ).hexdigest()],
-                           description=real.description, citation=real.citation,
-                           langpairs=real.langpairs)
-        monkeypatch.setitem(DATASETS, "wmt19", wmt19)
-        monkeypatch.setattr(testsets, "FLORES_URL", server.url + FLORES)
-        return server
-
-    yield start
-    for s in servers:
-        s.close()
+def sacre(sacrebleu_host):
+    """start(md5=..., files=..., **how): wmt19 (de-en: SOURCES, REFERENCES) and FLORES-200 on
+    loopback, wmt19 with its tarball's MD5 unless told another."""
+    def start(md5_: str | None = None, files: dict | None = None, **how):
+        if files is None:
+            files = {url_path("wmt19"): WMT19, FLORES: flores_tgz()}
+        return sacrebleu_host(files, {"wmt19": md5_ or md5(WMT19)}, **how)
+    return start
 
 
 def test_a_wmt_test_set_is_fetched_by_sacrebleu_and_written_as_a_split(sacre, cli, tmp_path):
@@ -95,10 +48,9 @@ def test_a_wmt_test_set_is_fetched_by_sacrebleu_and_written_as_a_split(sacre, cl
 
 
 def test_a_wrong_checksum_is_one_line_and_the_tarball_is_not_kept(sacre, cli, tmp_path):
-    sacre(md5="0" * 32)
+    sacre(md5_="0" * 32)
     r = cli("data", "sacrebleu", "-t", "wmt19", "-l", "de-en", "--dest", tmp_path / "d")
-    md5 = hashlib.md5(WMT19_TGZ).hexdigest()
-    assert_user_error(r, 4, "wmt19: checksum mismatch", f"MD5 {md5}, expected {'0' * 32}",
+    assert_user_error(r, 4, "wmt19: checksum mismatch", f"MD5 {md5(WMT19)}, expected {'0' * 32}",
                       "removed: run again")
     assert not (tmp_path / "sacrebleu" / "wmt19" / "raw" / "wmt19.test.tgz").exists()
     assert not (tmp_path / "d").exists()
@@ -113,7 +65,7 @@ def test_a_cut_a_404_and_silence_are_one_line_each(sacre, cli, tmp_path, monkeyp
     def kept() -> list[str]:  # but sacreBLEU's lock file
         return [p.name for p in raw.iterdir() if not p.name.endswith(".lock")]
 
-    sacre(cut=[WMT19])
+    sacre(cut=[url_path("wmt19")])
     r = cli("data", "sacrebleu", "-t", "wmt19", "-l", "de-en", "--dest", tmp_path / "d")
     assert_user_error(r, 4, "wmt19: cannot download", "nothing of it was kept")
     assert kept() == []
@@ -138,15 +90,6 @@ def test_an_unknown_test_set_or_pair_is_one_line_naming_what_there_is(cli, tmp_p
                                                                               "wmt19/dev"]
     r = cli("data", "sacrebleu", "--list")
     assert "flores200/devtest: FLORES-200 devtest" in r.out and len(r.out.splitlines()) > 60
-
-
-def flores_tgz(devtest: int = 1012) -> bytes:
-    files = {}
-    for split, n in (("dev", 997), ("devtest", devtest)):
-        for code in ("eng_Latn", "deu_Latn", "fra_Latn"):
-            files[f"flores200_dataset/{split}/{code}.{split}"] = "".join(
-                f"{code} {split} sentence {i}.\n" for i in range(n))
-    return tarball(files)
 
 
 def test_flores200_is_fetched_once_for_both_splits_and_counted(sacre, cli, tmp_path):
