@@ -36,16 +36,21 @@ M = TypeVar("M")
 
 
 def alternate(contenders: Mapping[str, Callable[[int], M]], rounds: int,
-              keep: Callable[[M, M], M] = min) -> dict[str, M]:
+              keep: Callable[[M, M], M] = min, rotate: bool = False) -> dict[str, M]:
     """Call each contender with the round's index, in turn, for `rounds` rounds; each keeps
-    the better of its measurements by `keep` (default the smaller: times).
+    the better of its measurements by `keep` (default the smaller: times). rotate: round r
+    starts with the contender r places further on, so that none always runs after the same
+    other one (whose leftovers, say a warm or a crowded page cache, it would inherit).
 
     Turns rather than one contender's rounds back to back, and the best rather than the mean:
     on a shared machine noise only ever adds time, and it lands on every contender alike.
     """
     best: dict[str, M] = {}
+    names = list(contenders)
     for r in range(rounds):
-        for name, run in contenders.items():
+        shift = r % len(names) if rotate else 0
+        for name in names[shift:] + names[:shift]:
+            run = contenders[name]
             measured = run(r)
             best[name] = keep(best[name], measured) if name in best else measured
     return best

@@ -17,6 +17,7 @@ SMOKE = {
     "bench_cache_load": "|  | page cache, ms | cold, ms |",
     "bench_checkpoint": "ratio load_run with / without:",
     "bench_data": "| 1x | 6,000 | - |",
+    "bench_formats": "| format | MiB | read, s | cache, s | cache CPU, s |",
     "bench_hf": "| 1 | greedy |",
     "bench_hugepages": "| amp | tok/s, off | tok/s, on |",
     "bench_tokenize": "| de | toy.test | 300 |",
@@ -42,6 +43,15 @@ def test_alternate_takes_turns_and_keeps_each_best():
     assert calls == [(0, "a"), (0, "b"), (1, "a"), (1, "b"), (2, "a"), (2, "b")]
     assert best == {"a": 1.0, "b": 4}
     assert alternate({"a": contender("a", [3.0, 1.0])}, 2, keep=max) == {"a": 3.0}
+
+
+def test_alternate_can_rotate_the_order_each_round():
+    calls = []
+    best = alternate({n: (lambda r, n=n: calls.append((r, n)) or r) for n in "abc"}, 4,
+                     rotate=True)
+    assert calls == [(0, "a"), (0, "b"), (0, "c"), (1, "b"), (1, "c"), (1, "a"),
+                     (2, "c"), (2, "a"), (2, "b"), (3, "a"), (3, "b"), (3, "c")]
+    assert best == {"a": 0, "b": 0, "c": 0}
 
 
 def test_markdown_table():
