@@ -136,3 +136,11 @@ def test_peak_memory_is_recorded_at_each_validation_and_shown(tiny_run):
     text = run_mt("info", str(tiny_run)).out
     assert re.search(rf"peak memory: +{top['peak_rss_mib'] / 1024:.2f} GiB resident, by step "
                      rf"{top['step']}\n", text), text
+
+
+def test_info_names_a_held_out_corpus_by_its_file(tmp_path):
+    from mt.commands.info import held_label
+    from mt.config import load_config
+
+    d = load_config(None, [f"data.test={{format: tsv, path: {tmp_path / 'test.tsv'}}}"]).data
+    assert (held_label(d, "val"), held_label(d, "test")) == ("toy.val", str(tmp_path / "test.tsv"))

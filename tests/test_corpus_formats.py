@@ -135,6 +135,9 @@ def test_val_and_test_may_be_corpora_of_any_format(tmp_path):
     assert split_source(d, "val") == CorpusSource("val.tsv", "tsv", (tmp_path / "val.tsv",),
                                                   ("en", "de"))
     assert read_pairs(split_source(d, "test")) == tuple(map(list, zip(*toy_pairs(4, "test"))))
+    cfg = load_config(None, [f"data.val={json.dumps(val)}"])
+    cfg.save(tmp_path / "config.yaml")  # a run's config keeps the section
+    assert load_config(tmp_path / "config.yaml", []).data.val == cfg.data.val
     plain = split_source(load_config(None, []).data, "val")  # a split name: plain, as before
     assert (plain.name, plain.format, plain.paths[0].name) == ("toy.val", "plain", "toy.val.en")
 
