@@ -23,8 +23,9 @@ from mt.document import markdown, markup, srt
 from mt.document.markup import Block
 from mt.document.paragraph import Paragraph, Settings
 from mt.document.placeholders import compile_keep
+from mt.glossary import Glossary, GlossaryLike, as_glossary
 from mt.records import Translation
-from mt.translator import CHUNK_LINES, Translator
+from mt.translator import CHUNK_LINES, Translator, glossaries_mismatch
 
 FORMATS = ("text", "html", "md", "srt")  # what a document is written in
 EXTENSIONS = {".txt": "text", ".text": "text", ".html": "html", ".htm": "html", ".xhtml": "html",
@@ -107,18 +108,23 @@ def align_options(translator: Translator, documents: Iterable[Document]) -> dict
     return {"align": True} if marked and translator.model is not None else {}
 
 
-def translate_inputs(translator: Translator, documents: Sequence[Document], **decode
+def translate_inputs(translator: Translator, documents: Sequence[Document],
+                     glossaries: Sequence[Glossary | None] | None = None, **decode
                      ) -> list[Translation]:
     """The best translation of each input of the documents, in order; with its word alignment
     where the document needs one (asked for those sentences only: it costs one more
-    teacher-forced pass of the decoder) and the engine gives them."""
+    teacher-forced pass of the decoder) and the engine gives them. glossaries: each
+    document's own glossary (added to decode's `glossary` for its sentences), or None."""
     inputs = [x for d in documents for x in d.inputs]
     aligned = [x and translator.model is not None for d in documents for x in d.aligned]
+    own = None if glossaries is None else [g for d, g in zip(documents, glossaries,
+                                                             strict=True) for _ in d.inputs]
     out: list[Translation | None] = [None] * len(inputs)
     for want in (False, True):
         rows = [i for i, x in enumerate(aligned) if x == want]
         if rows:
-            found = translator.translate_nbest([inputs[i] for i in rows],
+            more = {} if own is None else {"glossaries": [own[i] for i in rows]}
+            found = translator.translate_nbest([inputs[i] for i in rows], **more,
                                                **{**decode, **({"align": True} if want else {})})
             for i, f in zip(rows, found, strict=True):
                 out[i] = f[0]
@@ -137,14 +143,24 @@ def translate_document(translator: Translator, text: str, format: str = "text",
 
 
 def translate_lines(translator: Translator, lines: Iterable[str], keep: Sequence[str] = (),
+                    glossaries: Iterable[GlossaryLike] | None = None,
                     **decode) -> Iterator[DocumentTranslation]:
     """Each line a paragraph of plain text, translated as translate_document does, in order,
-    a chunk of lines at a time (the translator's chunk_lines)."""
+    a chunk of lines at a time (the translator's chunk_lines). glossaries: each line's own
+    glossary (None for none; as Translator.translate takes them), read as far as the lines
+    are."""
     ready = settings(translator, compile_keep(keep))
-    it = iter(lines)
+    it, own, read = iter(lines), None if glossaries is None else iter(glossaries), 0
     while chunk := list(itertools.islice(it, translator.chunk_lines or CHUNK_LINES)):
         docs = [Document(line, "text", ready) for line in chunk]
-        found = translate_inputs(translator, docs, **decode)
+        mine = None
+        if own is not None:
+            mine = [as_glossary(g, f"glossaries[{n}]")
+                    for n, g in enumerate(itertools.islice(own, len(chunk)), read)]
+            if len(mine) != len(chunk):
+                raise glossaries_mismatch(read + len(chunk), read + len(mine))
+        read += len(chunk)
+        found = translate_inputs(translator, docs, mine, **decode)
         done = 0
         for d in docs:
             yield d.render(found[done:done + len(d.inputs)])
