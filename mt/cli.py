@@ -299,6 +299,13 @@ def translate(
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     input: str = typer.Option("-", "-i", "--input",
                               help="Source text, one sentence a line; - is stdin."),
+    input_format: str = typer.Option("text", "--input-format",
+                                     callback=_one_of("mt.commands.translate:INPUT_FORMATS"),
+                                     help='text, or jsonl: one JSON object a line, {"src": ..., '
+                                     '"glossary": [[source, target], ...], "prefix": ...} '
+                                     "(glossary and prefix optional; a line's glossary is "
+                                     "added to --glossary's, its target winning for a source "
+                                     "term in both)."),
     output: str = typer.Option("-", "-o", "--output", help="Where translations go; - is stdout."),
     device: str = DEVICE,
     attention: Path = typer.Option(None, "--attention", help="Also draw each line's "
@@ -356,7 +363,7 @@ def translate(
 
     options = TranslateOptions(_device(device), engine, tuple(overrides), threads, workers,
                                output_format, prefix, glossary, split_sentences,
-                               tuple(keep), doc_format, min_confidence)
+                               tuple(keep), doc_format, min_confidence, input_format)
     pictures = None if attention is None else Pictures(attention, attention_layer,
                                                        attention_heads)
     run_translate(runs, input, output, options, pictures)

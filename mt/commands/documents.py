@@ -6,10 +6,12 @@ whole and written whole in its format, only when complete."""
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import sys
 from collections.abc import Callable, Iterator
 
+from mt.commands import jsonl_input
 from mt.commands.options import TranslateOptions
 from mt.commands.output import check_input_path, check_output_path, write_output
 from mt.document import (
@@ -22,6 +24,7 @@ from mt.document import (
 )
 from mt.ensemble import Paths
 from mt.errors import DataError, UsageError
+from mt.glossary import Glossary
 from mt.log import warn
 from mt.textio import iter_lines, read_error
 
@@ -77,19 +80,29 @@ def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptio
         write_output(out, lambda f: f.write(done.text))
         return 1
     interactive = src == "-" and sys.stdin.isatty()
+    jsonl = options.input_format == "jsonl"
+    own = jsonl and jsonl_input.check(src, False)  # a bad record: an error before the model
     translator = options.load(runs, chunk_lines=1 if interactive else None)
-    translator.matcher(glossary)  # refused now, before a line is read
+    translator.matcher(glossary or (Glossary(()) if own else None))  # refused now
     count, cut = 0, 0
     sources: collections.deque[str] = collections.deque()  # read, not yet written
+    glossaries: collections.deque[Glossary | None] = collections.deque()  # jsonl records'
 
     def read() -> Iterator[str]:
-        for line in prompted(iter_lines(src)) if interactive else iter_lines(src):
-            sources.append(line)
-            yield line
+        lines = prompted(iter_lines(src)) if interactive else iter_lines(src)
+        if not jsonl:
+            yield from (sources.append(line) or line for line in lines)
+            return
+        for r in jsonl_input.records(lines, "stdin" if src == "-" else src, False):
+            sources.append(r.src)
+            glossaries.append(r.glossary)
+            yield r.src
 
     def write_all(handle) -> None:
         nonlocal count, cut
-        for done in translate_lines(translator, read(), options.keep, glossary=glossary):
+        for done in translate_lines(translator, read(), options.keep, glossary=glossary,
+                                    glossaries=(glossaries.popleft() for _ in itertools.count())
+                                    if jsonl else None):
             line = sources.popleft()
             handle.write(record(line, done) if options.output_format == "jsonl"
                          else done.text + "\n")
