@@ -127,6 +127,28 @@ def test_a_glossary_per_request_as_mt_translate_keeps_it(served, tiny_run, cli, 
     assert "Hunde" in got[3]["text"] and got[3]["missing"] == []
 
 
+def test_a_glossary_per_line_as_mt_translate_reads_records(served, tiny_run, cli, tmp_path):
+    base = [["letters", "Vögel"], ["cats", "Hunde"]]
+    own = [[["dogs", "Vögel"]], None, None, [["cats", "Autos"], ["have", "Katzen"]], None]
+    got = Client(served.url).translate(LINES, beam=3, split=False, glossary=base,
+                                       glossaries=own)
+    g, src = tmp_path / "g.tsv", tmp_path / "in.jsonl"
+    g.write_text("".join(f"{s}\t{t}\n" for s, t in base), encoding="utf-8")
+    src.write_text("".join(json.dumps({"src": line, "glossary": o}) + "\n"
+                           for line, o in zip(LINES, own)), encoding="utf-8")
+    r = cli("translate", tiny_run, "--input-format", "jsonl", "-i", src, "--format", "jsonl",
+            "--beam", "3", "--glossary", g)
+    assert r.code == 0, r.err
+    assert_same(got, [json.loads(line) for line in r.out.splitlines()])
+    assert got[3]["terms"] == [["have", "Katzen"], ["cats", "Autos"]]
+    # split into sentences (the default), a line's glossary holds for each of its sentences
+    [split] = Client(served.url).translate([f"{LINES[0]} {LINES[0]}"], beam=3,
+                                           glossaries=[[["dogs", "Vögel"]]])
+    assert split["text"].count("Vögel") == 2 and split["terms"] == [["dogs", "Vögel"]]
+    [plain] = Client(served.url).translate(LINES[:1], beam=3, glossaries=[None])
+    assert "terms" not in plain and "Vögel" not in plain["text"]
+
+
 @pytest.mark.parametrize("options, flags", [
     ({}, []),
     ({"beam": 3, "nbest": 2, "length_penalty": 1.0}, ["--beam", "3", "--nbest", "2",
@@ -199,6 +221,11 @@ TOO_MANY_CHARS = {"text": ["x" * (MAX_CHARS // 2), "y" * (MAX_CHARS // 2 + 1)]}
     ("POST", "/translate", {"text": "a", "sampling": "maybe"}, 422, "sampling:"),
     ("POST", "/translate", {"text": "a", "tag": "<2xx>"}, 422, "tag <2xx>: not a tag"),
     ("POST", "/translate", {"text": ["a", "b"], "prefix": "x"}, 422, "prefix:"),
+    ("POST", "/translate", {"text": ["a", "b"], "beam": 2, "glossaries": [None]}, 422,
+     "glossaries: 1 given; give one glossary per line of text (2; null for none)"),
+    ("POST", "/translate", {"text": ["a", "b"], "beam": 2, "glossaries": [None, [["a", ""]]]},
+     422, "glossaries[1]: entry 1: empty target term"),
+    ("POST", "/translate", {"text": "a", "glossaries": [[["a", "b"]]]}, 422, "give --beam 2"),
     ("POST", "/translate", {"text": ["a"] * 9}, 413, "9 lines"),
     ("POST", "/translate", TOO_MANY_CHARS, 413, "1,001 characters"),
     ("POST", "/translate", b"x" * (12 * MAX_CHARS + 65_537), 413, "a body of"),

@@ -30,7 +30,7 @@ from starlette.requests import ClientDisconnect
 
 from mt.config import DecodeConfig
 from mt.errors import MTError
-from mt.glossary import as_glossary
+from mt.glossary import Glossary, as_glossary
 from mt.records import lists, record
 from mt.serve import documents
 from mt.serve.access import Access, ClientError
@@ -68,6 +68,7 @@ def request_model() -> type[BaseModel]:
         "TranslateRequest", __config__=ConfigDict(extra="forbid", strict=True),
         text=(str | list[str], ...), prefix=(str | list[str] | None, None),
         attention=(bool, False), glossary=(list[list[str]] | None, None),
+        glossaries=(list[list[list[str]] | None] | None, None),
         format=(typing.Literal[FORMATS], "text"), split=(bool | None, None), **options)
 
 
@@ -109,16 +110,18 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
             options = {k: getattr(req, k) for k in OPTIONS if getattr(req, k) is not None}
             cfg = translator.check_options(req.attention, **options)
             glossary = as_glossary(req.glossary)
-            if glossary is not None:  # refused now: beam 1, CTranslate2
-                translator.matcher(glossary, cfg)
+            own = as_glossaries(req.glossaries, req.text)
+            if glossary is not None or any(own or ()):  # refused now: beam 1, CTranslate2
+                translator.matcher(glossary or Glossary(()), cfg)
             access.admit(client, len(lines))  # only what is to be translated counts
             docs = None
             if documents.wanted(req.format, req.split, prefix is not None, cfg):
                 docs, sentences, more = await asyncio.to_thread(
                     documents.prepare, translator, lines, req.format)
-                job = Job(sentences, {**options, **more}, None, req.attention, glossary)
+                job = Job(sentences, {**options, **more}, None, req.attention, glossary,
+                          own and [g for d, g in zip(docs, own) for _ in d.inputs])
             else:
-                job = Job(lines, options, prefix, req.attention, glossary)
+                job = Job(lines, options, prefix, req.attention, glossary, own)
             found = await asyncio.wrap_future(state["batcher"].submit(job))
         except ValidationError as e:
             return error(*validation_message(e))
@@ -128,8 +131,8 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
             # named as the request names them: `beam`, not `decode.beam`
             return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
         if docs is not None:
-            return JSONResponse({"translations": documents.records(lines, docs, found,
-                                                                      glossary is not None)})
+            terms = [glossary is not None or bool(g) for g in own or [None] * len(lines)]
+            return JSONResponse({"translations": documents.records(lines, docs, found, terms)})
         nbest = lists(cfg)
         return JSONResponse({"translations": [record(src, ts, nbest)
                                               for src, ts in zip(lines, found, strict=True)]})
@@ -216,6 +219,18 @@ def as_prefix(prefix: str | list[str] | None, text: str | list[str]) -> list[str
         raise ClientError(422, f"prefix: give one prefix per line of text: {what} (\"\" for "
                                "none)")
     return as_lines(prefix)
+
+
+def as_glossaries(given: list | None, text: str | list[str]) -> list[Glossary | None] | None:
+    """A glossary per line (None for none), as many as text has lines (a string: one); a
+    ClientError (422) for another count, a DataError naming `glossaries[i]` for a bad one."""
+    if given is None:
+        return None
+    lines = len(as_lines(text))
+    if len(given) != lines:
+        raise ClientError(422, f"glossaries: {len(given)} given; give one glossary per line "
+                               f"of text ({lines}; null for none)")
+    return [as_glossary(g, f"glossaries[{i}]") if g else None for i, g in enumerate(given)]
 
 
 def check_limits(lines: list[str], prefix: list[str] | None, limits: Limits) -> None:

@@ -47,18 +47,19 @@ def prepare(translator: Translator, lines: list[str], format: str
 
 
 def records(lines: list[str], docs: list[Document], found: list[list[Translation]],
-            glossary: bool = False) -> list[dict]:
+            glossary: bool | list[bool] = False) -> list[dict]:
     """Per line {"src", "text", "score"} (the mean of its sentences'), and when split,
     "sentences": [{"src", "text", "score"}]; "attention" when asked for and one sentence;
     with decode.confidence the line's "confidence" (its sentences' least; null uncalibrated)
     and "flags" (any of its sentences', calibrated),
     its "features" when one sentence, and each sentence's "confidence" and
     "features";
-    with a glossary (`glossary`) the line's "terms" (its sentences' active entries, once each) and
-    "missing" (their missing target terms);
+    with a glossary (`glossary`: for every line, or per line) the line's "terms" (its
+    sentences' active entries, once each) and "missing" (their missing target terms);
     "cut" (sentences cut to fit the model) and "notes" (malformed HTML) when any."""
     out, done = [], 0
-    for line, doc in zip(lines, docs, strict=True):
+    terms = glossary if isinstance(glossary, list) else [glossary] * len(lines)
+    for line, doc, glossary in zip(lines, docs, terms, strict=True):
         mine = [ts[0] for ts in found[done:done + len(doc.inputs)]]
         done += len(doc.inputs)
         result = doc.render(mine)
