@@ -331,8 +331,8 @@ def translate(
     doc_format: str = typer.Option(None, "--doc-format",
                                    callback=_one_of("mt.commands.documents:DOC_FORMATS"),
                                    help="The input is one document, written back in its format: "
-                                   "txt, md, html, srt, or auto (by the input file's "
-                                   "extension)."),
+                                   "txt, md, html, srt, docx (needs python-docx), or auto "
+                                   "(by the input file's extension)."),
     prefix: str = typer.Option(None, "--prefix", help="A file of target prefixes, one per input "
                                "line (empty: none): each output starts with its prefix, "
                                "forced and scored (docs/decoding.md)."),
