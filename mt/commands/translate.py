@@ -80,7 +80,8 @@ def translate_file(run_path: Paths, src: str, out: str,
     In the text format, the n-best format (`mt.records.format_nbest`) is written when nbest is
     set or decode.nbest or decode.samples is > 1 (mt.records.lists). With options.workers > 1
     processes translate chunks of the input (mt.commands.parallel); input typed at a terminal
-    is translated here, a line at a time.
+    is translated here, a line at a time. With --input-format jsonl each line is a record, its
+    own glossary and prefix beside its text (mt.commands.jsonl_input).
     """
     check_input_path(src)
     check_output_path(out)

@@ -38,7 +38,7 @@ MARK = re.compile(f"{OPEN}(\\d+){END}|{CLOSE}|{LEAF}(\\d+){END}")
 SPACED = re.compile(f" ?({LEAF}(\\d+){END}) ?")  # a leaf, and a space on either side
 DROPPED = frozenset(W + t for t in ("proofErr", "lastRenderedPageBreak"))
 BREAKS = frozenset(W + t for t in ("tab", "br", "cr", "ptab"))  # a space to the model
-CONTAINERS = frozenset(W + t for t in ("body", "tc", "hdr", "ftr", "sdtContent", "txbxContent"))
+CONTAINERS = frozenset(W + t for t in ("body", "tc", "hdr", "ftr", "sdtContent"))
 
 
 def clean(text: str) -> str:
@@ -110,7 +110,7 @@ def _text_runs(p) -> Iterator:
         runs = [child] if child.tag == W + "r" else child if child.tag == W + "hyperlink" else ()
         for r in runs:
             if r.tag == W + "r":
-                chars = [c.get(W + "fldCharType") for c in r.iter(W + "fldChar")]
+                chars = [c.get(W + "fldCharType") for c in r.findall(W + "fldChar")]
                 in_field = field or "begin" in chars
                 field += chars.count("begin") - chars.count("end")
                 if not in_field:
@@ -122,7 +122,7 @@ def base_format(p):
     chars: dict[bytes, list] = {}
     for r in _text_runs(p):
         rpr = r.find(W + "rPr")
-        n = sum(len(t.text or "") for t in r.iter(W + "t"))
+        n = sum(len(t.text or "") for t in r.findall(W + "t"))
         entry = chars.setdefault(_key(rpr), [0, rpr])
         entry[0] += n
     if not chars:
@@ -177,10 +177,10 @@ def read(p) -> tuple[Block, list[Node], object]:
             if child.tag != W + "r":
                 leaf(span[0] or container, copy.deepcopy(child))
                 continue
-            chars = [c.get(W + "fldCharType") for c in child.iter(W + "fldChar")]
+            chars = [c.get(W + "fldCharType") for c in child.findall(W + "fldChar")]
             in_field = field or "begin" in chars
             field += chars.count("begin") - chars.count("end")
-            texts = [t for t in child.iter(W + "t") if t.text]
+            texts = [t for t in child.findall(W + "t") if t.text]  # its own, not a picture's
             if in_field or not texts:  # a field, a picture, a mark: the whole run
                 leaf(span[0] or container, copy.deepcopy(child))
                 continue
