@@ -304,6 +304,13 @@ def translate(
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     input: str = typer.Option("-", "-i", "--input",
                               help="Source text, one sentence a line; - is stdin."),
+    input_format: str = typer.Option("text", "--input-format",
+                                     callback=_one_of("mt.commands.translate:INPUT_FORMATS"),
+                                     help='text, or jsonl: one JSON object a line, {"src": ..., '
+                                     '"glossary": [[source, target], ...], "prefix": ...} '
+                                     "(glossary and prefix optional; a line's glossary is "
+                                     "added to --glossary's, its target winning for a source "
+                                     "term in both)."),
     output: str = typer.Option("-", "-o", "--output", help="Where translations go; - is stdout."),
     device: str = DEVICE,
     attention: Path = typer.Option(None, "--attention", help="Also draw each line's "
@@ -329,8 +336,8 @@ def translate(
     doc_format: str = typer.Option(None, "--doc-format",
                                    callback=_one_of("mt.commands.documents:DOC_FORMATS"),
                                    help="The input is one document, written back in its format: "
-                                   "txt, md, html, srt, or auto (by the input file's "
-                                   "extension)."),
+                                   "txt, md, html, srt, docx (needs python-docx), or auto "
+                                   "(by the input file's extension)."),
     prefix: str = typer.Option(None, "--prefix", help="A file of target prefixes, one per input "
                                "line (empty: none): each output starts with its prefix, "
                                "forced and scored (docs/decoding.md)."),
@@ -361,7 +368,7 @@ def translate(
 
     options = TranslateOptions(_device(device), engine, tuple(overrides), threads, workers,
                                output_format, prefix, glossary, split_sentences,
-                               tuple(keep), doc_format, min_confidence)
+                               tuple(keep), doc_format, min_confidence, input_format)
     pictures = None if attention is None else Pictures(attention, attention_layer,
                                                        attention_heads)
     run_translate(runs, input, output, options, pictures)

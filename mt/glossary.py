@@ -12,6 +12,7 @@ in the order the source terms occur.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +22,7 @@ from mt.tokenizers import Tokenizer
 from mt.vocab import UNK, Vocab
 
 MAX_TERM_CHARS = 200  # a term longer than this is a mistake (a sentence in the wrong column)
+EXTENDED_CACHE = 64  # glossaries of lines (Matcher.extended) kept tokenized
 
 
 @dataclass(frozen=True)
@@ -93,14 +95,14 @@ def _checked(pair: Sequence[str], at: str, seen: dict[str, str]) -> tuple[str, s
 GlossaryLike = Glossary | str | Path | Iterable[Sequence[str]] | None
 
 
-def as_glossary(given: GlossaryLike) -> Glossary | None:
+def as_glossary(given: GlossaryLike, where: str = "glossary") -> Glossary | None:
     """What the Python API and the server take as a glossary: a Glossary, a TSV file's path,
-    or (source, target) pairs."""
+    or (source, target) pairs (where: how an error names them)."""
     if given is None or isinstance(given, Glossary):
         return given
     if isinstance(given, (str, Path)):
         return Glossary.load(given)
-    return Glossary.of(given)
+    return Glossary.of(given, where)
 
 
 class TermIndex:
@@ -138,10 +140,51 @@ class Matcher:
     def __init__(self, glossary: Glossary, src_tok: Tokenizer, tgt_tok: Tokenizer,
                  tgt_vocab: Vocab, ignore_case: bool = False):
         self.glossary, self.ignore_case = glossary, ignore_case
-        srcs = src_tok.tokenize_many([s for s, _ in glossary.entries])
-        self.index = TermIndex([self._key(toks) for toks in srcs])
-        self.target_tokens = tgt_tok.tokenize_many([t for _, t in glossary.entries])
-        self.targets = [tgt_vocab.encode(toks) for toks in self.target_tokens]  # ids
+        self._tools = src_tok, tgt_tok, tgt_vocab
+        self._set(*self._tokenized(glossary.entries))
+        self._extended: dict[Glossary, Matcher] = {}  # extended's, most recent last
+
+    def _tokenized(self, entries: Sequence[tuple[str, str]]) -> tuple[list, list, list]:
+        """The entries' source terms (as matched), target tokens and target ids."""
+        src_tok, tgt_tok, tgt_vocab = self._tools
+        sources = [self._key(t) for t in src_tok.tokenize_many([s for s, _ in entries])]
+        target_tokens = tgt_tok.tokenize_many([t for _, t in entries])
+        return sources, target_tokens, [tgt_vocab.encode(toks) for toks in target_tokens]
+
+    def _set(self, sources: list, target_tokens: list, targets: list) -> None:
+        self.sources, self.target_tokens, self.targets = sources, target_tokens, targets
+        self.index = TermIndex(sources)
+
+    def extended(self, more: Glossary) -> Matcher:
+        """This glossary with more's entries (a line's own): an entry of a source term this
+        one has takes that entry's place (more's target wins), the others come after. Only
+        more's terms are tokenized; the last EXTENDED_CACHE are kept for lines that repeat
+        one."""
+        if not more.entries:
+            return self
+        if more in self._extended:
+            self._extended[more] = self._extended.pop(more)  # most recent last
+            return self._extended[more]
+        at = {s: e for e, (s, _) in enumerate(self.glossary.entries)}
+        entries = list(self.glossary.entries)
+        parts = [list(x) for x in (self.sources, self.target_tokens, self.targets)]
+        for pair, *tokenized in zip(more.entries, *self._tokenized(more.entries)):
+            e = at.setdefault(pair[0], len(entries))
+            if e == len(entries):
+                entries.append(pair)
+                for part, x in zip(parts, tokenized):
+                    part.append(x)
+            else:
+                entries[e] = pair
+                for part, x in zip(parts, tokenized):
+                    part[e] = x
+        made = copy.copy(self)
+        made.glossary, made._extended = Glossary(tuple(entries)), {}
+        made._set(*parts)
+        self._extended[more] = made
+        if len(self._extended) > EXTENDED_CACHE:
+            del self._extended[next(iter(self._extended))]
+        return made
 
     def terms(self, entries: list[int]) -> list[list[int]]:
         """The target terms (ids) a search can hold for these entries: not those with a

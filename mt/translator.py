@@ -30,7 +30,7 @@ from mt.engines import (
 )
 from mt.ensemble import Ensemble, Paths, as_paths, check_ensemble, refuse_exports
 from mt.errors import ConfigError, DataError
-from mt.glossary import GlossaryLike, Matcher, as_glossary
+from mt.glossary import Glossary, GlossaryLike, Matcher, as_glossary
 from mt.log import warn
 from mt.model import Seq2Seq
 from mt.records import Attention, AttentionSpec, Translation
@@ -79,6 +79,13 @@ def prefix_mismatch(lines: int, prefixes: int) -> DataError:
     return DataError(f"prefix: {what}; give one prefix line (empty for none) per input line")
 
 
+def glossaries_mismatch(lines: int, glossaries: int) -> DataError:
+    """The error for per-line glossaries that do not pair with the input lines."""
+    what = (f"the glossaries end after {glossaries} of the input's lines" if glossaries < lines
+            else f"more glossaries than the input's {lines} lines")
+    return DataError(f"glossaries: {what}; give one glossary (None for none) per input line")
+
+
 def unkept_message(lines: int, max_src: int) -> str:
     """The warning for lines whose output misses a glossary term."""
     return (f"{lines} line(s) miss a glossary term: the length limit (model.max_positions, "
@@ -121,6 +128,7 @@ class Translator:
         self.max_src = (run.cfg.model if model is None else model.cfg).max_positions
         self.truncated = 0  # source lines cut to the model's positions, since the last warning
         self.unkept = 0  # lines whose output misses a glossary term, since the last warning
+        self._no_entries: dict[bool, Matcher] = {}  # matcher()'s of an empty glossary
         if self.decode_cfg.tag:  # refused now, before any work
             self._tag_id(self.decode_cfg.tag)
 
@@ -176,24 +184,27 @@ class Translator:
         return self.engine.model if isinstance(self.engine, ModelEngine) else None
 
     def translate(self, lines: list[str], prefix: list[str] | None = None,
-                  glossary: GlossaryLike = None, **decode) -> list[str]:
+                  glossary: GlossaryLike = None,
+                  glossaries: Sequence[GlossaryLike] | None = None, **decode) -> list[str]:
         """One output per input, in order; empty (or all-whitespace) input gives empty output.
 
         prefix: a target prefix per input ("" for none), forced and scored, the start of its
         output (tokenized with the target tokenizer). glossary: a mt.glossary.Glossary, a TSV
         file's path or (source, target) pairs, whose active entries' target terms each output
-        holds (docs/terminology.md; beam search). decode: decoding options for this call only,
-        e.g. beam=5."""
-        return [best[0].text
-                for best in self._translate_list(lines, prefix, False, decode, None, glossary)]
+        holds (docs/terminology.md; beam search). glossaries: one more glossary per input (None
+        for none), added to glossary for its line alone (an entry of a source term glossary has
+        takes that entry's place). decode: decoding options for this call only, e.g. beam=5."""
+        return [best[0].text for best in self._translate_list(lines, prefix, False, decode, None,
+                                                              glossary, glossaries)]
 
     def translate_nbest(self, lines: list[str], prefix: list[str] | None = None, *,
                         attention: bool | AttentionSpec = False, glossary: GlossaryLike = None,
+                        glossaries: Sequence[GlossaryLike] | None = None,
                         **decode) -> list[list[Translation]]:
         """Up to decode.nbest distinct scored translations per input, best first, in input
-        order; prefix and glossary as for translate (with a glossary, each translation says
-        its active entries and the terms it misses); decode: options for this call only, e.g.
-        beam=5, nbest=3. attention: give each translation its cross-attention
+        order; prefix, glossary and glossaries as for translate (with a glossary, each
+        translation says its active entries and the terms it misses); decode: options for this
+        call only, e.g. beam=5, nbest=3. attention: give each translation its cross-attention
         (Translation.attention: layers and heads averaged, or as the AttentionSpec asks; mt's
         own search only).
 
@@ -201,18 +212,22 @@ class Translator:
         """
         self.check_options(bool(attention))
         spec = AttentionSpec() if attention is True else attention or None
-        return self._translate_list(lines, prefix, True, decode, spec, glossary)
+        return self._translate_list(lines, prefix, True, decode, spec, glossary, glossaries)
 
     def _translate_list(self, lines: list[str], prefix: list[str] | None, scored: bool,
                         options: dict, attention: AttentionSpec | None = None,
-                        glossary: GlossaryLike = None) -> list[list[Translation]]:
+                        glossary: GlossaryLike = None,
+                        glossaries: Sequence[GlossaryLike] | None = None
+                        ) -> list[list[Translation]]:
         for given in (lines, prefix or []):
             _lines(given)
         if prefix is not None and len(prefix) != len(lines):
             raise prefix_mismatch(len(lines), len(prefix))
+        if glossaries is not None and len(glossaries) != len(lines):
+            raise glossaries_mismatch(len(lines), len(glossaries))
         cfg = self._cfg(options)
-        return self._translate(lines, scored, cfg, prefix, attention,
-                               self.matcher(glossary, cfg))
+        matchers = self.line_matchers(self.matcher(glossary, cfg), glossaries, len(lines), cfg)
+        return self._translate(lines, scored, cfg, prefix, attention, matchers)
 
     def matcher(self, glossary: GlossaryLike, cfg: DecodeConfig | None = None
                 ) -> Matcher | None:
@@ -236,8 +251,28 @@ class Translator:
             raise ConfigError(f"decode.glossary_mode {cfg.glossary_mode}: this model was "
                               "trained without data.terminology, so it cannot read annotated "
                               "terms; use glossary_mode constrain")
+        if not glossary.entries:  # kept, so that lines' own glossaries extend one Matcher
+            key = cfg.glossary_ignore_case
+            if key not in self._no_entries:
+                self._no_entries[key] = Matcher(glossary, self.src_tok, self.tgt_tok,
+                                                self.run.tgt_vocab, key)
+            return self._no_entries[key]
         return Matcher(glossary, self.src_tok, self.tgt_tok, self.run.tgt_vocab,
                        cfg.glossary_ignore_case)
+
+    def line_matchers(self, matcher: Matcher | None,
+                      glossaries: Iterable[GlossaryLike] | None, lines: int,
+                      cfg: DecodeConfig | None = None, start: int = 0
+                      ) -> list[Matcher | None]:
+        """Each line's Matcher: matcher (the glossary of all lines, or None) extended by the
+        line's own glossary (glossaries: one per line, or None for none at all; a bad one is a
+        DataError naming `glossaries[i]`, i from start); refused as matcher() refuses."""
+        if glossaries is None:
+            return [matcher] * lines
+        given = [as_glossary(g, f"glossaries[{i}]") for i, g in enumerate(glossaries, start)]
+        if matcher is None and any(given):  # a Glossary is true when it has entries
+            matcher = self.matcher(Glossary(()), cfg)
+        return [matcher.extended(g) if g else matcher for g in given]
 
     def check_options(self, attention: bool = False, **decode) -> DecodeConfig:
         """The decoding config a translate_nbest call with these arguments would use; the
@@ -282,11 +317,13 @@ class Translator:
 
     def _translate(self, lines: list[str], scored: bool, cfg: DecodeConfig,
                    prefixes: list[str] | None = None, attention: AttentionSpec | None = None,
-                   matcher: Matcher | None = None) -> list[list[Translation]]:
+                   matchers: list[Matcher | None] | None = None) -> list[list[Translation]]:
+        """matchers: each line's glossary (line_matchers), or None for none."""
+        matchers = matchers or [None] * len(lines)
         ids, tokens, active = [], [], []
         lead = [self._tag_id(cfg.tag)] if cfg.tag else []
         room = self.max_src - len(lead)
-        for toks in self.src_tok.tokenize_many(lines):
+        for toks, matcher in zip(self.src_tok.tokenize_many(lines), matchers, strict=True):
             spans = matcher.spans(toks) if matcher else []
             active.append(list(dict.fromkeys(e for _, _, e in spans)))
             if spans and cfg.glossary_mode != "constrain":  # as data.terminology trained it
@@ -299,9 +336,8 @@ class Translator:
         # A prefix and <eos> must fit the model's positions after <bos>.
         forced = [self.run.tgt_vocab.encode(toks[: self.max_src - 1])
                   for toks in self.tgt_tok.tokenize_many(prefixes or [])]
-        empty = [] if matcher else None
         out = [[Translation("", 0.0, "" if cfg.align else None, terms=empty, missing=empty)]
-               for _ in lines]
+               for empty in ([] if m else None for m in matchers)]
         order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
         # beam search decodes K rows per sentence, sampling one per sample: budget K x tokens
         K = max(cfg.beam, cfg.samples)
@@ -315,9 +351,9 @@ class Translator:
             if any(forced[i] for i in group if forced):
                 prefix = pad([forced[i] for i in group]).to(self.device)
             terms = None
-            if matcher is not None and cfg.glossary_mode != "annotate":
-                terms = Terms.of([matcher.terms(active[i]) for i in group],
-                                 cfg.glossary_ordered, self.device)
+            if any(matchers[i] for i in group) and cfg.glossary_mode != "annotate":
+                terms = Terms.of([matchers[i].terms(active[i]) if matchers[i] else []
+                                  for i in group], cfg.glossary_ordered, self.device)
             memory, more = None, ()
             if cfg.align or attention or cfg.confidence:  # encoded once: search and passes
                 with torch.no_grad():
@@ -327,8 +363,8 @@ class Translator:
             found = self.engine.search(src, cfg, scored, prefix, terms, *more)
             done = [[Translation(self.detokenize(h.tokens), h.score) for h in hyps]
                     for hyps in found]
-            if matcher is not None:
-                for i, hyps, ts in zip(group, found, done, strict=True):
+            for i, hyps, ts in zip(group, found, done, strict=True):
+                if (matcher := matchers[i]) is not None:
                     for h, t in zip(hyps, ts, strict=True):
                         t.terms = [list(matcher.glossary.entries[e]) for e in active[i]]
                         t.missing = matcher.missing(active[i], h.tokens)
@@ -427,32 +463,41 @@ class Translator:
         return " ".join(text.split())
 
     def translate_stream(self, lines: Iterable[str], prefix: Iterable[str] | None = None,
-                         glossary: GlossaryLike = None, **decode) -> Iterator[str]:
+                         glossary: GlossaryLike = None,
+                         glossaries: Iterable[GlossaryLike] | None = None,
+                         **decode) -> Iterator[str]:
         """Translate an iterable of lines chunk by chunk, yielding outputs in input order;
-        prefix: an iterable of as many prefixes, and glossary, as for translate."""
-        return (best[0].text for best in self.translate_nbest_stream(lines, False, prefix,
-                                                                     glossary, **decode))
+        prefix and glossaries: iterables of as many prefixes and glossaries, and glossary, as
+        for translate."""
+        return (best[0].text for best in self.translate_nbest_stream(
+            lines, False, prefix, glossary, glossaries, **decode))
 
     def translate_nbest_stream(self, lines: Iterable[str], scored: bool = True,
                                prefix: Iterable[str] | None = None,
-                               glossary: GlossaryLike = None, **decode
+                               glossary: GlossaryLike = None,
+                               glossaries: Iterable[GlossaryLike] | None = None, **decode
                                ) -> Iterator[list[Translation]]:
-        """translate_nbest over an iterable of lines (and of their prefixes), chunk by chunk,
-        in input order. More or fewer prefixes than lines is a DataError, raised when the
-        shorter ends."""
+        """translate_nbest over an iterable of lines (and of their prefixes and glossaries),
+        chunk by chunk, in input order. More or fewer prefixes or glossaries than lines is a
+        DataError, raised when the shorter ends."""
         cfg, it = self._cfg(decode), iter(_lines(lines))
         matcher = self.matcher(glossary, cfg)  # refused now, before any line is read
         prefixes = None if prefix is None else iter(prefix)
+        own = None if glossaries is None else iter(glossaries)
         size, done = self.chunk_lines or CHUNK_LINES, 0
         while True:
             chunk = list(itertools.islice(it, size))
             forced = None if prefixes is None else list(itertools.islice(prefixes, size))
             if forced is not None and len(forced) != len(chunk):
                 raise prefix_mismatch(done + len(chunk), done + len(forced))
+            mine = None if own is None else list(itertools.islice(own, size))
+            if mine is not None and len(mine) != len(chunk):
+                raise glossaries_mismatch(done + len(chunk), done + len(mine))
             if not chunk:
                 break
+            matchers = self.line_matchers(matcher, mine, len(chunk), cfg, done)
             done += len(chunk)
-            yield from self._translate(chunk, scored, cfg, forced, matcher=matcher)
+            yield from self._translate(chunk, scored, cfg, forced, matchers=matchers)
         self.report()
 
     def report(self) -> None:

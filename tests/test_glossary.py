@@ -81,3 +81,18 @@ def test_target_terms_and_what_an_output_misses():
     assert m.missing([0, 1, 2], [7, 4, 5]) == ["dog"]
     assert m.missing([0, 1], [4, 7, 5]) == ["new york"]
     assert occurrences([1, 2, 1, 2], [1, 2]) == [0, 2]
+
+
+def test_a_lines_own_glossary_adds_entries_and_overrides_a_source_terms_target():
+    m = matcher([["Vertrag", "agreement"], ["York", "york"]])
+    own = m.extended(Glossary.of([["Vertrag", "new"], ["New York", "new york"]]))
+    assert own.glossary.entries == (("Vertrag", "new"), ("York", "york"),
+                                    ("New York", "new york"))
+    assert own.terms(own.active("New York Vertrag".split())) == [[4, 5], [4]]
+    assert m.active("New York Vertrag".split()) == [1, 0]  # the file's matcher as it was
+    assert m.terms([0]) == [[7]]
+    assert m.extended(Glossary(())) is m  # no entries: the same matcher
+    again = m.extended(Glossary.of([["Vertrag", "new"], ["New York", "new york"]]))
+    assert again is own  # a glossary that lines repeat is tokenized once
+    assert matcher([["a", "b"]], ignore_case=True).extended(
+        Glossary.of([["NEW", "new"]])).active(["new"]) == [1]

@@ -7,12 +7,15 @@ jsonl`'s), prefixes, attention, every error status with its JSON body, concurren
 from __future__ import annotations
 
 import contextlib
+import http.client
+import io
 import json
 import re
 import socket
 import threading
 import time
 from types import SimpleNamespace
+from urllib.parse import quote, urlsplit
 
 import pytest
 from test_serve_batcher import Upper
@@ -127,6 +130,71 @@ def test_a_glossary_per_request_as_mt_translate_keeps_it(served, tiny_run, cli, 
     assert "Hunde" in got[3]["text"] and got[3]["missing"] == []
 
 
+def test_a_glossary_per_line_as_mt_translate_reads_records(served, tiny_run, cli, tmp_path):
+    base = [["letters", "Vögel"], ["cats", "Hunde"]]
+    own = [[["dogs", "Vögel"]], None, None, [["cats", "Autos"], ["have", "Katzen"]], None]
+    got = Client(served.url).translate(LINES, beam=3, split=False, glossary=base,
+                                       glossaries=own)
+    g, src = tmp_path / "g.tsv", tmp_path / "in.jsonl"
+    g.write_text("".join(f"{s}\t{t}\n" for s, t in base), encoding="utf-8")
+    src.write_text("".join(json.dumps({"src": line, "glossary": o}) + "\n"
+                           for line, o in zip(LINES, own)), encoding="utf-8")
+    r = cli("translate", tiny_run, "--input-format", "jsonl", "-i", src, "--format", "jsonl",
+            "--beam", "3", "--glossary", g)
+    assert r.code == 0, r.err
+    assert_same(got, [json.loads(line) for line in r.out.splitlines()])
+    assert got[3]["terms"] == [["have", "Katzen"], ["cats", "Autos"]]
+    # split into sentences (the default), a line's glossary holds for each of its sentences
+    [split] = Client(served.url).translate([f"{LINES[0]} {LINES[0]}"], beam=3,
+                                           glossaries=[[["dogs", "Vögel"]]])
+    assert split["text"].count("Vögel") == 2 and split["terms"] == [["dogs", "Vögel"]]
+    [plain] = Client(served.url).translate(LINES[:1], beam=3, glossaries=[None])
+    assert "terms" not in plain and "Vögel" not in plain["text"]
+
+
+def post_file(url: str, query: str, data: bytes) -> tuple[int, http.client.HTTPResponse, bytes]:
+    """POST /translate/document?query with data as the body: status, response, body."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
+    try:
+        connection.request("POST", f"/translate/document?{query}", data)
+        response = connection.getresponse()
+        return response.status, response, response.read()
+    finally:
+        connection.close()
+
+
+def test_a_document_comes_back_as_mt_translate_writes_it(served, tiny_run, cli, tmp_path):
+    docx = pytest.importorskip("docx")
+    d = docx.Document()
+    p = d.add_paragraph("Yesterday we saw ")
+    p.add_run("forty two").bold = True
+    p.add_run(" red dogs. Today you have eight cats.")
+    src, out = tmp_path / "in.docx", tmp_path / "out.docx"
+    d.save(src)
+    status, response, body = post_file(served.url, "format=docx&beam=3", src.read_bytes())
+    assert status == 200, body
+    assert response.getheader("Content-Type").startswith("application/vnd.openxmlformats")
+    assert response.getheader("MT-Sentences") == "2"
+    r = cli("translate", tiny_run, "-i", src, "-o", out, "--doc-format", "docx", "--beam", "3")
+    assert r.code == 0, r.err
+    got, want = docx.Document(io.BytesIO(body)), docx.Document(out)
+    assert [(x.text, x.bold) for x in got.paragraphs[0].runs] == \
+        [(x.text, x.bold) for x in want.paragraphs[0].runs]
+    assert any(x.bold for x in got.paragraphs[0].runs)
+    page, g, html = tmp_path / "in.html", tmp_path / "g.tsv", tmp_path / "out.html"
+    page.write_text("<p>Yesterday we saw <b>forty two</b> red dogs.</p>\n", encoding="utf-8")
+    g.write_text("dogs\tVögel\n", encoding="utf-8")
+    glossary = quote(json.dumps([["dogs", "Vögel"]]))
+    status, response, body = post_file(served.url, f"format=html&beam=3&glossary={glossary}",
+                                       page.read_bytes())
+    assert status == 200 and response.getheader("Content-Type") == "text/html; charset=utf-8"
+    r = cli("translate", tiny_run, "-i", page, "-o", html, "--format", "html", "--beam", "3",
+            "--glossary", g)
+    assert r.code == 0 and body.decode() == html.read_text(encoding="utf-8")
+    assert "Vögel" in body.decode()
+
+
 @pytest.mark.parametrize("options, flags", [
     ({}, []),
     ({"beam": 3, "nbest": 2, "length_penalty": 1.0}, ["--beam", "3", "--nbest", "2",
@@ -199,6 +267,24 @@ TOO_MANY_CHARS = {"text": ["x" * (MAX_CHARS // 2), "y" * (MAX_CHARS // 2 + 1)]}
     ("POST", "/translate", {"text": "a", "sampling": "maybe"}, 422, "sampling:"),
     ("POST", "/translate", {"text": "a", "tag": "<2xx>"}, 422, "tag <2xx>: not a tag"),
     ("POST", "/translate", {"text": ["a", "b"], "prefix": "x"}, 422, "prefix:"),
+    ("POST", "/translate", {"text": ["a", "b"], "beam": 2, "glossaries": [None]}, 422,
+     "glossaries: 1 given; give one glossary per line of text (2; null for none)"),
+    ("POST", "/translate", {"text": ["a", "b"], "beam": 2, "glossaries": [None, [["a", ""]]]},
+     422, "glossaries[1]: entry 1: empty target term"),
+    ("POST", "/translate", {"text": "a", "glossaries": [[["a", "b"]]]}, 422, "give --beam 2"),
+    ("POST", "/translate/document?format=docx", b"not a zip", 422,
+     "document: not a .docx file (not a zip archive)"),
+    ("POST", "/translate/document?format=html&beam=2&nbest=2", b"<p>a</p>", 422,
+     "a document: not with nbest"),
+    ("POST", "/translate/document?format=pdf", b"x", 422, "format: Input should be"),
+    ("POST", "/translate/document", b"x", 422, "format: Field required"),
+    ("POST", "/translate/document?format=txt&bogus=1", b"x", 422,
+     "bogus: unknown query parameter"),
+    ("POST", "/translate/document?format=txt&beam=x", b"x", 422, "beam: Input should be"),
+    ("POST", "/translate/document?format=md&glossary=[1", b"x", 422, "glossary: not JSON"),
+    ("POST", "/translate/document?format=html", b"<p>caf\xe9</p>", 422, "not UTF-8"),
+    ("POST", "/translate/document?format=txt", b"a" * (MAX_CHARS + 1), 413,
+     "the document: 1,001 characters"),
     ("POST", "/translate", {"text": ["a"] * 9}, 413, "9 lines"),
     ("POST", "/translate", TOO_MANY_CHARS, 413, "1,001 characters"),
     ("POST", "/translate", b"x" * (12 * MAX_CHARS + 65_537), 413, "a body of"),

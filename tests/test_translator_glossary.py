@@ -11,7 +11,7 @@ import random
 import pytest
 
 from conftest import TOY, assert_user_error, run_mt
-from mt.errors import ConfigError
+from mt.errors import ConfigError, DataError
 from mt.glossary import occurrences
 from mt.translator import Translator
 
@@ -70,6 +70,34 @@ def test_a_batch_equals_each_line_alone(translator):
     glossary = random_glossary(random.Random(7))
     batch = translator.translate(LINES, glossary=glossary)
     assert batch == [translator.translate([line], glossary=glossary)[0] for line in LINES]
+
+
+def test_each_line_its_own_glossary_as_if_translated_alone_with_it(translator):
+    rng = random.Random(11)
+    own = [random_glossary(rng) if i % 3 else None for i in range(len(LINES))]
+    base = [["cats", "Vögel"], ["dogs", "Autos"]]
+    found = translator.translate_nbest(LINES, glossary=base, glossaries=own)
+    for line, g, (best,) in zip(LINES, own, found, strict=True):
+        merged = dict(base) | dict(g or [])  # the line's target wins for a source term
+        (alone,), = translator.translate_nbest([line], glossary=list(merged.items()))
+        assert (best.text, best.terms, best.missing) == (alone.text, alone.terms, alone.missing)
+        assert best.score == pytest.approx(alone.score, abs=1e-5)
+    # streams take them as prefixes are taken; a line without any glossary is the plain output
+    assert list(translator.translate_stream(iter(LINES), glossaries=iter(own))) == \
+        translator.translate(LINES, glossaries=own)
+    plain = translator.translate_nbest(LINES)
+    none = translator.translate_nbest(LINES, glossaries=[None] * len(LINES))
+    assert [(t.text, t.score, t.terms) for t, in none] == [(t.text, t.score, None) for t, in plain]
+
+
+def test_per_line_glossaries_refused_as_the_glossary_is(translator):
+    with pytest.raises(DataError, match="the glossaries end after 1 of the input's lines"):
+        translator.translate(LINES[:2], glossaries=[None])
+    with pytest.raises(DataError, match=r"glossaries\[1\]: entry 1: empty target term"):
+        translator.translate(LINES[:2], glossaries=[None, [["cats", " "]]])
+    with pytest.raises(ConfigError, match="give --beam 2 or more"):
+        translator.translate(LINES[:2], glossaries=[None, [["cats", "Hunde"]]], beam=1)
+    assert translator.translate(LINES[:2], glossaries=[None, []], beam=1)  # none: greedy is fine
 
 
 def test_greedy_refuses_a_glossary_to_constrain_and_a_plain_model_to_annotate(translator):

@@ -6,27 +6,38 @@ whole and written whole in its format, only when complete."""
 from __future__ import annotations
 
 import collections
+import itertools
 import json
 import sys
 from collections.abc import Callable, Iterator
 
+from mt.commands import jsonl_input
 from mt.commands.options import TranslateOptions
-from mt.commands.output import check_input_path, check_output_path, write_output
+from mt.commands.output import (
+    check_input_path,
+    check_output_path,
+    write_binary_output,
+    write_output,
+)
 from mt.document import (
+    BINARY_FORMATS,
     EXTENSIONS,
     DocumentTranslation,
     compile_keep,
+    decode_text,
     parse,
     translate_document,
     translate_lines,
 )
+from mt.document.docx import open_docx
 from mt.ensemble import Paths
-from mt.errors import DataError, UsageError
+from mt.errors import UsageError
+from mt.glossary import Glossary
 from mt.log import warn
 from mt.textio import iter_lines, read_error
 
-DOC_FORMATS = ("auto", "txt", "md", "html", "srt")  # --doc-format; auto: by EXTENSIONS
-FORMAT_OF = {"txt": "text", "md": "md", "html": "html", "srt": "srt"}
+DOC_FORMATS = ("auto", "txt", "md", "html", "srt", "docx")  # --doc-format; auto: by EXTENSIONS
+FORMAT_OF = {"txt": "text", "md": "md", "html": "html", "srt": "srt", "docx": "docx"}
 
 
 def document_format(options: TranslateOptions, src: str) -> str | None:
@@ -64,8 +75,11 @@ def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptio
     format = document_format(options, src)
     glossary = options.load_glossary()  # a bad file is an error before any work
     if format is not None:
-        text = read_document(src)
-        parse(text, format, src)  # what cannot be read is an error before the model loads
+        text = read_document(src, format)
+        if format == "docx":  # what cannot be read is an error before the model loads
+            open_docx(text, src)
+        else:
+            parse(text, format, src)
         translator = options.load(runs)
         translator.matcher(glossary)  # refused now (greedy, CTranslate2), before any work
         done = translate_document(translator, text, format, options.keep, name=src,
@@ -74,22 +88,35 @@ def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptio
         for note in dict.fromkeys(done.notes):
             warn(f"{src}: malformed HTML, translated best-effort: {note}")
         report_cut(done.cut)
-        write_output(out, lambda f: f.write(done.text))
+        if done.data is not None:
+            write_binary_output(out, done.data)
+        else:
+            write_output(out, lambda f: f.write(done.text))
         return 1
     interactive = src == "-" and sys.stdin.isatty()
+    jsonl = options.input_format == "jsonl"
+    own = jsonl and jsonl_input.check(src, False)  # a bad record: an error before the model
     translator = options.load(runs, chunk_lines=1 if interactive else None)
-    translator.matcher(glossary)  # refused now, before a line is read
+    translator.matcher(glossary or (Glossary(()) if own else None))  # refused now
     count, cut = 0, 0
     sources: collections.deque[str] = collections.deque()  # read, not yet written
+    glossaries: collections.deque[Glossary | None] = collections.deque()  # jsonl records'
 
     def read() -> Iterator[str]:
-        for line in prompted(iter_lines(src)) if interactive else iter_lines(src):
-            sources.append(line)
-            yield line
+        lines = prompted(iter_lines(src)) if interactive else iter_lines(src)
+        if not jsonl:
+            yield from (sources.append(line) or line for line in lines)
+            return
+        for r in jsonl_input.records(lines, "stdin" if src == "-" else src, False):
+            sources.append(r.src)
+            glossaries.append(r.glossary)
+            yield r.src
 
     def write_all(handle) -> None:
         nonlocal count, cut
-        for done in translate_lines(translator, read(), options.keep, glossary=glossary):
+        for done in translate_lines(translator, read(), options.keep, glossary=glossary,
+                                    glossaries=(glossaries.popleft() for _ in itertools.count())
+                                    if jsonl else None):
             line = sources.popleft()
             handle.write(record(line, done) if options.output_format == "jsonl"
                          else done.text + "\n")
@@ -115,16 +142,11 @@ def report_cut(cut: int) -> None:
              "cut at a clause boundary (docs/documents.md)")
 
 
-def read_document(src: str) -> str:
-    """A whole document as text: UTF-8, not binary; a DataError in one line otherwise."""
+def read_document(src: str, format: str = "text") -> str | bytes:
+    """A whole document: as text (UTF-8, not binary; a DataError in one line otherwise), or
+    a BINARY_FORMAT's bytes."""
     try:
         data = sys.stdin.buffer.read() if src == "-" else open(src, "rb").read()
     except OSError as e:
         raise read_error(e, src) from None
-    if b"\0" in data:
-        raise DataError(f"{src}: a binary file (it holds NUL bytes), not a text document")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise DataError(f"{src}: not UTF-8 (byte {e.start}); convert it to UTF-8 first"
-                        ) from None
+    return data if format in BINARY_FORMATS else decode_text(data, src)

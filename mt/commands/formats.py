@@ -37,13 +37,14 @@ class Screen:
 
 def formatted(translator: Translator, lines: Iterator[str], output_format: str, nbest: bool,
               start: int = 0, prefixes: Iterator[str] | None = None,
-              glossary: Glossary | None = None, screen: Screen | None = None
-              ) -> Iterator[str]:
+              glossary: Glossary | None = None, screen: Screen | None = None,
+              glossaries: Iterator[Glossary | None] | None = None) -> Iterator[str]:
     """What is written for each input line, in order: its translation, its n-best lines, or
     its JSON object, each ending in a newline. start: the n-best index of the first line.
     prefixes: one target prefix per line (Translator.translate_stream), or None; glossary:
-    whose terms the translations keep, or None; screen: --min-confidence, or None."""
-    g = {"prefix": prefixes, "glossary": glossary}
+    whose terms the translations keep, or None; glossaries: each line's own (added to
+    glossary), or None; screen: --min-confidence, or None."""
+    g = {"prefix": prefixes, "glossary": glossary, "glossaries": glossaries}
     if screen is not None:
         for found in screen.passed(translator.translate_nbest_stream(screen.read(lines), False,
                                                                      **g)):

@@ -27,6 +27,7 @@ class TranslateOptions:
     keep: tuple[str, ...] = ()  # --keep: patterns left untranslated (mt.document.placeholders)
     doc_format: str | None = None  # --doc-format: the input is one document (mt.document)
     min_confidence: float | None = None  # --min-confidence: lines below it written empty
+    input_format: str = "text"  # --input-format: text lines, or jsonl records (jsonl_input)
 
     def load_glossary(self) -> Glossary | None:
         """The glossary file, read and checked (a DataError before any work), or None."""

@@ -58,3 +58,20 @@ def write_output(out: str, write: Callable[[TextIO], None]) -> None:
             write(f)
 
     atomic_write(Path(out), to_file)
+
+
+def write_binary_output(out: str, data: bytes) -> None:
+    """data to stdout for '-', else to `out`, which appears only when complete."""
+    if out == "-":
+        try:
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            raise OutputClosed("stdout closed by its reader") from None
+        return
+
+    def to_file(tmp: str) -> None:
+        with open(tmp, "wb") as f:
+            f.write(data)
+
+    atomic_write(Path(out), to_file)

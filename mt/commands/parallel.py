@@ -28,10 +28,13 @@ _translator: Translator | None = None  # a worker's own, loaded once
 
 def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterator[str],
                        nbest: bool, prefixes: Iterator[str] | None = None,
-                       glossary: Glossary | None = None) -> Iterator[list[str]]:
+                       glossary: Glossary | None = None,
+                       glossaries: Iterator[Glossary | None] | None = None
+                       ) -> Iterator[list[str]]:
     """What formats.formatted writes, one list per chunk of CHUNK_LINES input lines (one
     string per line), in input order, from options.workers processes of options.threads torch
-    threads each (0: mt.threads.threads_for); prefixes: one per line; glossary: as there."""
+    threads each (0: mt.threads.threads_for); prefixes and glossaries: one per line; glossary:
+    as there."""
     workers, output_format = options.workers, options.output_format
     # spawn, not fork: a forked child inherits torch's thread pools in whatever state they are.
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
@@ -48,9 +51,10 @@ def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterat
             forced = None if prefixes is None else list(itertools.islice(prefixes, size))
             if forced is not None and len(forced) != len(chunk):
                 raise prefix_mismatch(start + len(chunk), start + len(forced))
+            own = None if glossaries is None else list(itertools.islice(glossaries, size))
             if chunk:
                 pending.append(pool.submit(_translate_chunk, chunk, start, output_format, nbest,
-                                           forced, glossary))
+                                           forced, glossary, own))
             while pending and (len(pending) > 2 * workers or not chunk):
                 texts, cut, missed, max_src = pending.popleft().result()
                 truncated, unkept = truncated + cut, unkept + missed
@@ -79,9 +83,11 @@ def _start_worker(run_path: Paths, device: str, engine: str, overrides: tuple[st
 
 
 def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bool,
-                     forced: list[str] | None, glossary: Glossary | None = None
+                     forced: list[str] | None, glossary: Glossary | None = None,
+                     own: list[Glossary | None] | None = None
                      ) -> tuple[list[str], int, int, int]:
-    """formatted() of one chunk (n-best indices from `start`; its prefixes, or None), its
+    """formatted() of one chunk (n-best indices from `start`; its prefixes and its lines' own
+    glossaries, or None), its
     truncated line count, its count of lines missing a glossary term, and the model's
     max_positions (for the warning)."""
     before = _translator.truncated, _translator.unkept
@@ -89,7 +95,8 @@ def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bo
     # truncated lines and those missing a term (and count afresh) for every chunk; the main
     # process warns once for the whole input.
     texts = list(itertools.islice(formatted(_translator, iter(chunk), output_format, nbest,
-                                            start, forced and iter(forced), glossary),
+                                            start, forced and iter(forced), glossary,
+                                            glossaries=own and iter(own)),
                                   len(chunk)))
     return (texts, _translator.truncated - before[0], _translator.unkept - before[1],
             _translator.max_src)

@@ -9,17 +9,20 @@ from collections.abc import Iterator
 
 from tqdm import tqdm
 
+from mt.commands import jsonl_input
 from mt.commands.formats import Screen, formatted
 from mt.commands.heatmap import Pictures, translate_with_attention
 from mt.commands.options import TranslateOptions
 from mt.commands.output import check_input_path, check_output_path, write_output
 from mt.ensemble import Paths, as_paths, open_runs
 from mt.errors import ConfigError, DataError, UsageError
+from mt.glossary import Glossary
 from mt.log import info
 from mt.records import lists
 from mt.textio import iter_lines
 
 FORMATS = ("text", "jsonl", "html")  # `mt translate --format`; html: mt.commands.documents
+INPUT_FORMATS = ("text", "jsonl")  # `mt translate --input-format`; jsonl: records (jsonl_input)
 PROMPT = "> "  # on stderr, before each line typed at a terminal
 
 
@@ -29,6 +32,14 @@ def translate(runs: Paths, src: str, out: str, options: TranslateOptions,
     that cannot go together are a UsageError first. Returns the lines written."""
     nbest = options.given("decode.nbest")
     runs = as_paths(runs)
+    if options.input_format == "jsonl":
+        clashes = [name for name, on in (
+            ("--prefix (give each record its \"prefix\")", options.prefix is not None),
+            ("--attention", pictures is not None),
+            ("a whole document (--doc-format, --format html)",
+             options.doc_format is not None or options.output_format == "html")) if on]
+        if clashes:
+            raise UsageError("translate", "'--input-format jsonl'", f"not with {clashes[0]}")
     if options.min_confidence is not None:
         clashes = [name for name, on in (
             ("--nbest", nbest), ("--workers", options.workers > 1),
@@ -69,7 +80,8 @@ def translate_file(run_path: Paths, src: str, out: str,
     In the text format, the n-best format (`mt.records.format_nbest`) is written when nbest is
     set or decode.nbest or decode.samples is > 1 (mt.records.lists). With options.workers > 1
     processes translate chunks of the input (mt.commands.parallel); input typed at a terminal
-    is translated here, a line at a time.
+    is translated here, a line at a time. With --input-format jsonl each line is a record, its
+    own glossary and prefix beside its text (mt.commands.jsonl_input).
     """
     check_input_path(src)
     check_output_path(out)
@@ -78,16 +90,21 @@ def translate_file(run_path: Paths, src: str, out: str,
     if options.prefix is not None:
         check_prefix_file(options.prefix, src)
         prefixes = iter_lines(options.prefix)
-    lines = iter_lines(src)
     screen = None
     interactive = src == "-" and sys.stdin.isatty()
+    lines = prompted(iter_lines(src)) if interactive else iter_lines(src)
+    glossaries, own = None, False  # with jsonl input: each line's glossary
+    if options.input_format == "jsonl":
+        own = jsonl_input.check(src)  # a bad record is an error before the model loads
+        lines, prefixes, glossaries = jsonl_input.columns(
+            jsonl_input.records(lines, "stdin" if src == "-" else src))
     if options.workers > 1 and not interactive:
         from mt.commands.parallel import parallel_formatted
 
         # The workers load the model; this process only checks the run and reads its config.
         decode = open_runs(run_path, options.overrides)[0].cfg.decode
         chunks = parallel_formatted(run_path, options, lines, lists(decode, nbest), prefixes,
-                                    glossary)
+                                    glossary, glossaries)
     else:
         # someone typing: answer each line, not each chunk of them
         more = {} if options.min_confidence is None else {"confidence": True}
@@ -98,12 +115,12 @@ def translate_file(run_path: Paths, src: str, out: str,
                 raise ConfigError(f"--min-confidence: {translator.run.checkpoint} has no "
                                   "calibration; run mt calibrate RUN --src FILE --ref FILE "
                                   "(a held-out set) first")
-        if interactive:
-            lines = prompted(lines)
+        if own:  # records' glossaries refused now (beam 1, CTranslate2), before any work
+            translator.matcher(glossary or Glossary(()))
         chunks = ([text] for text in formatted(translator, lines, options.output_format,
                                                lists(translator.decode_cfg, nbest),
                                                prefixes=prefixes, glossary=glossary,
-                                               screen=screen))
+                                               glossaries=glossaries, screen=screen))
     bar = tqdm(desc="translate", unit=" lines", disable=interactive or None, file=sys.stderr)
     count = 0
 

@@ -1,12 +1,13 @@
-"""The HTTP side of `mt serve` (FastAPI): POST /translate, GET /health, GET /info, the page at
-GET /, every error as JSON `{"error": "..."}` with a status that says what the client did wrong,
-and one log line per request.
+"""The HTTP side of `mt serve` (FastAPI): POST /translate, POST /translate/document, GET
+/health, GET /info, the page at GET /, every error as JSON `{"error": "..."}` with a status that
+says what the client did wrong, and one log line per request.
 
 Statuses: 400 a body that is not JSON; 422 an unknown field, a wrong type or a bad value (the
 decoding options are checked as `--set decode.KEY` is); 413 more lines or characters than the
 server's limits (--max-lines, --max-chars, --lines-per-minute); 401 no or a wrong API key
 (--api-key-file); 429 more lines a minute than --lines-per-minute; 499 (in the log only) a
-client gone before its request was read; 404 and 405 as usual; 500 only for a bug in mt.
+client gone before its request was read; 404 and 405 as usual; 501 a document format the
+server lacks the extra for (.docx without python-docx); 500 only for a bug in mt.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import json
 import sys
 import time
 import typing
@@ -23,14 +25,14 @@ from importlib import resources
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from mt.config import DecodeConfig
 from mt.errors import MTError
-from mt.glossary import as_glossary
+from mt.glossary import Glossary, as_glossary
 from mt.records import lists, record
 from mt.serve import documents
 from mt.serve.access import Access, ClientError
@@ -49,7 +51,8 @@ class Limits:
     """What one request may hold (413 beyond)."""
 
     max_lines: int = 100
-    max_chars: int = 20_000  # characters of all its lines and prefixes
+    max_chars: int = 20_000  # characters of all its lines and prefixes (a document's text)
+    max_file_bytes: int = 16 * 2**20  # POST /translate/document's body: a .docx has pictures
 
     @property
     def max_body(self) -> int:
@@ -68,10 +71,14 @@ def request_model() -> type[BaseModel]:
         "TranslateRequest", __config__=ConfigDict(extra="forbid", strict=True),
         text=(str | list[str], ...), prefix=(str | list[str] | None, None),
         attention=(bool, False), glossary=(list[list[str]] | None, None),
+        glossaries=(list[list[list[str]] | None] | None, None),
         format=(typing.Literal[FORMATS], "text"), split=(bool | None, None), **options)
 
 
 TranslateRequest = request_model()
+DocumentQuery = documents.file_model(
+    {key: (hint | None, None) for key, hint in typing.get_type_hints(DecodeConfig).items()
+     if key in OPTIONS})
 
 
 def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: float,
@@ -109,16 +116,18 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
             options = {k: getattr(req, k) for k in OPTIONS if getattr(req, k) is not None}
             cfg = translator.check_options(req.attention, **options)
             glossary = as_glossary(req.glossary)
-            if glossary is not None:  # refused now: beam 1, CTranslate2
-                translator.matcher(glossary, cfg)
+            own = as_glossaries(req.glossaries, req.text)
+            if glossary is not None or any(own or ()):  # refused now: beam 1, CTranslate2
+                translator.matcher(glossary or Glossary(()), cfg)
             access.admit(client, len(lines))  # only what is to be translated counts
             docs = None
             if documents.wanted(req.format, req.split, prefix is not None, cfg):
                 docs, sentences, more = await asyncio.to_thread(
                     documents.prepare, translator, lines, req.format)
-                job = Job(sentences, {**options, **more}, None, req.attention, glossary)
+                job = Job(sentences, {**options, **more}, None, req.attention, glossary,
+                          own and [g for d, g in zip(docs, own) for _ in d.inputs])
             else:
-                job = Job(lines, options, prefix, req.attention, glossary)
+                job = Job(lines, options, prefix, req.attention, glossary, own)
             found = await asyncio.wrap_future(state["batcher"].submit(job))
         except ValidationError as e:
             return error(*validation_message(e))
@@ -128,11 +137,50 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
             # named as the request names them: `beam`, not `decode.beam`
             return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
         if docs is not None:
-            return JSONResponse({"translations": documents.records(lines, docs, found,
-                                                                      glossary is not None)})
+            terms = [glossary is not None or bool(g) for g in own or [None] * len(lines)]
+            return JSONResponse({"translations": documents.records(lines, docs, found, terms)})
         nbest = lists(cfg)
         return JSONResponse({"translations": [record(src, ts, nbest)
                                               for src, ts in zip(lines, found, strict=True)]})
+
+    @app.post("/translate/document")
+    async def translate_document(request: Request) -> Response:
+        """Translate one document, the body (`?format=` html, md, srt, txt or docx; the
+        decoding options and a JSON `glossary` in the query too): the answer is the
+        translated document, in its format."""
+        try:
+            client = access.client(request.headers, address(request))
+            query = DocumentQuery.model_validate(dict(request.query_params))
+            options = {k: getattr(query, k) for k in OPTIONS if getattr(query, k) is not None}
+            cfg = translator.check_options(**options)
+            if whole := documents.per_sentence(False, cfg):
+                raise ClientError(422, f"a document: not with {whole[0]} (it is per sentence)")
+            glossary = as_glossary(documents.glossary_pairs(query.glossary))
+            if glossary is not None:  # refused now: beam 1, CTranslate2
+                translator.matcher(glossary, cfg)
+            data = await read_body(request, limits, limits.max_file_bytes)
+            doc, more = await asyncio.to_thread(documents.prepare_file, translator, data,
+                                                query.format)
+            request.state.lines = len(doc.inputs)
+            check_limits(doc.inputs, None, limits, "the document", lines_too=False)
+            access.admit(client, len(doc.inputs))
+            found = await asyncio.wrap_future(state["batcher"].submit(
+                Job(doc.inputs, {**options, **more}, None, False, glossary)))
+            done = await asyncio.to_thread(doc.render, [ts[0] for ts in found])
+        except ValidationError as e:
+            return error(*validation_message(e, DocumentQuery, "query parameter"))
+        except ClientError as e:
+            return error(e.status, str(e), e.headers)
+        except MTError as e:
+            return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
+        headers = {"MT-Sentences": str(len(doc.inputs))}
+        if done.cut:
+            headers["MT-Cut"] = str(done.cut)
+        if done.notes:  # JSON: ASCII, as a header must be
+            headers["MT-Notes"] = json.dumps(done.notes)
+        body = done.data if done.data is not None else done.text.encode("utf-8")
+        return Response(body, headers=headers,
+                        media_type=documents.CONTENT_TYPES[query.format])
 
     @app.get("/health")
     async def health() -> dict:
@@ -180,21 +228,25 @@ def error(status: int, message: str, headers: dict | None = None) -> JSONRespons
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-async def read_body(request: Request, limits: Limits) -> bytes:
-    """The body, or a 413 ClientError past limits.max_body. A larger body is still read to
-    its end (and dropped), so the client, still sending, gets the answer and not a reset."""
+async def read_body(request: Request, limits: Limits, most: int | None = None) -> bytes:
+    """The body, or a 413 ClientError past `most` bytes (limits.max_body if None). A larger
+    body is still read to its end (and dropped), so the client, still sending, gets the answer
+    and not a reset."""
+    most = limits.max_body if most is None else most
     chunks, size = [], 0
     try:
         async for chunk in request.stream():
             size += len(chunk)
-            if size <= limits.max_body:
+            if size <= most:
                 chunks.append(chunk)
     except ClientDisconnect:  # nobody reads the answer; its status is for the log
         raise ClientError(499, "the client closed the connection before sending its whole "
                                "request") from None
-    if size > limits.max_body:
+    if size > most:
+        origin = (f"from --max-chars {limits.max_chars:,}" if most == limits.max_body
+                  else "a document's")
         raise ClientError(413, f"a body of {size:,} bytes: more than this server takes "
-                               f"({limits.max_body:,}, from --max-chars {limits.max_chars:,})")
+                               f"({most:,}, {origin})")
     return b"".join(chunks)
 
 
@@ -218,26 +270,44 @@ def as_prefix(prefix: str | list[str] | None, text: str | list[str]) -> list[str
     return as_lines(prefix)
 
 
-def check_limits(lines: list[str], prefix: list[str] | None, limits: Limits) -> None:
-    if len(lines) > limits.max_lines:
-        raise ClientError(413, f"text: {len(lines)} lines, more than this server takes in one "
+def as_glossaries(given: list | None, text: str | list[str]) -> list[Glossary | None] | None:
+    """A glossary per line (None for none), as many as text has lines (a string: one); a
+    ClientError (422) for another count, a DataError naming `glossaries[i]` for a bad one."""
+    if given is None:
+        return None
+    lines = len(as_lines(text))
+    if len(given) != lines:
+        raise ClientError(422, f"glossaries: {len(given)} given; give one glossary per line "
+                               f"of text ({lines}; null for none)")
+    return [as_glossary(g, f"glossaries[{i}]") if g else None for i, g in enumerate(given)]
+
+
+def check_limits(lines: list[str], prefix: list[str] | None, limits: Limits,
+                 what: str = "text", lines_too: bool = True) -> None:
+    """A 413 for more lines (lines_too) or characters than limits; what: how the answer names
+    them."""
+    if lines_too and len(lines) > limits.max_lines:
+        raise ClientError(413, f"{what}: {len(lines)} lines, more than this server takes in one "
                                f"request ({limits.max_lines}, --max-lines); send them in parts")
     chars = sum(map(len, lines)) + sum(map(len, prefix or []))
     if chars > limits.max_chars:
-        raise ClientError(413, f"text: {chars:,} characters, more than this server takes in one "
-                               f"request ({limits.max_chars:,}, --max-chars); send them in parts")
+        raise ClientError(413, f"{what}: {chars:,} characters, more than this server takes in "
+                               f"one request ({limits.max_chars:,}, --max-chars); send them in "
+                               "parts")
 
 
-def validation_message(e: ValidationError) -> tuple[int, str]:
-    """400 for a body that is not JSON; else 422 and the first wrong field: where (`text[2]`)
-    and what is wrong with it (each way it could have been right, for a union)."""
+def validation_message(e: ValidationError, model: type[BaseModel] | None = None,
+                       field_name: str = "field") -> tuple[int, str]:
+    """400 for a body that is not JSON; else 422 and the first wrong field (of model:
+    TranslateRequest if None): where (`text[2]`) and what is wrong with it (each way it could
+    have been right, for a union)."""
     errors = e.errors()
     if any(x["type"] == "json_invalid" for x in errors):
         return 400, f"the body is not JSON ({errors[0]['msg']})"
-    fields = ", ".join(TranslateRequest.model_fields)
+    fields = ", ".join((model or TranslateRequest).model_fields)
     unknown = [x["loc"][0] for x in errors if x["type"] == "extra_forbidden"]
     if unknown:  # first: a misspelt field is also a missing one
-        return 422, f"{unknown[0]}: unknown field; the fields are {fields}"
+        return 422, f"{unknown[0]}: unknown {field_name}; the {field_name}s are {fields}"
     field = errors[0]["loc"][0] if errors[0]["loc"] else None
     if field is None:  # not an object
         return 422, f"the body: {errors[0]['msg']}, with the fields {fields}"

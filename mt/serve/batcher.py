@@ -33,6 +33,7 @@ class Job:
     prefix: list[str] | None = None  # a target prefix per line, or None
     attention: bool = False  # give each translation its cross-attention
     glossary: Glossary | None = None  # whose terms the translations keep (mt.glossary)
+    glossaries: list[Glossary | None] | None = None  # each line's own, added to glossary
     future: Future[list[list[Translation]]] = field(default_factory=Future)
 
     def key(self) -> tuple:
@@ -120,10 +121,14 @@ class Batcher:
         first = jobs[0]
         lines = [line for j in jobs for line in j.lines]
         prefix = None if first.prefix is None else [p for j in jobs for p in j.prefix]
+        own = {}  # each line's glossary, where a job gives them
+        if any(j.glossaries for j in jobs):
+            own["glossaries"] = [g for j in jobs for g in j.glossaries or [None] * len(j.lines)]
         self._tick()  # threads follow the free cores (mt serve --threads 0)
         try:
             found = self.translator.translate_nbest(lines, prefix, attention=first.attention,
-                                                    glossary=first.glossary, **first.options)
+                                                    glossary=first.glossary, **own,
+                                                    **first.options)
         except Exception as e:  # the same for every job of the call; the app answers it
             for j in jobs:
                 j.future.set_exception(e)

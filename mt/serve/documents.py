@@ -1,7 +1,8 @@
 """POST /translate's texts as paragraphs or documents (mt.document): each line split into
 sentences (unless `"split": false`), or read as a document (`"format": "html"`, `"md"`,
 `"srt"`); their sentences go to the batcher as lines, and come back put together, with the
-sentences they were split into.
+sentences they were split into. POST /translate/document's file (a text format or .docx) the
+same way, one document a request.
 
 Options that are per sentence (a prefix, n-best lists, samples, alignments) translate each
 line whole, as before: a line is then one sentence; asked for with `"split": true` or HTML,
@@ -10,22 +11,46 @@ they are a 422."""
 from __future__ import annotations
 
 import dataclasses
+import json
+import typing
+
+from pydantic import BaseModel, ConfigDict, create_model
 
 from mt.config import DecodeConfig
-from mt.document import FORMATS, Document, align_options, settings
-from mt.errors import DataError
+from mt.document import (
+    FORMATS,
+    Document,
+    DocxDocument,
+    align_options,
+    make_document,
+    settings,
+)
+from mt.errors import ConfigError, DataError
 from mt.records import Translation, lists
 from mt.serve.access import ClientError
 from mt.translator import Translator
 
-__all__ = ["FORMATS", "prepare", "records", "wanted"]
+__all__ = ["CONTENT_TYPES", "FORMATS", "file_model", "per_sentence", "prepare", "prepare_file",
+           "records", "wanted"]
+
+# POST /translate/document's formats ("txt" is "text"), and what its answer is sent as
+CONTENT_TYPES = {
+    "text": "text/plain; charset=utf-8", "txt": "text/plain; charset=utf-8",
+    "html": "text/html; charset=utf-8", "md": "text/markdown; charset=utf-8",
+    "srt": "application/x-subrip; charset=utf-8",
+    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document"}
+
+
+def per_sentence(prefix: bool, cfg: DecodeConfig) -> list[str]:
+    """The options given that are a sentence's, not a paragraph's or a document's."""
+    return [name for name, on in (("prefix", prefix), ("nbest", cfg.nbest > 1),
+                                  ("samples", cfg.samples > 1), ("align", cfg.align)) if on]
 
 
 def wanted(format: str, split: bool | None, prefix: bool, cfg: DecodeConfig) -> bool:
     """Whether a request's lines go through mt.document; a ClientError (422) for options
     that cannot go with that."""
-    whole = [name for name, on in (("prefix", prefix), ("nbest", cfg.nbest > 1),
-                                   ("samples", cfg.samples > 1), ("align", cfg.align)) if on]
+    whole = per_sentence(prefix, cfg)
     asked = format != "text" or split is True
     if whole and asked:
         what = f'format "{format}"' if format != "text" else "split"
@@ -46,19 +71,58 @@ def prepare(translator: Translator, lines: list[str], format: str
     return docs, [x for d in docs for x in d.inputs], align_options(translator, docs)
 
 
+def file_model(options: dict) -> type[BaseModel]:
+    """The query of POST /translate/document: `format` (CONTENT_TYPES), `glossary` (JSON
+    pairs) and the decoding options (options: {name: (type, default)}), read from strings as
+    a query gives them ("5" is 5); unknown parameters are refused."""
+    return create_model(
+        "DocumentQuery", __config__=ConfigDict(extra="forbid"),
+        format=(typing.Literal[tuple(CONTENT_TYPES)], ...), glossary=(str | None, None),
+        **options)
+
+
+def glossary_pairs(given: str | None) -> list | None:
+    """The `glossary` query parameter: JSON, [["source", "target"], ...]; a 422 else."""
+    if given is None:
+        return None
+    try:
+        pairs = json.loads(given)
+    except json.JSONDecodeError as e:
+        raise ClientError(422, f"glossary: not JSON ({e.msg}); give [[\"source term\", "
+                               "\"target term\"], ...]") from None
+    if not isinstance(pairs, list):
+        raise ClientError(422, 'glossary: give [["source term", "target term"], ...]')
+    return pairs
+
+
+def prepare_file(translator: Translator, data: bytes, format: str
+                 ) -> tuple[Document | DocxDocument, dict]:
+    """A file's bytes as a document of its format (text formats: UTF-8), and the decoding
+    options it needs; a 422 ClientError for a file that is not one."""
+    format = "text" if format == "txt" else format
+    try:
+        doc = make_document(data, format, settings(translator), "document")
+    except DataError as e:
+        raise ClientError(422, str(e)) from None
+    except ConfigError as e:  # the server lacks an extra (python-docx)
+        raise ClientError(501, f"this server cannot read it: {e}") from None
+    return doc, align_options(translator, [doc])
+
+
 def records(lines: list[str], docs: list[Document], found: list[list[Translation]],
-            glossary: bool = False) -> list[dict]:
+            glossary: bool | list[bool] = False) -> list[dict]:
     """Per line {"src", "text", "score"} (the mean of its sentences'), and when split,
     "sentences": [{"src", "text", "score"}]; "attention" when asked for and one sentence;
     with decode.confidence the line's "confidence" (its sentences' least; null uncalibrated)
     and "flags" (any of its sentences', calibrated),
     its "features" when one sentence, and each sentence's "confidence" and
     "features";
-    with a glossary (`glossary`) the line's "terms" (its sentences' active entries, once each) and
-    "missing" (their missing target terms);
+    with a glossary (`glossary`: for every line, or per line) the line's "terms" (its
+    sentences' active entries, once each) and "missing" (their missing target terms);
     "cut" (sentences cut to fit the model) and "notes" (malformed HTML) when any."""
     out, done = [], 0
-    for line, doc in zip(lines, docs, strict=True):
+    terms = glossary if isinstance(glossary, list) else [glossary] * len(lines)
+    for line, doc, glossary in zip(lines, docs, terms, strict=True):
         mine = [ts[0] for ts in found[done:done + len(doc.inputs)]]
         done += len(doc.inputs)
         result = doc.render(mine)
