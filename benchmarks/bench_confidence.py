@@ -2,6 +2,7 @@
 
     python -m benchmarks.bench_confidence RUN [--cal SRC REF] [--test NAME SRC REF ...]
         [--threshold 50] [--plot FILE.png] [--rounds 2] [--cost-lines 500]
+    python -m benchmarks.bench_confidence RUN --cost [--beam 5] [--cost-lines 500] [--rounds 2]
     python -m benchmarks.bench_confidence RUN --smoke   # the toy corpus: does it still run?
 
 A copy of RUN (its checkpoint, config and vocabularies, in a temporary directory: RUN may be
@@ -15,19 +16,24 @@ calibration curve (--plot draws it, with matplotlib). Then the cost: translating
 --cost-lines lines of the first test set with and without decode.confidence, one thread,
 taking turns for --rounds rounds, each keeping its best. Test sets are for reporting: choices
 (threshold, features) are made on the calibration set.
+
+--cost measures the cost alone (no calibration, no quality): confidence off and on side by
+side, in alternating rounds, the fastest of each and their ratio, at --beam (default the
+run's).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from sacrebleu.metrics import BLEU, CHRF
 
-from benchmarks.harness import MULTI30K, TOY, alternate, markdown, parse, parser, timer
+from benchmarks.harness import MULTI30K, TOY, alternate, markdown, parse, parser
 from mt.commands.calibrate import calibrate
 from mt.commands.options import TranslateOptions
 from mt.confidence import FEATURES, ece, spearman
@@ -118,6 +124,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threshold", type=float, default=50.0)
     ap.add_argument("--plot", help="the calibration curve of the first test set, as PNG")
     ap.add_argument("--cost-lines", type=int, default=500)
+    ap.add_argument("--cost", action="store_true", help="only the cost: on against off")
+    ap.add_argument("--beam", type=int, help="the beam of the cost's translations")
     # the toy model translates val perfectly: other lines' references give both classes
     smoke = {"cal": [TOY / "toy.val.en", TOY / "toy.test.de"], "rounds": 1, "cost_lines": 50,
              "test": [["toy.test", TOY / "toy.test.en", TOY / "toy.test.de"]]}
@@ -127,6 +135,9 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = copy_run(args.run, Path(tmp))
+        if args.cost:
+            cost(ckpt, tests[0], args)
+            return
         options = TranslateOptions("cpu", threads=1)
         r = calibrate(ckpt, str(args.cal[0]), str(args.cal[1]), options, args.threshold)
         print(f"calibrated on {args.cal[0]}: {r['lines']} lines, {100 * r['positives']:.1f}% "
@@ -135,16 +146,34 @@ def main(argv: list[str] | None = None) -> None:
         for i, (name, src, ref) in enumerate(tests):
             measure(translator, name, Path(src), Path(ref), args.threshold,
                     args.plot if i == 0 else None)
-        lines = read_parallel(Path(tests[0][1]), Path(tests[0][2]))[0][: args.cost_lines]
-        plain = Translator.load(ckpt, "cpu", threads=1)
-        best = alternate({"off": timer(lambda: list(plain.translate_nbest_stream(lines, False))),
-                          "on": timer(lambda: list(translator.translate_nbest_stream(lines,
-                                                                                    False)))},
-                         args.rounds)
-        print(f"\ncost: {len(lines)} lines of {tests[0][0]}, one thread, best of "
-              f"{args.rounds}: {best['off']:.2f} s without, {best['on']:.2f} s with "
-              f"decode.confidence: +{100 * (best['on'] / best['off'] - 1):.1f}%")
+        cost(ckpt, tests[0], args)
 
+
+def cost(ckpt: Path, test: list, args) -> None:
+    """Translate the first --cost-lines lines of a test set with decode.confidence off and on,
+    one thread, in turns for --rounds rounds; print the fastest of each and their ratio, in
+    wall-clock time and in the process's CPU time (which time spent waiting for a core shared
+    with other processes does not inflate)."""
+    lines = read_parallel(Path(test[1]), Path(test[2]))[0][: args.cost_lines]
+    beam = {} if args.beam is None else {"beam": args.beam}
+    plain = Translator.load(ckpt, "cpu", threads=1, **beam)
+    sure = Translator.load(ckpt, "cpu", threads=1, confidence=True, **beam)
+
+    def both(translator: Translator):
+        def run(r: int) -> tuple[float, float]:
+            wall, cpu = time.perf_counter(), time.process_time()
+            list(translator.translate_nbest_stream(lines, False))
+            return time.perf_counter() - wall, time.process_time() - cpu
+        return run
+
+    best = alternate({"off": both(plain), "on": both(sure)}, args.rounds,
+                     keep=lambda a, b: (min(a[0], b[0]), min(a[1], b[1])))
+    print(f"\ncost: {len(lines)} lines of {test[0]}, beam {plain.decode_cfg.beam}, one "
+          f"thread, fastest of {args.rounds} alternating rounds, confidence off -> on:")
+    for i, what in enumerate(("wall-clock", "CPU time")):
+        off, on = best["off"][i], best["on"][i]
+        print(f"  {what}: {off:.2f} s -> {on:.2f} s: {on / off:.3f}x "
+              f"({100 * (on / off - 1):+.1f}%)")
 
 if __name__ == "__main__":
     main()

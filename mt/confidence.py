@@ -35,6 +35,7 @@ from mt.data import pad
 from mt.errors import CheckpointError
 from mt.log import warn
 from mt.textio import atomic_write
+from mt.trace import Trace
 from mt.vocab import EOS, PAD, start_id
 
 FEATURES = ("mean_logprob", "min_logprob", "mean_entropy", "length_ratio", "coverage",
@@ -45,41 +46,67 @@ FLAGGED = {"coverage": (1, None), "repetition": (None, 99), "length_ratio": (1, 
 FORMAT = 1
 
 
+def summary(y: list[int], logprobs: list[float], entropy: list[float],
+            received: list[float], members: list[float] | None = None) -> dict[str, float]:
+    """One output's features from what its steps gave (mt.trace.Trace, or a teacher-forced
+    pass): y its ids (no <eos>); per step (its tokens, <eos> last) the log-probability and
+    the entropy; the attention each source token (no tag, no padding) received over the steps;
+    an ensemble's members' summed log-probabilities of the steps' tokens."""
+    bigrams = list(zip(y, y[1:]))
+    repeats = sum(g in bigrams[:i] for i, g in enumerate(bigrams))
+    s = len(received)
+    found = {
+        "mean_logprob": sum(logprobs) / len(logprobs),
+        "min_logprob": min(logprobs),
+        "mean_entropy": sum(entropy) / len(entropy),
+        "length_ratio": len(y) / max(s, 1),
+        "coverage": sum(min(r, 1.0) for r in received) / s if s > 0 else 1.0,
+        "repetition": repeats / len(bigrams) if bigrams else 0.0,
+        "src_tokens": float(s),
+    }
+    if members is not None:
+        found["ensemble_disagreement"] = float(np.var([m / len(logprobs) for m in members]))
+    return found
+
+
+def traced_features(traces: list[Trace], outputs: list[list[int]], lengths: list[int],
+                    lead: int = 0) -> tuple[list[dict[str, float]], list[list[float]]]:
+    """The features of outputs (ids, no <eos>) from what the search recorded of them
+    (mt.trace), each with the length of its source row (tag tokens and all, no padding) and
+    `lead` tag tokens at its start -> as `features` gives them."""
+    found = [summary(y, tr.logprobs, tr.entropy, tr.received[lead:n], tr.members)
+             for tr, y, n in zip(traces, outputs, lengths, strict=True)]
+    return found, [tr.logprobs for tr in traces]
+
+
 @torch.no_grad()
 def features(model, src: torch.Tensor, outputs: list[list[int]], lead: int = 0,
-             memory: torch.Tensor | None = None
-             ) -> tuple[list[dict[str, float]], list[list[float]]]:
+             memory=None) -> tuple[list[dict[str, float]], list[list[float]]]:
     """src (B, S) padded ids, an output (ids, no <eos>) per row -> per row its features (a dict
-    over FEATURES) and its tokens' log-probabilities (<eos> last); lead: tag tokens at the
-    start of each source row, not counted as the source. memory: a Seq2Seq's encode(src),
-    where the caller has it (not encoded again)."""
+    over FEATURES, and ensemble_disagreement for an ensemble) and its tokens'
+    log-probabilities (<eos> last), from one teacher-forced pass: the definition the searches'
+    traces (traced_features) are tested against. lead: tag tokens at the start of each source
+    row, not counted as the source. memory: the model's encode(src), where the caller has it."""
     tgt_in = pad([[start_id(model.cfg.decoder_start)] + y for y in outputs]).to(src.device)
-    # (B, T+1, V), per layer (B, H, T+1, S)
-    lprobs, layers = _teacher_forced(model, src, tgt_in, memory)
+    # (B, T+1, V), per layer (B, H, T+1, S), an ensemble's per member (B, T+1, V)
+    lprobs, layers, members = _teacher_forced(model, src, tgt_in, memory)
     tgt_out = pad([y + [EOS] for y in outputs]).to(src.device)
     picked = lprobs.gather(-1, tgt_out[..., None]).squeeze(-1)  # (B, T+1)
     entropy = -(lprobs.exp() * lprobs).nan_to_num().sum(-1)  # 0 * -inf is 0, not NaN
     attn = torch.stack([w.float().mean(1) for w in layers]).mean(0)  # (B, T+1, S)
     steps = tgt_out != PAD
     received = (attn * steps[..., None]).sum(1)  # (B, S)
+    if members is not None:  # (B, M) each member's summed log-probability of the steps' tokens
+        members = torch.stack([(m.gather(-1, tgt_out[..., None]).squeeze(-1) * steps).sum(1)
+                               for m in members], dim=1).tolist()
     lengths = (src != PAD).sum(1).tolist()
     found, token_lps = [], []
     for b, y in enumerate(outputs):
-        n, s = len(y) + 1, lengths[b] - lead
-        lp = picked[b, :n].double()
-        bigrams = list(zip(y, y[1:]))
-        repeats = sum(g in bigrams[:i] for i, g in enumerate(bigrams))
-        found.append({
-            "mean_logprob": lp.mean().item(),
-            "min_logprob": lp.min().item(),
-            "mean_entropy": entropy[b, :n].double().mean().item(),
-            "length_ratio": len(y) / max(s, 1),
-            "coverage": received[b, lead: lengths[b]].clamp(max=1).double().mean().item()
-            if s > 0 else 1.0,
-            "repetition": repeats / len(bigrams) if bigrams else 0.0,
-            "src_tokens": float(s),
-        })
-        token_lps.append(lp.tolist())
+        n = len(y) + 1
+        lp = picked[b, :n].tolist()
+        found.append(summary(y, lp, entropy[b, :n].tolist(), received[b, lead: lengths[b]].tolist(),
+                             None if members is None else members[b]))
+        token_lps.append(lp)
     return found, token_lps
 
 
@@ -94,17 +121,15 @@ def disagreement(texts: list[str]) -> list[float]:
             / (100 * (len(texts) - 1)) for i, t in enumerate(texts)]
 
 
-def _teacher_forced(model, src: torch.Tensor, tgt_in: torch.Tensor,
-                    memory: torch.Tensor | None = None):
-    """Log-probabilities (B, T, V) and each decoder layer's cross-attention (B, H, T, S): one
-    pass for a Seq2Seq (memory: its encode(src), or None); an ensemble (mt.ensemble, no
-    weights from its decode) takes two."""
-    if hasattr(model, "decoder"):
-        mask = model.src_mask(src)
-        cache = model.start_cache(model.encode(src, mask) if memory is None else memory, mask)
-        states, _, layers = model.decode(tgt_in, cache, need_weights=True)
-        return model.log_probs(model.next_scores(states)), layers
-    return model.log_probs(model(src, tgt_in)), model.cross_attention(src, tgt_in)
+def _teacher_forced(model, src: torch.Tensor, tgt_in: torch.Tensor, memory=None):
+    """Log-probabilities (B, T, V), each decoder layer's cross-attention (B, H, T, S) and, for an
+    ensemble (mt.ensemble), each member's log-probabilities (B, T, V) (else None), from one
+    pass over memory (the model's encode(src); encoded here if None)."""
+    mask = model.src_mask(src)
+    cache = model.start_cache(model.encode(src, mask) if memory is None else memory, mask)
+    ensemble = getattr(model, "members", 0) > 0
+    out = model.decode(tgt_in, cache, need_weights=True, **({"members": True} if ensemble else {}))
+    return model.log_probs(model.next_scores(out[0])), out[2], out[3] if ensemble else None
 
 
 def model_inputs(rows: list[dict[str, float]]) -> np.ndarray:

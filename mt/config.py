@@ -160,8 +160,8 @@ class DecodeConfig:
     seed: int = 0  # sampling: one seed, one set of outputs (docs/decoding.md)
     tag: str = ""  # put before each source line: one of the model's corpus tags, e.g. <2de>
     align: bool = False  # Pharaoh word alignments with each translation (docs/decoding.md)
-    # per-sentence features and (with the run's calibration) a confidence, from one more
-    # teacher-forced pass (docs/confidence.md)
+    # per-sentence features and (with the run's calibration) a confidence, recorded by the
+    # search (docs/confidence.md)
     confidence: bool = False
     # with a glossary (docs/terminology.md): its source terms match whatever their case; its
     # target terms must come in the order their source terms occur in the line
