@@ -110,6 +110,8 @@ DECODING = {
     "align": "Add Pharaoh i-j word alignments: a tab after each translation (docs/decoding.md).",
     "confidence": "With --format jsonl: each translation's confidence (0-1, with the run's "
                   "calibration) and its features (docs/confidence.md).",
+    "mc_dropout": "With --confidence: N more passes with dropout on; each translation gets the "
+                  "mean and variance of its log-probability over them (slow; docs/confidence.md).",
     "glossary_ignore_case": "With --glossary: match its source terms whatever their case.",
     "glossary_ordered": "With --glossary: its target terms in the order their source terms "
                         "occur (docs/terminology.md).",
@@ -195,7 +197,7 @@ GLOSSARY_HELP = ("A glossary, source term<TAB>target term a line: each output ho
 
 
 @app.command("eval")
-@_config_overrides(skip=("nbest", "samples", "align", "confidence"))
+@_config_overrides(skip=("nbest", "samples", "align", "confidence", "mc_dropout"))
 def evaluate(
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     split: str = typer.Option("test", "--split", callback=_one_of("mt.commands.evaluate:SPLITS"),
@@ -259,7 +261,7 @@ def evaluate(
 
 
 @app.command()
-@_config_overrides(skip=("nbest", "samples", "align", "confidence"))
+@_config_overrides(skip=("nbest", "samples", "align", "confidence", "mc_dropout"))
 def calibrate(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
     src: str = typer.Option(..., "--src", help="Held-out source lines (not the test set)."),

@@ -22,6 +22,8 @@ directory as calibration.json beside the checkpoint it was fitted for.
 
 from __future__ import annotations
 
+import copy
+import itertools
 import json
 import math
 import zlib
@@ -130,6 +132,39 @@ def _teacher_forced(model, src: torch.Tensor, tgt_in: torch.Tensor, memory=None)
     ensemble = getattr(model, "members", 0) > 0
     out = model.decode(tgt_in, cache, need_weights=True, **({"members": True} if ensemble else {}))
     return model.log_probs(model.next_scores(out[0])), out[2], out[3] if ensemble else None
+
+
+def dropout_twin(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of the model that shares its weights, in training mode (its dropout on), for
+    mc_dropout: the model itself stays in evaluation mode for the searches, which other
+    threads may be running with it."""
+    shared = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
+    return copy.deepcopy(model, memo=shared).train()
+
+
+@torch.no_grad()
+def mc_dropout(twin: torch.nn.Module, src: torch.Tensor, outputs: list[list[int]],
+               passes: int, seed: int = 0) -> list[dict[str, float]]:
+    """Monte Carlo dropout: `passes` teacher-forced passes of the outputs (ids, no <eos>) with
+    dropout on (twin: dropout_twin of the model), seeded by `seed` -> per row
+    mc_dropout_logprob, the mean over the passes of the output's mean token log-probability
+    (<eos> included), and mc_dropout_variance, their variance: how much the model's belief
+    in this output hangs on which units it happens to use (Fomicheva et al. 2020, D-TP and
+    D-Var). The encoder runs in every pass: its dropout is part of it."""
+    tgt_in = pad([[start_id(twin.cfg.decoder_start)] + y for y in outputs]).to(src.device)
+    tgt_out = pad([y + [EOS] for y in outputs]).to(src.device)
+    steps = tgt_out != PAD
+    means = []
+    devices = [src.device.index or 0] if src.device.type == "cuda" else []
+    with torch.random.fork_rng(devices):  # the caller's random state as it was
+        torch.manual_seed(seed)
+        for _ in range(passes):
+            lprobs = twin.log_probs(twin(src, tgt_in))  # (B, T+1, V)
+            picked = lprobs.gather(-1, tgt_out[..., None]).squeeze(-1) * steps
+            means.append((picked.double().sum(1) / steps.sum(1)).tolist())  # (B,)
+    per_row = np.array(means).T  # (B, passes)
+    return [{"mc_dropout_logprob": float(r.mean()), "mc_dropout_variance": float(r.var())}
+            for r in per_row]
 
 
 def model_inputs(rows: list[dict[str, float]]) -> np.ndarray:

@@ -261,6 +261,17 @@ class Translator:
             return None
         return confidence.for_run(self.run.checkpoint, self.run.step)
 
+    @functools.cached_property
+    def _dropout_twin(self) -> torch.nn.Module:
+        """The model with its dropout on, sharing its weights (decode.mc_dropout); a warning
+        where the model has no dropout to turn on."""
+        m = self.run.cfg.model
+        if not any(r for r in (m.dropout, m.attention_dropout, m.activation_dropout)):
+            warn("decode.mc_dropout: the model has no dropout (model.dropout 0), so every pass "
+                 "is the same and the variance 0; give the passes some with --set "
+                 "model.dropout=0.1")
+        return confidence.dropout_twin(self.model)
+
     def _check_attention(self, what: str) -> None:
         if self.model is None:
             raise ConfigError(f"{what} come from mt's own search (its cross-attention), not "
@@ -397,7 +408,7 @@ class Translator:
         """Give each translation of a batch its features, its words' probabilities and, with
         a calibration, its confidence (mt.confidence), from what the search recorded of it
         (mt.trace; a teacher-forced pass over memory, the search's encoder output, for an
-        engine that records nothing)."""
+        engine that records nothing); with decode.mc_dropout, N passes more."""
         rows = [b for b, hyps in enumerate(found) for _ in hyps]
         outputs = [h.tokens for hyps in found for h in hyps]
         traces = [h.trace for hyps in found for h in hyps]
@@ -407,6 +418,11 @@ class Translator:
         else:
             feats, lps = confidence.features(self.model, src[rows], outputs, lead,
                                              _rows(memory, rows))
+        if cfg.mc_dropout:
+            drawn = confidence.mc_dropout(self._dropout_twin, src[rows], outputs,
+                                          cfg.mc_dropout, cfg.seed)
+            for f, d in zip(feats, drawn, strict=True):
+                f.update(d)
         cal = self.calibration
         probs = cal.predict(feats) if cal else [None] * len(feats)
         for ts in out:

@@ -1,19 +1,22 @@
 """mt/trace.py: what a search records of each output (trace=True) gives the same confidence
 features as a teacher-forced pass of the output (mt.confidence.features, the definition):
 beam search, greedy and sampling, one model and an ensemble, with a tag, a prefix and n-best
-lists; tracing changes no output."""
+lists; tracing changes no output. Monte Carlo dropout by hand, its seed and its weights."""
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 import torch
 from test_decode import random_src, small_model
 
-from mt.confidence import features, traced_features
-from mt.config import DecodeConfig
+from mt.confidence import dropout_twin, features, mc_dropout, traced_features
+from mt.config import DecodeConfig, ModelConfig
 from mt.data import pad
 from mt.decode import beam_search, greedy, sample
 from mt.ensemble import Ensemble
+from mt.model import make_model
 from mt.trace import entropy
 from mt.vocab import BOS, EOS, PAD
 
@@ -111,3 +114,55 @@ def test_entropy_by_hand_and_where_a_probability_is_zero():
             for r in lp]
     assert entropy(lp).tolist() == pytest.approx(hand, abs=1e-5)
     assert entropy(torch.tensor([[0.0, float("-inf")]])).tolist() == [0.0]
+
+
+def dropout_model(seed: int):
+    torch.manual_seed(seed)
+    cfg = ModelConfig(d_model=32, n_heads=4, n_enc_layers=2, n_dec_layers=2, d_ff=64,
+                      dropout=0.3, max_positions=64)
+    return make_model(cfg, V, V).eval()
+
+
+def test_mc_dropout_by_hand_seeded_and_leaving_the_model_as_it_was():
+    model = dropout_model(13)
+    src = pad([[4, 5, 6, 7], [8, 9]])
+    outputs = [[4, 5, 6], [7]]
+    twin = dropout_twin(model)
+    assert not model.training and twin.training
+    assert all(a is b for a, b in zip(model.parameters(), twin.parameters(), strict=True))
+    state = torch.random.get_rng_state()
+    drawn = mc_dropout(twin, src, outputs, passes=4, seed=3)
+    assert torch.equal(torch.random.get_rng_state(), state)  # the caller's draws untouched
+    assert drawn == mc_dropout(twin, src, outputs, passes=4, seed=3)  # same seed, same values
+    assert drawn != mc_dropout(twin, src, outputs, passes=4, seed=4)
+    torch.manual_seed(3)  # by hand: the same draws, pass after pass
+    means = [[], []]
+    with torch.no_grad():
+        for _ in range(4):
+            lp = torch.log_softmax(twin(src, pad([[BOS] + y for y in outputs])), -1)
+            for b, y in enumerate(outputs):
+                means[b].append(sum(lp[b, t, tok].item() for t, tok in enumerate(y + [EOS]))
+                                / (len(y) + 1))
+    for d, m in zip(drawn, means, strict=True):
+        mean = sum(m) / 4
+        assert d["mc_dropout_logprob"] == pytest.approx(mean, abs=1e-5)
+        assert d["mc_dropout_variance"] == pytest.approx(sum((x - mean) ** 2 for x in m) / 4,
+                                                         abs=1e-7)
+        assert d["mc_dropout_variance"] > 0  # dropout moves the scores
+    # without dropout every pass is the model itself: no variance, its own log-probability
+    still = mc_dropout(dropout_twin(small_model(V, seed=14)), src, outputs, passes=3)
+    plain, _ = features(small_model(V, seed=14), src, outputs)
+    for d, f in zip(still, plain, strict=True):
+        assert d["mc_dropout_variance"] == pytest.approx(0.0, abs=1e-20)
+        assert d["mc_dropout_logprob"] == pytest.approx(f["mean_logprob"], abs=1e-5)
+
+
+def test_a_config_refuses_mc_dropout_without_confidence_or_with_one_pass():
+    from mt.config import Config, config_from_dict
+    from mt.errors import ConfigError
+
+    raw = dataclasses.asdict(Config())
+    for decode, says in (({"mc_dropout": 4}, "needs decode.confidence"),
+                         ({"mc_dropout": 1, "confidence": True}, "at least 2 passes")):
+        with pytest.raises(ConfigError, match=says):
+            config_from_dict({**raw, "decode": {**raw["decode"], **decode}}, "test")
