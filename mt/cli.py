@@ -223,6 +223,9 @@ def evaluate(
                                   "resamples."),
     bootstrap_seed: int = typer.Option(12345, "--bootstrap-seed", min=1, help="--compare: "
                                        "the bootstrap's seed (sacreBLEU's SACREBLEU_SEED)."),
+    hyps: list[str] = typer.Option([], "--hyp", help="--compare: a system already "
+                                   "translated, one line per source line (an ensemble, "
+                                   "another beam, another toolkit's), after the RUNs."),
     overrides: list[str] = (),
 ) -> None:
     """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
@@ -237,13 +240,15 @@ def evaluate(
 
     options = TranslateOptions(_device(device), engine, tuple(overrides), threads,
                                glossary=glossary)
+    if hyps and not compare:
+        raise UsageError("eval", "'--hyp'", "it gives a system to compare: add --compare")
     if compare:
-        if len(runs) < 2:
-            raise UsageError("eval", "'--compare'", "give two or more RUNs, the first the "
-                             "baseline")
+        if len(runs) + len(hyps) < 2:
+            raise UsageError("eval", "'--compare'", "give two or more systems (RUNs, then "
+                             "--hyp files), the first the baseline")
         if output or metrics:
             raise UsageError("eval", "'--compare'", "not with --output or --metrics")
-        r = compare_runs(runs, split, src, ref, options, resamples, bootstrap_seed)
+        r = compare_runs(runs, split, src, ref, options, resamples, bootstrap_seed, hyps)
         print(json.dumps(r) if as_json else compare_table(r))
         return
     r = run_eval(runs, split, src, ref, output, options, metrics)

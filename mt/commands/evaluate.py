@@ -16,7 +16,7 @@ from mt.errors import DataError
 from mt.log import info
 from mt.metrics import compare, full_score
 from mt.records import Translation
-from mt.textio import split_path
+from mt.textio import read_lines, split_path
 
 SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming that split
 
@@ -82,10 +82,11 @@ def _translated(translator, src_lines: list[str], glossary) -> list[Translation]
 
 def compare_runs(run_paths: Sequence[Path], split: str = "test", src: str | None = None,
                  ref: str | None = None, options: TranslateOptions = TranslateOptions(),
-                 samples: int = 1000, seed: int = 12345) -> dict:
+                 samples: int = 1000, seed: int = 12345, hyps: Sequence[str] = ()) -> dict:
     """`mt eval --compare`: each run a system, translated with its own decode settings, on the
-    first run's split (or --src/--ref); their BLEU and chrF with 95% confidence intervals and
-    the paired bootstrap p-value of each against the first (mt.metrics.compare)."""
+    first run's split (or --src/--ref), then each file of hyps (`--hyp`) a system already
+    translated; their BLEU and chrF with 95% confidence intervals and the paired bootstrap
+    p-value of each against the first (mt.metrics.compare)."""
     if src is not None and ref is None:
         raise DataError(f"--src {src}: no reference translations to score against; add "
                         "--ref FILE")
@@ -99,8 +100,13 @@ def compare_runs(run_paths: Sequence[Path], split: str = "test", src: str | None
         t.matcher(glossary)
     src_path, ref_path = eval_files(translators[0], split, src, ref)
     src_lines, ref_lines = read_parallel(src_path, ref_path)
+    given = [(h, read_lines(h)) for h in hyps]  # read, and checked, before any translating
+    for h, lines in given:
+        if len(lines) != len(ref_lines):
+            raise DataError(f"--hyp {h}: {len(lines)} lines, but {ref_path} has "
+                            f"{len(ref_lines)}; give one translation per source line")
     systems = [(str(p), [t.text for t in _translated(tr, src_lines, glossary)])
-               for p, tr in zip(run_paths, translators, strict=True)]
+               for p, tr in zip(run_paths, translators, strict=True)] + given
     result = compare(systems, ref_lines, langs.pop(), samples, seed)
     result.update(src=str(src_path), ref=str(ref_path))
     return result
