@@ -1,8 +1,9 @@
-"""How far to trust a translation: features of each output from one teacher-forced pass, and a
-calibration (logistic regression) that maps them to the probability that the line is good.
+"""How far to trust a translation: features of each output, and a calibration (logistic
+regression) that maps them to the probability that the line is good.
 
-The features (per sentence, from the pass that scores the final output with its source, so the
-searches stay as they are; docs/confidence.md):
+The features (per sentence, docs/confidence.md) are defined by one teacher-forced pass of the
+output with its source (`features`); the searches record the same quantities as they decode
+(mt.trace), and `traced_features` reads them from that record, with no second pass:
 
 - mean_logprob, min_logprob: the log-probabilities of the output's tokens, <eos> included;
 - mean_entropy: the entropy (nats) of the distribution at each of those steps, averaged;
@@ -14,6 +15,11 @@ searches stay as they are; docs/confidence.md):
 - src_tokens: the source's length in tokens (short lines vary most);
 - nbest_disagreement, with several outputs a line (n-best lists, samples): 1 - the mean
   sentence chrF of the others against it (not read by the calibration, which sees one).
+- ensemble_disagreement, with an ensemble: the variance across its members of their mean
+  token log-probability of the output;
+- mc_dropout_logprob, mc_dropout_variance, with decode.mc_dropout N: the mean and variance of
+  the output's mean token log-probability over N passes with dropout on (`mc_dropout`).
+The last four are reported, not read by the calibration (fitted on one output, one model).
 
 A Calibration is fitted by `mt calibrate` on a held-out set: P(sentence chrF >= threshold) as a
 logistic regression on standardized features (Newton's method, numpy alone), kept in the run
