@@ -2,6 +2,8 @@
 
     python -m benchmarks.bench_confidence RUN [--cal SRC REF] [--test NAME SRC REF ...]
         [--threshold 50] [--plot FILE.png] [--rounds 2] [--cost-lines 500]
+    python -m benchmarks.bench_confidence RUN --cost [--beam 5] [--cost-lines 500]
+        [--cost-chunk 60] [--rounds 2]
     python -m benchmarks.bench_confidence RUN --smoke   # the toy corpus: does it still run?
 
 A copy of RUN (its checkpoint, config and vocabularies, in a temporary directory: RUN may be
@@ -15,22 +17,27 @@ calibration curve (--plot draws it, with matplotlib). Then the cost: translating
 --cost-lines lines of the first test set with and without decode.confidence, one thread,
 taking turns for --rounds rounds, each keeping its best. Test sets are for reporting: choices
 (threshold, features) are made on the calibration set.
+
+--cost measures the cost alone (no calibration, no quality): confidence off and on side by
+side, chunk by chunk in alternating rounds, the fastest of each and their ratio, at --beam
+(default the run's).
 """
 
 from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from sacrebleu.metrics import BLEU, CHRF
 
-from benchmarks.harness import MULTI30K, TOY, alternate, markdown, parse, parser, timer
+from benchmarks.harness import MULTI30K, TOY, alternate, markdown, parse, parser
 from mt.commands.calibrate import calibrate
 from mt.commands.options import TranslateOptions
-from mt.confidence import FEATURES, ece, spearman
+from mt.confidence import FEATURES, ece, features, spearman
 from mt.data import read_parallel
 from mt.translator import Translator
 
@@ -118,6 +125,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--threshold", type=float, default=50.0)
     ap.add_argument("--plot", help="the calibration curve of the first test set, as PNG")
     ap.add_argument("--cost-lines", type=int, default=500)
+    ap.add_argument("--cost", action="store_true", help="only the cost: on against off")
+    ap.add_argument("--cost-chunk", type=int, default=60,
+                    help="lines translated off and on in turns (the cost)")
+    ap.add_argument("--beam", type=int, help="the beam of the cost's translations")
     # the toy model translates val perfectly: other lines' references give both classes
     smoke = {"cal": [TOY / "toy.val.en", TOY / "toy.test.de"], "rounds": 1, "cost_lines": 50,
              "test": [["toy.test", TOY / "toy.test.en", TOY / "toy.test.de"]]}
@@ -127,6 +138,9 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = copy_run(args.run, Path(tmp))
+        if args.cost:
+            cost(ckpt, tests[0], args)
+            return
         options = TranslateOptions("cpu", threads=1)
         r = calibrate(ckpt, str(args.cal[0]), str(args.cal[1]), options, args.threshold)
         print(f"calibrated on {args.cal[0]}: {r['lines']} lines, {100 * r['positives']:.1f}% "
@@ -135,16 +149,91 @@ def main(argv: list[str] | None = None) -> None:
         for i, (name, src, ref) in enumerate(tests):
             measure(translator, name, Path(src), Path(ref), args.threshold,
                     args.plot if i == 0 else None)
-        lines = read_parallel(Path(tests[0][1]), Path(tests[0][2]))[0][: args.cost_lines]
-        plain = Translator.load(ckpt, "cpu", threads=1)
-        best = alternate({"off": timer(lambda: list(plain.translate_nbest_stream(lines, False))),
-                          "on": timer(lambda: list(translator.translate_nbest_stream(lines,
-                                                                                    False)))},
-                         args.rounds)
-        print(f"\ncost: {len(lines)} lines of {tests[0][0]}, one thread, best of "
-              f"{args.rounds}: {best['off']:.2f} s without, {best['on']:.2f} s with "
-              f"decode.confidence: +{100 * (best['on'] / best['off'] - 1):.1f}%")
+        cost(ckpt, tests[0], args)
 
+
+def cost(ckpt: Path, test: list, args) -> None:
+    """Translate the first --cost-lines lines of a test set with decode.confidence off and on,
+    one thread; print the time of each and their ratio, in wall-clock time and in the
+    process's CPU time (which waiting for a core shared with other processes does not
+    inflate).
+
+    The lines go in chunks of --cost-chunk (about a decoding batch each, a second or so to
+    translate); each chunk is translated off and on in turns for --rounds rounds, and each
+    keeps its fastest: short turns leave noise on a shared machine fewer places to land
+    unevenly than whole runs of minutes. A contender's time is the sum of its fastest per
+    chunk."""
+    lines = read_parallel(Path(test[1]), Path(test[2]))[0][: args.cost_lines]
+    beam = {} if args.beam is None else {"beam": args.beam}
+    plain = Translator.load(ckpt, "cpu", threads=1, **beam)
+    sure = Translator.load(ckpt, "cpu", threads=1, confidence=True, **beam)
+
+    def both(translator: Translator, chunk: list[str]):
+        def run(r: int) -> tuple[float, float]:
+            wall, cpu = time.perf_counter(), time.process_time()
+            list(translator.translate_nbest_stream(chunk, False))
+            return time.perf_counter() - wall, time.process_time() - cpu
+        return run
+
+    total = {"off": np.zeros(2), "on": np.zeros(2)}
+    for at in range(0, len(lines), args.cost_chunk):
+        chunk = lines[at: at + args.cost_chunk]
+        best = alternate({"off": both(plain, chunk), "on": both(sure, chunk)}, args.rounds,
+                         keep=lambda a, b: (min(a[0], b[0]), min(a[1], b[1])))
+        for name, t in best.items():
+            total[name] += t
+    print(f"\ncost: {len(lines)} lines of {test[0]}, beam {plain.decode_cfg.beam}, one "
+          f"thread, chunks of {args.cost_chunk}, each the fastest of {args.rounds} alternating "
+          "rounds; confidence off -> on:")
+    for i, what in enumerate(("wall-clock", "CPU time")):
+        off, on = total["off"][i], total["on"][i]
+        print(f"  {what}: {off:.2f} s -> {on:.2f} s: {on / off:.3f}x "
+              f"({100 * (on / off - 1):+.1f}%)")
+    searches(plain, lines, args)
+
+
+def searches(translator: Translator, lines: list[str], args) -> None:
+    """The search alone, on the same chunks and in the same turns: plain, recording the
+    confidence's features (trace), and plain followed by the teacher-forced pass that gave
+    them before (mt.confidence.features over the search's encoder output)."""
+    total = {k: np.zeros(2) for k in ("plain", "traced", "plain + teacher-forced pass")}
+    for at in range(0, len(lines), args.cost_chunk):
+        best = alternate(search_contenders(translator, lines[at: at + args.cost_chunk]),
+                         args.rounds, keep=lambda a, b: (min(a[0], b[0]), min(a[1], b[1])))
+        for name, t in best.items():
+            total[name] += t
+    base = total["plain"]
+    print("  the search alone (wall-clock, CPU time), against plain:")
+    for name, t in total.items():
+        print(f"    {name}: {t[0]:.2f} s, {t[1]:.2f} s: {t[0] / base[0]:.3f}x, "
+              f"{t[1] / base[1]:.3f}x")
+
+
+def search_contenders(translator: Translator, lines: list[str]) -> dict:
+    """alternate()'s contenders for one chunk of lines: each measures (wall, CPU) seconds."""
+    from mt.data import pad
+
+    model, cfg, engine = translator.model, translator.decode_cfg, translator.engine
+    toks = translator.src_tok.tokenize_many(lines)
+    src = pad([translator.run.src_vocab.encode(t) for t in toks if t])
+    with torch.no_grad():
+        memory = model.encode(src, model.src_mask(src))
+    outputs = [h.tokens for hyps in engine.search(src, cfg, False, memory=memory) for h in hyps]
+
+    def timed(fn):
+        def run(r: int) -> tuple[float, float]:
+            wall, cpu = time.perf_counter(), time.process_time()
+            fn()
+            return time.perf_counter() - wall, time.process_time() - cpu
+        return run
+
+    def forced() -> None:
+        engine.search(src, cfg, False, memory=memory)
+        features(model, src, outputs, 0, memory)
+
+    return {"plain": timed(lambda: engine.search(src, cfg, False, memory=memory)),
+            "traced": timed(lambda: engine.search(src, cfg, False, memory=memory, trace=True)),
+            "plain + teacher-forced pass": timed(forced)}
 
 if __name__ == "__main__":
     main()

@@ -111,6 +111,8 @@ DECODING = {
     "align": "Add Pharaoh i-j word alignments: a tab after each translation (docs/decoding.md).",
     "confidence": "With --format jsonl: each translation's confidence (0-1, with the run's "
                   "calibration) and its features (docs/confidence.md).",
+    "mc_dropout": "With --confidence: N more passes with dropout on; each translation gets the "
+                  "mean and variance of its log-probability over them (slow; docs/confidence.md).",
     "glossary_ignore_case": "With --glossary: match its source terms whatever their case.",
     "glossary_ordered": "With --glossary: its target terms in the order their source terms "
                         "occur (docs/terminology.md).",
@@ -196,7 +198,7 @@ GLOSSARY_HELP = ("A glossary, source term<TAB>target term a line: each output ho
 
 
 @app.command("eval")
-@_config_overrides(skip=("nbest", "samples", "align", "confidence"))
+@_config_overrides(skip=("nbest", "samples", "align", "confidence", "mc_dropout"))
 def evaluate(
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     split: str = typer.Option("test", "--split", callback=_one_of("mt.commands.evaluate:SPLITS"),
@@ -226,6 +228,9 @@ def evaluate(
                                   "resamples."),
     bootstrap_seed: int = typer.Option(12345, "--bootstrap-seed", min=1, help="--compare: "
                                        "the bootstrap's seed (sacreBLEU's SACREBLEU_SEED)."),
+    hyps: list[str] = typer.Option([], "--hyp", help="--compare: a system already "
+                                   "translated, one line per source line (an ensemble, "
+                                   "another beam, another toolkit's), after the RUNs."),
     overrides: list[str] = (),
 ) -> None:
     """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
@@ -240,13 +245,16 @@ def evaluate(
 
     options = TranslateOptions(_device(device), engine, tuple(overrides), threads,
                                glossary=glossary)
+    if hyps and not compare:
+        raise UsageError("eval", "'--hyp'", "it gives a system to compare: add --compare")
     if compare:
-        if len(runs) < 2:
-            raise UsageError("eval", "'--compare'", "give two or more RUNs, the first the "
-                             "baseline")
+        if len(runs) + len(hyps) < 2:
+            raise UsageError("eval", "'--compare'", "give two or more systems (RUNs, then "
+                             "--hyp files), the first the baseline")
         if output or metrics:
             raise UsageError("eval", "'--compare'", "not with --output or --metrics")
-        r = compare_runs(runs, split, src, ref, options, resamples, bootstrap_seed, pairs)
+        r = compare_runs(runs, split, src, ref, options, resamples, bootstrap_seed, hyps,
+                         pairs)
         print(json.dumps(r) if as_json else compare_table(r))
         return
     r = run_eval(runs, split, src, ref, output, options, metrics, pairs)
@@ -264,7 +272,7 @@ def evaluate(
 
 
 @app.command()
-@_config_overrides(skip=("nbest", "samples", "align", "confidence"))
+@_config_overrides(skip=("nbest", "samples", "align", "confidence", "mc_dropout"))
 def calibrate(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
     src: str = typer.Option(..., "--src", help="Held-out source lines (not the test set)."),

@@ -1,8 +1,9 @@
-"""How far to trust a translation: features of each output from one teacher-forced pass, and a
-calibration (logistic regression) that maps them to the probability that the line is good.
+"""How far to trust a translation: features of each output, and a calibration (logistic
+regression) that maps them to the probability that the line is good.
 
-The features (per sentence, from the pass that scores the final output with its source, so the
-searches stay as they are; docs/confidence.md):
+The features (per sentence, docs/confidence.md) are defined by one teacher-forced pass of the
+output with its source (`features`); the searches record the same quantities as they decode
+(mt.trace), and `traced_features` reads them from that record, with no second pass:
 
 - mean_logprob, min_logprob: the log-probabilities of the output's tokens, <eos> included;
 - mean_entropy: the entropy (nats) of the distribution at each of those steps, averaged;
@@ -14,6 +15,11 @@ searches stay as they are; docs/confidence.md):
 - src_tokens: the source's length in tokens (short lines vary most);
 - nbest_disagreement, with several outputs a line (n-best lists, samples): 1 - the mean
   sentence chrF of the others against it (not read by the calibration, which sees one).
+- ensemble_disagreement, with an ensemble: the variance across its members of their mean
+  token log-probability of the output;
+- mc_dropout_logprob, mc_dropout_variance, with decode.mc_dropout N: the mean and variance of
+  the output's mean token log-probability over N passes with dropout on (`mc_dropout`).
+The last four are reported, not read by the calibration (fitted on one output, one model).
 
 A Calibration is fitted by `mt calibrate` on a held-out set: P(sentence chrF >= threshold) as a
 logistic regression on standardized features (Newton's method, numpy alone), kept in the run
@@ -22,6 +28,8 @@ directory as calibration.json beside the checkpoint it was fitted for.
 
 from __future__ import annotations
 
+import copy
+import itertools
 import json
 import math
 import zlib
@@ -35,6 +43,7 @@ from mt.data import pad
 from mt.errors import CheckpointError
 from mt.log import warn
 from mt.textio import atomic_write
+from mt.trace import Trace
 from mt.vocab import EOS, PAD, start_id
 
 FEATURES = ("mean_logprob", "min_logprob", "mean_entropy", "length_ratio", "coverage",
@@ -45,41 +54,67 @@ FLAGGED = {"coverage": (1, None), "repetition": (None, 99), "length_ratio": (1, 
 FORMAT = 1
 
 
+def summary(y: list[int], logprobs: list[float], entropy: list[float],
+            received: list[float], members: list[float] | None = None) -> dict[str, float]:
+    """One output's features from what its steps gave (mt.trace.Trace, or a teacher-forced
+    pass): y its ids (no <eos>); per step (its tokens, <eos> last) the log-probability and
+    the entropy; the attention each source token (no tag, no padding) received over the steps;
+    an ensemble's members' summed log-probabilities of the steps' tokens."""
+    bigrams = list(zip(y, y[1:]))
+    repeats = sum(g in bigrams[:i] for i, g in enumerate(bigrams))
+    s = len(received)
+    found = {
+        "mean_logprob": sum(logprobs) / len(logprobs),
+        "min_logprob": min(logprobs),
+        "mean_entropy": sum(entropy) / len(entropy),
+        "length_ratio": len(y) / max(s, 1),
+        "coverage": sum(min(r, 1.0) for r in received) / s if s > 0 else 1.0,
+        "repetition": repeats / len(bigrams) if bigrams else 0.0,
+        "src_tokens": float(s),
+    }
+    if members is not None:
+        found["ensemble_disagreement"] = float(np.var([m / len(logprobs) for m in members]))
+    return found
+
+
+def traced_features(traces: list[Trace], outputs: list[list[int]], lengths: list[int],
+                    lead: int = 0) -> tuple[list[dict[str, float]], list[list[float]]]:
+    """The features of outputs (ids, no <eos>) from what the search recorded of them
+    (mt.trace), each with the length of its source row (tag tokens and all, no padding) and
+    `lead` tag tokens at its start -> as `features` gives them."""
+    found = [summary(y, tr.logprobs, tr.entropy, tr.received[lead:n], tr.members)
+             for tr, y, n in zip(traces, outputs, lengths, strict=True)]
+    return found, [tr.logprobs for tr in traces]
+
+
 @torch.no_grad()
 def features(model, src: torch.Tensor, outputs: list[list[int]], lead: int = 0,
-             memory: torch.Tensor | None = None
-             ) -> tuple[list[dict[str, float]], list[list[float]]]:
+             memory=None) -> tuple[list[dict[str, float]], list[list[float]]]:
     """src (B, S) padded ids, an output (ids, no <eos>) per row -> per row its features (a dict
-    over FEATURES) and its tokens' log-probabilities (<eos> last); lead: tag tokens at the
-    start of each source row, not counted as the source. memory: a Seq2Seq's encode(src),
-    where the caller has it (not encoded again)."""
+    over FEATURES, and ensemble_disagreement for an ensemble) and its tokens'
+    log-probabilities (<eos> last), from one teacher-forced pass: the definition the searches'
+    traces (traced_features) are tested against. lead: tag tokens at the start of each source
+    row, not counted as the source. memory: the model's encode(src), where the caller has it."""
     tgt_in = pad([[start_id(model.cfg.decoder_start)] + y for y in outputs]).to(src.device)
-    # (B, T+1, V), per layer (B, H, T+1, S)
-    lprobs, layers = _teacher_forced(model, src, tgt_in, memory)
+    # (B, T+1, V), per layer (B, H, T+1, S), an ensemble's per member (B, T+1, V)
+    lprobs, layers, members = _teacher_forced(model, src, tgt_in, memory)
     tgt_out = pad([y + [EOS] for y in outputs]).to(src.device)
     picked = lprobs.gather(-1, tgt_out[..., None]).squeeze(-1)  # (B, T+1)
     entropy = -(lprobs.exp() * lprobs).nan_to_num().sum(-1)  # 0 * -inf is 0, not NaN
     attn = torch.stack([w.float().mean(1) for w in layers]).mean(0)  # (B, T+1, S)
     steps = tgt_out != PAD
     received = (attn * steps[..., None]).sum(1)  # (B, S)
+    if members is not None:  # (B, M) each member's summed log-probability of the steps' tokens
+        members = torch.stack([(m.gather(-1, tgt_out[..., None]).squeeze(-1) * steps).sum(1)
+                               for m in members], dim=1).tolist()
     lengths = (src != PAD).sum(1).tolist()
     found, token_lps = [], []
     for b, y in enumerate(outputs):
-        n, s = len(y) + 1, lengths[b] - lead
-        lp = picked[b, :n].double()
-        bigrams = list(zip(y, y[1:]))
-        repeats = sum(g in bigrams[:i] for i, g in enumerate(bigrams))
-        found.append({
-            "mean_logprob": lp.mean().item(),
-            "min_logprob": lp.min().item(),
-            "mean_entropy": entropy[b, :n].double().mean().item(),
-            "length_ratio": len(y) / max(s, 1),
-            "coverage": received[b, lead: lengths[b]].clamp(max=1).double().mean().item()
-            if s > 0 else 1.0,
-            "repetition": repeats / len(bigrams) if bigrams else 0.0,
-            "src_tokens": float(s),
-        })
-        token_lps.append(lp.tolist())
+        n = len(y) + 1
+        lp = picked[b, :n].tolist()
+        found.append(summary(y, lp, entropy[b, :n].tolist(), received[b, lead: lengths[b]].tolist(),
+                             None if members is None else members[b]))
+        token_lps.append(lp)
     return found, token_lps
 
 
@@ -94,17 +129,48 @@ def disagreement(texts: list[str]) -> list[float]:
             / (100 * (len(texts) - 1)) for i, t in enumerate(texts)]
 
 
-def _teacher_forced(model, src: torch.Tensor, tgt_in: torch.Tensor,
-                    memory: torch.Tensor | None = None):
-    """Log-probabilities (B, T, V) and each decoder layer's cross-attention (B, H, T, S): one
-    pass for a Seq2Seq (memory: its encode(src), or None); an ensemble (mt.ensemble, no
-    weights from its decode) takes two."""
-    if hasattr(model, "decoder"):
-        mask = model.src_mask(src)
-        cache = model.start_cache(model.encode(src, mask) if memory is None else memory, mask)
-        states, _, layers = model.decode(tgt_in, cache, need_weights=True)
-        return model.log_probs(model.next_scores(states)), layers
-    return model.log_probs(model(src, tgt_in)), model.cross_attention(src, tgt_in)
+def _teacher_forced(model, src: torch.Tensor, tgt_in: torch.Tensor, memory=None):
+    """Log-probabilities (B, T, V), each decoder layer's cross-attention (B, H, T, S) and, for an
+    ensemble (mt.ensemble), each member's log-probabilities (B, T, V) (else None), from one
+    pass over memory (the model's encode(src); encoded here if None)."""
+    mask = model.src_mask(src)
+    cache = model.start_cache(model.encode(src, mask) if memory is None else memory, mask)
+    ensemble = getattr(model, "members", 0) > 0
+    out = model.decode(tgt_in, cache, need_weights=True, **({"members": True} if ensemble else {}))
+    return model.log_probs(model.next_scores(out[0])), out[2], out[3] if ensemble else None
+
+
+def dropout_twin(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of the model that shares its weights, in training mode (its dropout on), for
+    mc_dropout: the model itself stays in evaluation mode for the searches, which other
+    threads may be running with it."""
+    shared = {id(t): t for t in itertools.chain(model.parameters(), model.buffers())}
+    return copy.deepcopy(model, memo=shared).train()
+
+
+@torch.no_grad()
+def mc_dropout(twin: torch.nn.Module, src: torch.Tensor, outputs: list[list[int]],
+               passes: int, seed: int = 0) -> list[dict[str, float]]:
+    """Monte Carlo dropout: `passes` teacher-forced passes of the outputs (ids, no <eos>) with
+    dropout on (twin: dropout_twin of the model), seeded by `seed` -> per row
+    mc_dropout_logprob, the mean over the passes of the output's mean token log-probability
+    (<eos> included), and mc_dropout_variance, their variance: how much the model's belief
+    in this output hangs on which units it happens to use (Fomicheva et al. 2020, D-TP and
+    D-Var). The encoder runs in every pass: its dropout is part of it."""
+    tgt_in = pad([[start_id(twin.cfg.decoder_start)] + y for y in outputs]).to(src.device)
+    tgt_out = pad([y + [EOS] for y in outputs]).to(src.device)
+    steps = tgt_out != PAD
+    means = []
+    devices = [src.device.index or 0] if src.device.type == "cuda" else []
+    with torch.random.fork_rng(devices):  # the caller's random state as it was
+        torch.manual_seed(seed)
+        for _ in range(passes):
+            lprobs = twin.log_probs(twin(src, tgt_in))  # (B, T+1, V)
+            picked = lprobs.gather(-1, tgt_out[..., None]).squeeze(-1) * steps
+            means.append((picked.double().sum(1) / steps.sum(1)).tolist())  # (B,)
+    per_row = np.array(means).T  # (B, passes)
+    return [{"mc_dropout_logprob": float(r.mean()), "mc_dropout_variance": float(r.var())}
+            for r in per_row]
 
 
 def model_inputs(rows: list[dict[str, float]]) -> np.ndarray:

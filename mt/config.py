@@ -161,9 +161,12 @@ class DecodeConfig:
     seed: int = 0  # sampling: one seed, one set of outputs (docs/decoding.md)
     tag: str = ""  # put before each source line: one of the model's corpus tags, e.g. <2de>
     align: bool = False  # Pharaoh word alignments with each translation (docs/decoding.md)
-    # per-sentence features and (with the run's calibration) a confidence, from one more
-    # teacher-forced pass (docs/confidence.md)
+    # per-sentence features and (with the run's calibration) a confidence, recorded by the
+    # search (docs/confidence.md)
     confidence: bool = False
+    # with confidence: N teacher-forced passes with dropout on give each output the mean and
+    # the variance of its mean token log-probability (Monte Carlo dropout); 0 = off
+    mc_dropout: int = 0
     # with a glossary (docs/terminology.md): its source terms match whatever their case; its
     # target terms must come in the order their source terms occur in the line
     glossary_ignore_case: bool = False
@@ -394,7 +397,8 @@ def _coerce(value: object, kind: type, blame: Callable[[str], str], key: str):
 # value reaches torch or numpy arithmetic that overflows; the keys in LIMITS have lower bounds,
 # since their values size what is allocated (docs/configuration.md#bounds).
 INT_MAX = 2**31 - 1
-LIMITS = {"decode.beam": 1024, "decode.samples": 1024, "data.train.weight": 100.0}
+LIMITS = {"decode.beam": 1024, "decode.samples": 1024, "decode.mc_dropout": 1024,
+          "data.train.weight": 100.0}
 
 
 def _bound_problems(value: object, key: str) -> Iterator[Problem]:
@@ -501,6 +505,11 @@ def _range_problems(cfg: Config) -> list[Problem]:
         ("decode.topk", dec.topk > 0, "decode.topk must be positive"),
         ("decode.topp", 0 < dec.topp <= 1, "decode.topp must be in (0, 1]"),
         ("decode.samples", dec.samples >= 1, "decode.samples must be at least 1"),
+        ("decode.mc_dropout", dec.mc_dropout == 0 or dec.mc_dropout >= 2,
+         "decode.mc_dropout must be 0 (off) or at least 2 passes (a variance needs two)"),
+        (("decode.mc_dropout", "decode.confidence"), dec.mc_dropout == 0 or dec.confidence,
+         "decode.mc_dropout needs decode.confidence (--confidence): its passes are confidence "
+         "features"),
         (("decode.samples", "decode.sampling"), dec.samples == 1 or dec.sampling != "none",
          "decode.samples > 1 needs decode.sampling topk or topp (for several beam outputs, "
          "decode.nbest)"),

@@ -25,6 +25,10 @@ no <eos> before every term is met, and the beam dealt among hypotheses by how mu
 terms they hold (mt.constrained). The length budget grows to hold the prefix and the terms.
 
 `model` is anything Decodable: a Seq2Seq, or several as one (mt.ensemble.Ensemble).
+
+With `trace`, each search also records what mt.confidence reads of each output (mt.trace):
+the tokens' log-probabilities and entropies, the attention each source position received and,
+for an ensemble, each member's log-probability; a Hypothesis carries it as `trace`.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ import torch.nn.functional as F
 
 from mt.config import LENGTH_NORMS, DecodeConfig, ModelConfig
 from mt.constrained import Terms, TermState
+from mt.trace import Step, Trace, Traced
 from mt.vocab import EOS, PAD, start_id
 
 CHUNK = 64  # scores per chunk, in beam_step and argmax
@@ -60,8 +65,11 @@ class Decodable(Protocol):
     def start_cache(self, memory: Any, src_mask: torch.Tensor) -> Any:
         """The decoder's cache, with a reorder(index, group=None) method (beams move)."""
 
-    def decode(self, tgt: torch.Tensor, cache: Any) -> tuple:
-        """tgt (B, T) new tokens -> (states (B, T, ...), the cache extended)."""
+    def decode(self, tgt: torch.Tensor, cache: Any, need_weights: bool = False) -> tuple:
+        """tgt (B, T) new tokens -> (states (B, T, ...), the cache extended); need_weights:
+        a third item, each decoder layer's cross-attention (B, H, T, S). An ensemble (its
+        `members`, the number of its models) takes members=True for a fourth: each member's
+        log-probabilities (B, T, V)."""
 
     def next_scores(self, states: torch.Tensor) -> torch.Tensor:
         """states (r, ...) -> next-token scores (r, V) whose argmax greedy takes."""
@@ -81,6 +89,8 @@ class Hypothesis:
     # (T, S): the cross-attention (layers and heads averaged) of the step that chose each
     # token, over the padded source; beam search gives it when asked (attend)
     attention: torch.Tensor | None = field(default=None, compare=False, repr=False)
+    # what mt.confidence reads of it, recorded by the search when asked (trace)
+    trace: Trace | None = field(default=None, compare=False, repr=False)
 
 
 def length_penalty(length: torch.Tensor | int, norm: str, alpha: float) -> torch.Tensor | float:
@@ -230,27 +240,46 @@ Choose = Callable[[torch.Tensor, torch.Tensor, int], torch.Tensor]
 Memory = Any
 
 
+def _decode(model: Decodable, prev: torch.Tensor, cache: Any, weights: bool, members: bool
+            ) -> tuple[torch.Tensor, Any, list | None, list | None]:
+    """model.decode of the newest tokens prev (r, 1) -> (states, cache, each layer's
+    cross-attention where `weights`, each member's log-probabilities where `members` (an
+    ensemble's, for a trace)), None for what was not asked."""
+    if members:
+        return model.decode(prev, cache, need_weights=True, members=True)
+    if weights:
+        return (*model.decode(prev, cache, need_weights=True), None)
+    return (*model.decode(prev, cache), None, None)
+
+
+def _tracer(model: Decodable, rows: int, S: int, device: torch.device, trace: bool
+            ) -> Traced | None:
+    """The empty record of a search's rows, where traced."""
+    return Traced.start(rows, S, getattr(model, "members", 0), device) if trace else None
+
+
 @torch.no_grad()
 def greedy(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
-           prefix: torch.Tensor | None = None, memory: Memory | None = None
-           ) -> list[list[int]]:
+           prefix: torch.Tensor | None = None, memory: Memory | None = None,
+           trace: bool = False) -> list[list[int]] | list[tuple[list[int], Trace]]:
     """src (B, S) -> for each sentence the argmax token ids, without <bos>/<eos> (after its
-    prefix's, when one is forced).
+    prefix's, when one is forced); with trace, (ids, its Trace) for each.
 
     Greedy keeps its own loop (`incremental`, shared with sampling) rather than running beam
     search with K=1: it needs no log-softmax, no finished lists and no bound, and training
     validates with it.
     """
     return incremental(model, src, cfg, lambda scores, rows, t: argmax(scores), prefix=prefix,
-                       memory=memory)
+                       memory=memory, trace=trace)
 
 
 def incremental(model: Decodable, src: torch.Tensor, cfg: DecodeConfig, choose: Choose,
                 copies: int = 1, prefix: torch.Tensor | None = None,
-                memory: Memory | None = None) -> list[list[int]]:
+                memory: Memory | None = None, trace: bool = False
+                ) -> list[list[int]] | list[tuple[list[int], Trace]]:
     """src (B, S) -> B * copies outputs (sentence-major: copies rows per sentence), one token
     per step picked by `choose` (greedy's argmax, a Sampler's draw) from what the Constraints
-    leave.
+    leave; with trace, each with its Trace (mt.trace).
 
     The encoder runs once; each step feeds only the newest token and extends the cache.
     Finished rows leave the batch, so later steps cost only what is still running.
@@ -263,23 +292,35 @@ def incremental(model: Decodable, src: torch.Tensor, cfg: DecodeConfig, choose: 
     rows = torch.arange(B, device=src.device)  # original row of each live row
     if copies > 1:  # each copy its own row, sharing the sentence's encoder output
         cache = cache.reorder(rows // copies, group=1)
-    out: list[list[int]] = [[] for _ in range(B)]
+    out: list = [[] for _ in range(B)]
     hyp = torch.empty(B, 0, dtype=torch.long, device=src.device)  # (b, t) tokens so far
     prev = torch.full((B, 1), start_id(model.cfg.decoder_start), dtype=torch.long,
                       device=src.device)
+    traced = _tracer(model, B, src.size(1), src.device, trace)
     for t in range(int(constraints.limits.max()) + 1):
-        states, cache = model.decode(prev, cache)
-        scores = constraints.apply(model.next_scores(states[:, -1]), t, hyp, rows)
+        states, cache, layers, members = _decode(model, prev, cache, trace,
+                                                 trace and traced.members is not None)
+        scores = model.next_scores(states[:, -1])
+        if traced is not None:  # before the constraints change the scores in place
+            step = Step.of(model.log_probs(scores), layers, members)
+        scores = constraints.apply(scores, t, hyp, rows)
         tok = choose(scores, rows, t)  # (b,)
         hyp = torch.cat([hyp, tok[:, None]], dim=1)
+        if traced is not None:
+            traced = traced.extend(torch.arange(len(tok), device=tok.device), step, tok)
         done = tok == EOS
         if done.any():
-            for i in done.nonzero().flatten().tolist():
-                out[rows[i]] = hyp[i, :-1].tolist()
+            ended = done.nonzero().flatten()
+            ids = [hyp[i, :-1].tolist() for i in ended.tolist()]
+            if traced is not None:
+                ids = list(zip(ids, traced.select(ended).traces(), strict=True))
+            for i, found in zip(rows[ended].tolist(), ids, strict=True):
+                out[i] = found
             keep = (~done).nonzero().flatten()
             if keep.numel() == 0:
                 break
             rows, hyp, tok, cache = rows[keep], hyp[keep], tok[keep], cache.reorder(keep)
+            traced = None if traced is None else traced.select(keep)
         prev = tok[:, None]
     return out
 
@@ -388,10 +429,10 @@ def _passes(weights: torch.Tensor, cum: torch.Tensor, target: torch.Tensor) -> t
 
 @torch.no_grad()
 def sample(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
-           prefix: torch.Tensor | None = None, memory: Memory | None = None
-           ) -> list[list[int]]:
+           prefix: torch.Tensor | None = None, memory: Memory | None = None,
+           trace: bool = False) -> list[list[int]] | list[tuple[list[int], Trace]]:
     """src (B, S) -> B * decode.samples sampled outputs (decode.samples per sentence, in
-    turn), greedy's loop with `draw` for argmax.
+    turn), greedy's loop with `draw` for argmax; with trace, each with its Trace.
 
     Each output draws two uniforms per step (`draw`) from its own CPU torch.Generator, seeded
     by `sample_seed`; so an output depends on decode.seed, its source line, its number and the
@@ -412,7 +453,7 @@ def sample(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     def choose(scores: torch.Tensor, rows: torch.Tensor, t: int) -> torch.Tensor:
         return draw(scores, cfg, uniforms[rows, t])
 
-    return incremental(model, src, cfg, choose, n, prefix, memory)
+    return incremental(model, src, cfg, choose, n, prefix, memory, trace)
 
 
 @torch.no_grad()
@@ -487,7 +528,8 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor, K: int
 @torch.no_grad()
 def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
                 prefix: torch.Tensor | None = None, terms: Terms | None = None,
-                memory: Memory | None = None, attend: bool = False) -> list[list[Hypothesis]]:
+                memory: Memory | None = None, attend: bool = False, trace: bool = False
+                ) -> list[list[Hypothesis]]:
     """src (B, S) -> for each sentence up to cfg.nbest distinct hypotheses, best first; with a
     prefix (B, P), each starting with its sentence's (the forced token is a beam's only
     candidate, so the beams behind a prefix are one live beam and impossible ones); with
@@ -500,7 +542,8 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     the beams with one `cache.reorder`, which also drops the rows of sentences that are done.
 
     A sentence stops when its n-best list is final (see `_done`); the search ends when every
-    sentence has stopped.
+    sentence has stopped. attend: each hypothesis gets its cross-attention (a Seq2Seq's);
+    trace: its Trace (mt.trace), moved along with the beams like their tokens.
     """
     K, n, V = cfg.beam, min(cfg.nbest, cfg.beam), model.vocab_size
     norm, alpha = cfg.length_norm, cfg.length_penalty
@@ -520,15 +563,15 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     # attend: each live beam's cross-attention so far (b*k, t, S), moved with its tokens, so
     # that word alignments need no second, teacher-forced pass (a Seq2Seq's decode only)
     seen = torch.empty(B, 0, src.size(1), device=dev) if attend else None
+    traced = _tracer(model, B, src.size(1), dev, trace)
     for t in range(int(limits.max()) + 1):
-        if seen is not None:
-            states, cache, layers = model.decode(prev, cache, need_weights=True)
-            step = torch.stack([w[:, :, -1].float().mean(1) for w in layers]).mean(0)  # (b*k, S)
-        else:
-            states, cache = model.decode(prev, cache)
+        states, cache, layers, members = _decode(model, prev, cache, attend or trace,
+                                                 trace and traced.members is not None)
+        lprobs = model.log_probs(model.next_scores(states[:, -1]))  # (b*k, V)
+        if layers is not None:  # this step's record, before the constraints change lprobs
+            step = Step.of(lprobs if trace else None, layers, members)
         b, k = scores.shape
-        lprobs = constraints.apply(model.log_probs(model.next_scores(states[:, -1])), t, hyp,
-                                   rows.repeat_interleave(k), state)  # (b*k, V)
+        lprobs = constraints.apply(lprobs, t, hyp, rows.repeat_interleave(k), state)
         top, tokens, beams = beam_step(lprobs.view(b, k, V), scores, K)  # (b, 2K) each
         if state is not None:  # (b, N) each, in the order the banks deal them
             top, tokens, beams, state = terms.step(lprobs.view(b, k, V), scores, state,
@@ -548,9 +591,11 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
             scored = final[sent, rank].tolist()
             held = ([True] * len(scored) if state is None else
                     state.complete[sent * N + rank].tolist())  # step's states
-            for s, toks, sc, h, a in zip(rows[sent].tolist(), prefixes, scored, held, looked,
-                                         strict=True):
-                finished[s].append(Hypothesis(toks, sc, h, a))
+            traces = ([None] * len(prefixes) if traced is None else
+                      traced.extend(ended, step, tokens[sent, rank]).traces())
+            for s, toks, sc, h, a, tr in zip(rows[sent].tolist(), prefixes, scored, held,
+                                             looked, traces, strict=True):
+                finished[s].append(Hypothesis(toks, sc, h, a, tr))
 
         # 2) the K best candidates that do not end stay live, best first (with terms: the
         # first K in the order the banks deal them)
@@ -568,8 +613,10 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
         prev = tokens[keep].reshape(-1, 1)
         hyp = torch.cat([hyp.index_select(0, moved), prev], dim=1)
         if seen is not None:
-            seen = torch.cat([seen.index_select(0, moved), step.index_select(0, moved)[:, None]],
-                             dim=1)
+            seen = torch.cat([seen.index_select(0, moved),
+                              step.attention.index_select(0, moved)[:, None]], dim=1)
+        if traced is not None:
+            traced = traced.extend(moved, step, prev.flatten())
         rows, scores, kept = rows[keep], scores[keep], kept[keep]
         if state is not None:
             state = state.index((keep[:, None] * N + live[keep]).flatten())

@@ -47,24 +47,28 @@ class ModelEngine:
 
     def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool,
                prefix: torch.Tensor | None = None, terms: Terms | None = None,
-               memory: Memory | None = None, attend: bool = False
+               memory: Memory | None = None, attend: bool = False, trace: bool = False
                ) -> list[list[Hypothesis]]:
         """memory: the model's encode(src), when the caller has it (mt.decode.Memory).
         attend: beam search gives each hypothesis its cross-attention (Hypothesis.attention),
-        where it can (a Seq2Seq); else the caller computes it."""
+        where it can (a Seq2Seq); else the caller computes it. trace: each hypothesis gets
+        what mt.confidence reads of it (Hypothesis.trace, mt.trace), from the search itself."""
         self.model.eval()
         if cfg.beam > 1:
             return beam_search(self.model, src, cfg, prefix, terms, memory,
-                               attend and isinstance(self.model, Seq2Seq))
+                               attend and isinstance(self.model, Seq2Seq), trace)
         if terms is not None:
             raise ConfigError(GREEDY_GLOSSARY)
         n = cfg.samples if cfg.sampling != "none" else 1
         hyps = (sample if cfg.sampling != "none" else greedy)(self.model, src, cfg, prefix,
-                                                               memory)
+                                                               memory, trace)
+        traces = [None] * len(hyps)
+        if trace:
+            hyps, traces = [h for h, _ in hyps], [t for _, t in hyps]
         # Neither scores; rescore (one teacher-forced pass) only when scores are shown.
         scores = (sequence_scores(self.model, src.repeat_interleave(n, 0), hyps, cfg) if scored
                   else [float("nan")] * len(hyps))
-        found = [Hypothesis(h, s) for h, s in zip(hyps, scores, strict=True)]
+        found = [Hypothesis(h, s, trace=t) for h, s, t in zip(hyps, scores, traces, strict=True)]
         return [found[i: i + n] for i in range(0, len(found), n)]
 
 

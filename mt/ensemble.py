@@ -55,16 +55,29 @@ class Ensemble(nn.Module):
         return EnsembleCache([m.start_cache(x, src_mask)
                               for m, x in zip(self.models, memories, strict=True)])
 
-    def decode(self, tgt: torch.Tensor, cache: EnsembleCache
-               ) -> tuple[torch.Tensor, EnsembleCache]:
-        """tgt (B, T) -> the mean log-probabilities (B, T, V), float32, and the caches."""
-        total, caches = None, []
+    @property
+    def members(self) -> int:
+        """The number of models (mt.decode: a trace records each one's log-probabilities)."""
+        return len(self.models)
+
+    def decode(self, tgt: torch.Tensor, cache: EnsembleCache, need_weights: bool = False,
+               members: bool = False) -> tuple:
+        """tgt (B, T) -> the mean log-probabilities (B, T, V), float32, and the caches; with
+        need_weights, a third item: every model's decoder layers' cross-attention weights
+        (B, H_m, T, S), one model's after the other's (as cross_attention); with members (and
+        need_weights), a fourth: each model's log-probabilities (B, T, V)."""
+        total, caches, weights, each = None, [], [], []
         for m, c in zip(self.models, cache.caches, strict=True):
-            states, c = m.decode(tgt, c)
+            states, c, *w = m.decode(tgt, c, need_weights)
             lprobs = m.log_probs(m.next_scores(states))  # a new tensor: summed into in place
+            if members:
+                each.append(lprobs)
+                lprobs = lprobs.clone() if total is None else lprobs
             total = lprobs if total is None else total.add_(lprobs)
             caches.append(c)
-        return total.div_(len(self.models)), EnsembleCache(caches)
+            weights += w[0] if need_weights else []
+        out = (total.div_(len(self.models)), EnsembleCache(caches))
+        return out + ((weights,) if need_weights else ()) + ((each,) if members else ())
 
     def next_scores(self, states: torch.Tensor) -> torch.Tensor:
         """decode's "states" are already the next-token scores: the mean log-probabilities."""

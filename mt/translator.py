@@ -296,6 +296,17 @@ class Translator:
             return None
         return confidence.for_run(self.run.checkpoint, self.run.step)
 
+    @functools.cached_property
+    def _dropout_twin(self) -> torch.nn.Module:
+        """The model with its dropout on, sharing its weights (decode.mc_dropout); a warning
+        where the model has no dropout to turn on."""
+        m = self.run.cfg.model
+        if not any(r for r in (m.dropout, m.attention_dropout, m.activation_dropout)):
+            warn("decode.mc_dropout: the model has no dropout (model.dropout 0), so every pass "
+                 "is the same and the variance 0; give the passes some with --set "
+                 "model.dropout=0.1")
+        return confidence.dropout_twin(self.model)
+
     def _check_attention(self, what: str) -> None:
         if self.model is None:
             raise ConfigError(f"{what} come from mt's own search (its cross-attention), not "
@@ -358,8 +369,9 @@ class Translator:
             if cfg.align or attention or cfg.confidence:  # encoded once: search and passes
                 with torch.no_grad():
                     memory = self.model.encode(src, self.model.src_mask(src))
-                # beam search keeps the alignment's attention as it goes (no second pass)
-                more = (memory, cfg.align and not attention)
+                # the search keeps the alignment's attention and the confidence's record as
+                # it goes (no second pass)
+                more = (memory, cfg.align and not attention, cfg.confidence)
             found = self.engine.search(src, cfg, scored, prefix, terms, *more)
             done = [[Translation(self.detokenize(h.tokens), h.score) for h in hyps]
                     for hyps in found]
@@ -372,7 +384,7 @@ class Translator:
                 self._attend(src, [tokens[i] for i in group], found, done, len(lead),
                              cfg.align, attention, memory)
             if cfg.confidence:
-                self._confide(src, found, done, len(lead), memory)
+                self._confide(src, found, done, len(lead), memory, cfg)
             return done
 
         for group, done in zip(groups, self.streams.map(decode, groups), strict=True):
@@ -427,15 +439,26 @@ class Translator:
                                         _labels(out_tokens, self.tgt_tok) + ends)
 
     def _confide(self, src: torch.Tensor, found: list[list[Hypothesis]],
-                 out: list[list[Translation]], lead: int, memory: Memory) -> None:
+                 out: list[list[Translation]], lead: int, memory: Memory,
+                 cfg: DecodeConfig) -> None:
         """Give each translation of a batch its features, its words' probabilities and, with
-        a calibration, its confidence (mt.confidence: one more teacher-forced pass, over
-        memory, the search's encoder output)."""
+        a calibration, its confidence (mt.confidence), from what the search recorded of it
+        (mt.trace; a teacher-forced pass over memory, the search's encoder output, for an
+        engine that records nothing); with decode.mc_dropout, N passes more."""
         rows = [b for b, hyps in enumerate(found) for _ in hyps]
         outputs = [h.tokens for hyps in found for h in hyps]
-        picked = _rows(memory, rows)  # an ensemble's (a list) is encoded again, by it
-        feats, lps = confidence.features(self.model, src[rows], outputs, lead,
-                                         None if isinstance(picked, list) else picked)
+        traces = [h.trace for hyps in found for h in hyps]
+        if all(tr is not None for tr in traces):
+            lengths = (src[rows] != PAD).sum(1).tolist()
+            feats, lps = confidence.traced_features(traces, outputs, lengths, lead)
+        else:
+            feats, lps = confidence.features(self.model, src[rows], outputs, lead,
+                                             _rows(memory, rows))
+        if cfg.mc_dropout:
+            drawn = confidence.mc_dropout(self._dropout_twin, src[rows], outputs,
+                                          cfg.mc_dropout, cfg.seed)
+            for f, d in zip(feats, drawn, strict=True):
+                f.update(d)
         cal = self.calibration
         probs = cal.predict(feats) if cal else [None] * len(feats)
         for ts in out:

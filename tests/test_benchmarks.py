@@ -84,7 +84,8 @@ def test_bench_decode_runs_in_smoke_mode(tiny_run):
 def test_bench_confidence_runs_in_smoke_mode(tiny_run):
     out = run_benchmark("bench_confidence", str(tiny_run))
     assert "| signal | Pearson | Spearman |" in out and "| kept X% | 100 | 90 |" in out
-    assert "decode.confidence: +" in out
+    assert "confidence off -> on:" in out and "  CPU time: " in out
+    assert "plain + teacher-forced pass: " in out  # the search alone, too
 
 
 def test_bench_terminology_runs_in_smoke_mode(tiny_run, tmp_path):

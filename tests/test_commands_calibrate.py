@@ -98,3 +98,27 @@ def test_coverage_drops_where_the_output_leaves_a_source_word_out(tiny_run):
                                          run.tgt_vocab.encode(out_omitted)])
     assert found[1]["coverage"] < found[0]["coverage"] - 0.02
     assert found[1]["mean_logprob"] < found[0]["mean_logprob"]
+
+
+def test_mc_dropout_gives_each_line_the_mean_and_variance_of_its_passes(tiny_run, tmp_path):
+    """--mc-dropout N: N passes with the model's dropout on, seeded (decode.seed), so the same
+    command gives the same figures; the toy model trained without dropout is told so."""
+    src = tmp_path / "in.en"
+    src.write_text("Yesterday zebras bought forty two red dogs.\nYou see four red cats.\n")
+    args = ["translate", str(tiny_run), "-i", str(src), "--format", "jsonl", "--confidence",
+            "--mc-dropout", "4", "--set", "model.dropout=0.2"]
+    runs = [run_mt(*args) for _ in range(2)]
+    assert all(r.code == 0 for r in runs), runs[0].err
+    first = [json.loads(line) for line in runs[0].out.splitlines()]
+    assert runs[0].out == runs[1].out  # seeded: the same passes
+    for rec in first:
+        f = rec["features"]
+        assert f["mc_dropout_variance"] > 0 and f["mc_dropout_logprob"] < 0
+        assert set(f) >= {"mean_logprob", "coverage"}  # beside the search's features
+    plain = run_mt("translate", str(tiny_run), "-i", str(src), "--format", "jsonl",
+                   "--confidence", "--mc-dropout", "3")
+    assert plain.code == 0 and "the model has no dropout" in plain.err
+    assert all(json.loads(line)["features"]["mc_dropout_variance"] < 1e-20  # rounding only
+               for line in plain.out.splitlines())
+    assert_user_error(run_mt("translate", str(tiny_run), "-i", str(src), "--mc-dropout", "4"),
+                      3, "--mc-dropout 4", "needs decode.confidence")

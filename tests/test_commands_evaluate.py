@@ -119,3 +119,31 @@ def test_eval_pairs_is_refused_with_src_or_a_name_that_says_no_format(cli, tmp_p
     assert_user_error(cli("eval", tmp_path / "run", "--pairs", "t.csv"), 2, "'--pairs'",
                       "t.csv: its name says its format; end it in one of .tsv, .tsv.gz, "
                       ".jsonl, .jsonl.gz, .json, .json.gz, .parquet")
+
+
+def test_eval_compare_takes_systems_already_translated_as_hyp_files(cli, tiny_run, other_run,
+                                                                   tmp_path):
+    """--hyp FILE: a system mt eval does not translate itself (here another run's output),
+    compared as if it had: the same figures as sacreBLEU's paired bootstrap on the files."""
+    from mt.commands.evaluate import evaluate
+    from mt.metrics import compare
+
+    mine, theirs = tmp_path / "tiny.txt", tmp_path / "other.txt"
+    evaluate(tiny_run, split="val", output=str(mine))
+    evaluate(other_run, split="val", output=str(theirs))
+    r = cli("eval", tiny_run, "--compare", "--split", "val", "--hyp", theirs, "--json",
+            "--bootstrap", "200", "--bootstrap-seed", "5")
+    assert r.code == 0, r.err
+    result = json.loads(r.out)
+    refs = Path(result["ref"]).read_text().splitlines()
+    expected = compare([(str(tiny_run), mine.read_text().splitlines()),
+                        (str(theirs), theirs.read_text().splitlines())], refs, "de",
+                       samples=200, seed=5)
+    assert result["systems"] == expected["systems"]
+    assert [s["name"] for s in result["systems"]] == [str(tiny_run), str(theirs)]
+    short = tmp_path / "short.txt"
+    short.write_text("Hallo.\n")
+    assert_user_error(cli("eval", tiny_run, "--compare", "--split", "val", "--hyp", short), 4,
+                      f"--hyp {short}: 1 lines, but", "one translation per source line")
+    assert_user_error(cli("eval", tiny_run, "--hyp", theirs), 2, "'--hyp'", "add --compare")
+    assert_user_error(cli("eval", tiny_run, "--compare"), 2, "'--compare'", "two or more")

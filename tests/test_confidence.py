@@ -168,6 +168,7 @@ def test_an_ensemble_of_one_model_twice_has_that_models_features():
     alone, lp_alone = features(model, src, outputs)
     twice, lp_twice = features(Ensemble([model, model]).eval(), src, outputs)
     for a, b in zip(alone, twice, strict=True):
+        assert b.pop("ensemble_disagreement") == pytest.approx(0.0, abs=1e-10)  # they agree
         assert b == pytest.approx(a, abs=1e-5)
     assert lp_twice == [pytest.approx(x, abs=1e-5) for x in lp_alone]
 

@@ -346,5 +346,11 @@ def test_confidence_per_line_and_per_sentence(served, tiny_run, cli, tmp_path):
         assert g.get("confidence") is None  # the tiny run has no calibration: features only
         if "sentences" in g:  # a paragraph: each sentence its own
             assert all(set(s["features"]) == set(w["features"]) for s in g["sentences"])
+            # the line's words: its sentences', which are its text's (what the page shades)
+            assert g["words"] == [x for s in g["sentences"] for x in s["words"]]
+            assert [x for x, _ in g["words"]] == g["text"].split()
         elif g["text"]:
             assert g["features"] == pytest.approx(w["features"], abs=1e-4)
+            assert [x for x, _ in g["words"]] == [x for x, _ in w["words"]]
+            assert [p for _, p in g["words"]] == pytest.approx([p for _, p in w["words"]],
+                                                               abs=1e-3)

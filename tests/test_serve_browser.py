@@ -129,3 +129,44 @@ def test_the_glossary_box_keeps_its_terms_and_lists_them(tiny_run, browser, tmp_
         items = [li.text for li in browser.find_elements(By.CSS_SELECTOR, "#termlist li")]
         assert items == ["dogs → Vögel: kept"]  # cats: not in the sentence, not active
         assert served.stop() == 0
+
+
+def test_the_page_shades_the_words_the_model_was_unsure_of(tiny_run, browser, tmp_path):
+    """A word the toy model never saw ("zebras") leaves it unsure of some output words: those
+    below the page's 0.5 are shaded, darker the less sure, the others not, each with its
+    probability as the API gives it (`"confidence": true`)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 120)
+    odd = "Yesterday zebras bought forty two red dogs."
+    with Served(str(tiny_run), env=THREADS, cwd=tmp_path) as served:
+        [want] = Client(served.url).translate([odd], confidence=True)
+        words = want["words"]
+        assert [w for w, _ in words] == want["text"].split()
+        unsure = [w for w, p in words if p < 0.5]
+        assert unsure and len(unsure) < len(words), words  # some words each way
+        browser.get(served.url + "/")
+        wait.until(lambda d: d.find_element(By.ID, "beam").get_attribute("value"))
+        assert not browser.find_element(By.ID, "legend").is_displayed()
+        browser.find_element(By.ID, "source").send_keys(odd)
+        browser.find_element(By.ID, "translate").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#translation .word"))
+        assert browser.find_element(By.ID, "translation").text == want["text"]
+        spans = browser.execute_script("""
+            return [...document.querySelectorAll("#translation .word")].map((s) => [
+              s.textContent, Number(s.dataset.p), s.classList.contains("unsure"),
+              getComputedStyle(s).backgroundColor]);""")
+        assert [(w, p) for w, p, _, _ in spans] == [(w, pytest.approx(p)) for w, p in words]
+        alpha = {}
+        for word, p, shaded, colour in spans:
+            assert shaded == (p < 0.5), (word, p)
+            # transparent where sure; a red of more opacity the less sure
+            assert (colour == "rgba(0, 0, 0, 0)") != shaded, (word, colour)
+            if shaded:
+                alpha[p] = float(colour.rstrip(")").split(",")[3])
+        ps = sorted(alpha)
+        assert all(alpha[a] >= alpha[b] for a, b in zip(ps, ps[1:])), alpha  # darker: less sure
+        assert browser.find_element(By.ID, "legend").is_displayed()
+        assert "confidence" not in browser.find_element(By.ID, "status").text  # uncalibrated
+        assert served.stop() == 0

@@ -18,6 +18,7 @@ from mt.errors import DataError, UsageError
 from mt.log import info
 from mt.metrics import compare, full_score
 from mt.records import Translation
+from mt.textio import read_lines
 
 SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming that split
 
@@ -99,11 +100,12 @@ def _translated(translator, src_lines: list[str], glossary) -> list[Translation]
 
 def compare_runs(run_paths: Sequence[Path], split: str = "test", src: str | None = None,
                  ref: str | None = None, options: TranslateOptions = TranslateOptions(),
-                 samples: int = 1000, seed: int = 12345, pairs: str | None = None) -> dict:
+                 samples: int = 1000, seed: int = 12345, hyps: Sequence[str] = (),
+                 pairs: str | None = None) -> dict:
     """`mt eval --compare`: each run a system, translated with its own decode settings, on the
-    first run's split (or --src/--ref, or --pairs); their BLEU and chrF with 95% confidence
-    intervals and the paired bootstrap p-value of each against the first
-    (mt.metrics.compare)."""
+    first run's split (or --src/--ref, or --pairs), then each file of hyps (`--hyp`) a system
+    already translated; their BLEU and chrF with 95% confidence intervals and the paired
+    bootstrap p-value of each against the first (mt.metrics.compare)."""
     check_files(src, ref, pairs)
     glossary = options.load_glossary()
     translators = [options.load(p) for p in run_paths]  # every run opened before any work
@@ -115,8 +117,13 @@ def compare_runs(run_paths: Sequence[Path], split: str = "test", src: str | None
         t.matcher(glossary)
     source = eval_source(translators[0], split, src, ref, pairs)
     src_lines, ref_lines = read_pairs(source)
+    given = [(h, read_lines(h)) for h in hyps]  # read, and checked, before any translating
+    for h, lines in given:
+        if len(lines) != len(ref_lines):
+            raise DataError(f"--hyp {h}: {len(lines)} lines, but {source.paths[-1]} has "
+                            f"{len(ref_lines)}; give one translation per source line")
     systems = [(str(p), [t.text for t in _translated(tr, src_lines, glossary)])
-               for p, tr in zip(run_paths, translators, strict=True)]
+               for p, tr in zip(run_paths, translators, strict=True)] + given
     result = compare(systems, ref_lines, langs.pop(), samples, seed)
     result.update(src=str(source.paths[0]), ref=str(source.paths[-1]))
     return result

@@ -114,9 +114,10 @@ def records(lines: list[str], docs: list[Document], found: list[list[Translation
     """Per line {"src", "text", "score"} (the mean of its sentences'), and when split,
     "sentences": [{"src", "text", "score"}]; "attention" when asked for and one sentence;
     with decode.confidence the line's "confidence" (its sentences' least; null uncalibrated)
-    and "flags" (any of its sentences', calibrated),
-    its "features" when one sentence, and each sentence's "confidence" and
-    "features";
+    and "flags" (any of its sentences', calibrated), its "features" when one sentence, its
+    "words" (each whitespace word of its text with the probability of its least likely token)
+    where its sentences' words are its text's, and each sentence's "confidence", "features"
+    and "words";
     with a glossary (`glossary`: for every line, or per line) the line's "terms" (its
     sentences' active entries, once each) and "missing" (their missing target terms);
     "cut" (sentences cut to fit the model) and "notes" (malformed HTML) when any."""
@@ -136,10 +137,13 @@ def records(lines: list[str], docs: list[Document], found: list[list[Translation
                 fields["flags"] = sorted({f for t in confident for f in t.flags})
         if len(confident) == 1:
             fields["features"] = confident[0].features
+        words = [w for t in confident for w in t.words or ()]
+        if confident and [w for w, _ in words] == result.text.split():  # not markup's words
+            fields["words"] = words
         if len(mine) > 1:
             fields["sentences"] = [{"src": s, "text": t.text, "score": t.score}
-                                   | ({"confidence": t.confidence, "features": t.features}
-                                      if t.features is not None else {})
+                                   | ({"confidence": t.confidence, "features": t.features,
+                                       "words": t.words} if t.features is not None else {})
                                    for s, t in result.sentences]
         if glossary:  # its sentences' together; none for a line without any
             fields["terms"] = [list(e) for e in dict.fromkeys(

@@ -1,0 +1,124 @@
+"""What a search records of each output for mt.confidence, as it goes (the searches' `trace`):
+so the confidence features need no second, teacher-forced pass over the outputs.
+
+Per step of an output (each token, then <eos>): the model's log-probability of the token taken
+and the entropy of its whole next-token distribution, both before the search's constraints
+(mt.decode.Constraints never change the score of a token they let through, so the first is
+the score the search used); the cross-attention of that step (decoder layers and heads
+averaged), summed over the steps per source position; and, for an ensemble, each member's
+log-probability of the tokens taken, summed. These are the quantities a teacher-forced pass
+of the output computes (mt.confidence.features): tests/test_trace.py checks that they agree.
+
+Shapes: r live rows of a search (sentences, samples or beams), t steps so far, S source
+positions (padded), V vocabulary, M ensemble members.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+
+@dataclass
+class Trace:
+    """One output's record (mt.decode.Hypothesis.trace)."""
+
+    logprobs: list[float]  # each token's log-probability, <eos> last
+    entropy: list[float]  # the entropy (nats) of the distribution each was chosen from
+    received: list[float]  # (S,) the attention each source position received, padding too
+    members: list[float] | None = None  # an ensemble's: each member's summed log-probability
+
+
+ROWS = 16  # rows of an entropy at a time: their exp stays in the cache for the product
+
+
+def entropy(lprobs: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities (r, V) -> (r,) the entropy of each row, in nats (0 * log 0 = 0).
+
+    On CPU, ROWS rows at a time into one buffer: exp, product and sum then read a slice that
+    is still in the cache rather than three (r, V) tensors from memory, which halves the cost
+    (about half a log_softmax instead of one; the search pays it at every step)."""
+    r, V = lprobs.shape
+    h = lprobs.new_empty(r)
+    step = ROWS if lprobs.device.type == "cpu" else r
+    buf = lprobs.new_empty(min(step, r), V)
+    for i in range(0, r, step):
+        x, p = lprobs[i: i + step], buf[: min(step, r - i)]
+        torch.mul(torch.exp(x, out=p), x, out=p)
+        torch.sum(p, -1, out=h[i: i + step])
+    h.neg_()
+    bad = h.isnan()  # a log-probability of -inf: 0 * -inf; rare, so mended only where it is
+    if bad.any():
+        h[bad] = -(lprobs[bad].exp() * lprobs[bad]).nan_to_num().sum(-1)
+    return h
+
+
+@dataclass
+class Step:
+    """What one step of a search gave its live rows, before they move or finish."""
+
+    lprobs: torch.Tensor | None  # (r, V) the model's log-probabilities (the taken tokens')
+    entropy: torch.Tensor | None  # (r,) of the unconstrained distribution
+    attention: torch.Tensor  # (r, S) layers and heads averaged
+    members: list[torch.Tensor] | None = None  # an ensemble's: each member's (r, V)
+
+    @classmethod
+    def of(cls, lprobs: torch.Tensor | None, layers: list[torch.Tensor],
+           members: list[torch.Tensor] | None = None) -> Step:
+        """A step's record from its log-probabilities (r, V) before any constraint is applied
+        (they may change in place afterwards, except where a token is taken), its decoder
+        layers' cross-attention (r, H, 1, S) each, and an ensemble's members' (r, 1, V) each.
+        lprobs None: the attention alone (beam search's word alignments, untraced)."""
+        last = [w[:, :, -1] for w in layers]  # (r, H, S) each
+        if len({w.size(1) for w in last}) == 1:  # the mean of equal-sized means: one mean
+            attention = torch.cat(last, 1).float().mean(1)
+        else:  # an ensemble of models with different numbers of heads
+            attention = torch.stack([w.float().mean(1) for w in last]).mean(0)
+        members = None if members is None else [m[:, -1] for m in members]
+        return cls(lprobs, None if lprobs is None else entropy(lprobs), attention, members)
+
+
+@dataclass
+class Traced:
+    """The running record of a search's live rows: their tokens' log-probabilities and the
+    entropies so far (r, t), the attention their source received (r, S), and an ensemble's
+    members' summed log-probabilities (r, M). Never changed in place: `extend` gives the next."""
+
+    logprobs: torch.Tensor
+    entropy: torch.Tensor
+    received: torch.Tensor
+    members: torch.Tensor | None = None
+
+    @classmethod
+    def start(cls, rows: int, S: int, members: int, device: torch.device) -> Traced:
+        """The record of `rows` empty outputs over S source positions; members: the ensemble's
+        models (0 for one model)."""
+        return cls(torch.zeros(rows, 0, device=device), torch.zeros(rows, 0, device=device),
+                   torch.zeros(rows, S, device=device),
+                   torch.zeros(rows, members, device=device) if members else None)
+
+    def extend(self, index: torch.Tensor, step: Step, tokens: torch.Tensor) -> Traced:
+        """The rows `index` (n,) of this step (a row may come twice: beams that share a
+        prefix), each extended by the token it took (n,)."""
+        lp = step.lprobs[index, tokens]  # (n,)
+        members = None
+        if self.members is not None:
+            taken = torch.stack([m[index, tokens] for m in step.members], dim=1)  # (n, M)
+            members = self.members[index] + taken
+        return Traced(torch.cat([self.logprobs[index], lp[:, None]], dim=1),
+                      torch.cat([self.entropy[index], step.entropy[index, None]], dim=1),
+                      self.received[index] + step.attention[index], members)
+
+    def select(self, index: torch.Tensor) -> Traced:
+        """The rows `index` (n,), as they are."""
+        return Traced(self.logprobs[index], self.entropy[index], self.received[index],
+                      None if self.members is None else self.members[index])
+
+    def traces(self) -> list[Trace]:
+        """Each row's record, as plain lists."""
+        members = ([None] * len(self.logprobs) if self.members is None
+                   else self.members.tolist())
+        return [Trace(lp, h, r, m) for lp, h, r, m in
+                zip(self.logprobs.tolist(), self.entropy.tolist(), self.received.tolist(),
+                    members, strict=True)]
