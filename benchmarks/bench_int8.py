@@ -1,9 +1,11 @@
 """int8 decoding against CTranslate2 int8, side by side: mt in float32, bf16 and int8
 (decode.dtype) and CTranslate2's int8 export of the same weights, greedy and beam search, at
-each thread count; sentences/s and BLEU.
+each thread count; sentences/s and BLEU. With --students, each student run (mt distill)
+decodes greedily in each dtype beside them, against RUN (the teacher) with beam search in
+float32: its speed ratio, BLEU difference, layers, d_model and size.
 
     python -m benchmarks.bench_int8 RUN [--src FILE --ref FILE] [--limit N] [--beam 5]
-        [--threads 1,2] [--rounds 3] [--dtypes float32,bf16,int8]
+        [--threads 1,2] [--rounds 3] [--dtypes float32,bf16,int8] [--students RUN,RUN]
     python -m benchmarks.bench_int8 RUN --smoke     # 16 toy sentences, 1 round, no CTranslate2
 
 Defaults to Multi30k test_2016_flickr (1000 sentences, de -> en). Contenders take turns, each
@@ -42,6 +44,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     p.add_argument("--dtypes", default="float32,bf16,int8", help="mt's decode.dtype contenders")
     p.add_argument("--no-ct2", action="store_true", help="leave CTranslate2 out")
+    p.add_argument("--students", default="", help="student runs, comma-separated")
     args = parse(p, {"src": TOY / "toy.test.en", "ref": TOY / "toy.test.de", "limit": 16,
                      "beam": 2, "rounds": 1, "threads": "1", "no_ct2": True}, argv)
 
@@ -57,6 +60,14 @@ def main(argv: list[str] | None = None) -> None:
     dtypes = [d for d in args.dtypes.split(",") if d]
     mine = {(d, k): Translator(run, dataclasses.replace(c, dtype=d), device)
             for d in dtypes for k, c in cfgs.items()}
+    students = {}
+    for path in (Path(s) for s in args.students.split(",") if s):
+        student = load_run(path, device)
+        inference_layout(student.model)
+        greedy = override(student.cfg, ["decode.nbest=1", "decode.beam=1"], "bench").decode
+        for d in dtypes:
+            students[(path, d)] = Translator(student, dataclasses.replace(greedy, dtype=d),
+                                             device)
     use_ct2 = not args.no_ct2
     if use_ct2:
         try:
@@ -72,11 +83,13 @@ def main(argv: list[str] | None = None) -> None:
     for n in [int(t) for t in args.threads.split(",") if t]:
         torch.set_num_threads(n)
         contenders = {f"mt {d} {k}": (tr.translate, src) for (d, k), tr in mine.items()}
+        for (path, d), tr in students.items():
+            contenders[f"student {path.name} {d} greedy"] = (tr.translate, src)
         if use_ct2:
             for (_, k), tr in ct2_translators(run, cfgs, n, device,
                                               {"int8": Path(tmp.name)}).items():
                 contenders[f"CTranslate2 int8 {k}"] = (tr.translate, src)
-        models = [tr.model for tr in mine.values()]
+        models = [tr.model for tr in [*mine.values(), *students.values()]]
         results = timed(contenders, models, device, args.rounds)
         rate = {name: len(src) / results[name][1] for name in contenders}
         out = {name: results[name][0] for name in contenders}
@@ -95,8 +108,23 @@ def main(argv: list[str] | None = None) -> None:
                     notes.append(f"{n} thread(s) {k}: mt {d} / CTranslate2 int8 sentences/s "
                                  f"{rate[f'mt {d} {k}'] / rate[f'CTranslate2 int8 {k}']:.2f}"
                                  + ("   (target >= 1.0)" if d == "int8" else ""))
+        teacher = f"mt float32 beam {args.beam}"
+        for (path, d) in students:
+            name = f"student {path.name} {d} greedy"
+            notes.append(f"{n} thread(s): {name} / teacher beam {args.beam} float32: speed "
+                         f"{rate[name] / rate[teacher]:.2f}x (target >= 3), BLEU "
+                         f"{bleu[name] - bleu[teacher]:+.2f} (target >= -1.0)")
     print(markdown(["threads", "decoder", "sentences/s", "BLEU"], rows))
     print("\n".join(notes))
+    if students:
+        sizes = [(args.run, run)] + [(p, load_run(p, "cpu")) for p in
+                                     dict.fromkeys(p for p, _ in students)]
+        print(markdown(["run", "encoder layers", "decoder layers", "d_model", "parameters",
+                        "float32 MB"],
+                       [[Path(p).name, r.cfg.model.n_enc_layers, r.cfg.model.n_dec_layers,
+                         r.cfg.model.d_model, f"{sum(t.numel() for t in r.model.parameters()):,}",
+                         f"{sum(t.numel() for t in r.model.parameters()) * 4 / 1e6:.1f}"]
+                        for p, r in sizes]))
     tmp.cleanup()
 
 
