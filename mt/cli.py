@@ -73,6 +73,45 @@ def train(
 
 
 @app.command()
+def distill(
+    config: Path = typer.Argument(..., help="The student's YAML config: its data.train corpora "
+                                  "are translated by the teachers and replaced by the "
+                                  "translations."),
+    teachers: list[Path] = typer.Argument(..., help="Teacher run(s) or checkpoint(s); several: "
+                                          "an ensemble.", metavar="TEACHER..."),
+    out: Path = typer.Option(..., "--out", help="The student's run directory; the distilled "
+                             "corpora go in OUT/distilled. Run again to resume."),
+    set_: list[str] = typer.Option([], "--set", help="Override a value of the student's "
+                                   "config: --set train.max_minutes=60"),
+    original: float = typer.Option(0.0, "--original", min=0.0, max=100.0,
+                                   help="Also train on the original corpora, at this weight "
+                                   "times theirs (0: the distilled corpora only)."),
+    beam: int = typer.Option(None, "--beam", min=1, help="The teachers' beam (default: the "
+                             "first teacher's decode.beam)."),
+    dtype: str = typer.Option(None, "--dtype", help="The teachers' decode.dtype."),
+    batch_tokens: int = typer.Option(None, "--batch-tokens", min=1,
+                                     help="The teachers' source tokens per batch (x beam)."),
+    device: str = DEVICE,
+    workers: int = typer.Option(1, "--workers", min=1, max=MAX_WORKERS,
+                                help="Processes translating chunks of the corpora (as mt "
+                                "translate --workers)."),
+    threads: int = typer.Option(0, "--threads", min=0, max=MAX_THREADS,
+                                help="torch threads of each translating process (as mt "
+                                "translate --threads)."),
+) -> None:
+    """Distil teachers into a student: translate the student's training sources with the
+    teachers (beam search), audit the translations, train the student on them
+    (docs/distill.md). Prints the training summary as mt train does."""
+    from mt.commands.distill import distill as run_distill
+    from mt.commands.options import TranslateOptions
+
+    decode = [f"decode.{k}={v}" for k, v in
+              (("beam", beam), ("dtype", dtype), ("batch_tokens", batch_tokens)) if v is not None]
+    options = TranslateOptions(_device(device), "mt", tuple(decode), threads, workers)
+    print(json.dumps(run_distill(config, teachers, out, options, set_, original)))
+
+
+@app.command()
 def prepare(
     config: Path = typer.Argument(..., help="YAML config whose training split to prepare."),
     set_: list[str] = typer.Option([], "--set",
@@ -99,7 +138,8 @@ DECODING = {
     "max_len_a": "Output at most a * source length + b tokens.",
     "max_len_b": "See --max-len-a.",
     "batch_tokens": "Source tokens per batch (x beam).",
-    "dtype": "float32, or bf16: faster where the CPU or GPU has native bf16 (docs/decoding.md).",
+    "dtype": "float32; bf16 where the CPU or GPU has native bf16; int8 on a CPU with VNNI/AMX "
+             "(docs/decoding.md).",
     "no_repeat_ngram": "No output repeats an n-gram of this size (0 = off).",
     "sampling": "none, or draw each token (back-translation): topk or topp (docs/decoding.md).",
     "temperature": "Sampling: divide the logits by this (lower is closer to greedy).",

@@ -28,7 +28,7 @@ from mt.tokenizers import (
 
 Schedule = Literal["inverse_sqrt", "cosine", "linear"]  # learning-rate decay after warmup
 LengthNorm = Literal["gnmt", "average", "none"]  # how beam search compares lengths
-DecodeDtype = Literal["float32", "bf16"]
+DecodeDtype = Literal["float32", "bf16", "int8"]
 GlossaryMode = Literal["constrain", "annotate", "both"]  # decode.glossary_mode
 Sampling = Literal["none", "topk", "topp"]  # none: the search (greedy or beam) picks
 SCHEDULES = typing.get_args(Schedule)
@@ -151,7 +151,7 @@ class DecodeConfig:
     max_len_a: float = 1.5  # output at most a * src_len + b tokens
     max_len_b: int = 10
     batch_tokens: int = 4096  # source tokens per decoding batch, times beam (bounds memory)
-    dtype: DecodeDtype = "float32"  # weights and activations while decoding: float32 or bf16
+    dtype: DecodeDtype = "float32"  # weights and activations while decoding (mt.int8 for int8)
     no_repeat_ngram: int = 0  # no output repeats an n-gram of this size (0 = off)
     sampling: Sampling = "none"  # draw each token: from the topk best, or the topp nucleus
     temperature: float = 1.0  # sampling: logits / temperature (lower is closer to greedy)

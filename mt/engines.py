@@ -13,6 +13,7 @@ from mt.constrained import Terms
 from mt.decode import Hypothesis, Memory, beam_search, greedy, sample, sequence_scores
 from mt.device import has_native_bf16
 from mt.errors import ConfigError
+from mt.int8 import int8_model
 from mt.log import warn
 from mt.model import Seq2Seq
 
@@ -85,8 +86,10 @@ def inference_layout(model: torch.nn.Module) -> None:
 
 
 def decoding_model(model: Seq2Seq, dtype: str, device: torch.device) -> Seq2Seq:
-    """The model in decode.dtype: itself for float32; for bf16 a copy, so the run's float32
-    model stays as it is for whoever else holds it."""
+    """The model in decode.dtype: itself for float32; for bf16 and int8 a copy, so the run's
+    float32 model stays as it is for whoever else holds it."""
+    if dtype == "int8":
+        return int8_model(model, device)
     if dtype != "bf16":
         return model
     if not has_native_bf16(device):

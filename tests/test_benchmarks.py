@@ -118,3 +118,9 @@ def test_bench_contention_runs_in_smoke_mode(tiny_run):
                         "--threads", "0", "1")
     assert "| threads 1, `GOMP_SPINCOUNT=300000` | train |" in out
     assert "| mt's default, `GOMP_SPINCOUNT=300000` | translate |" in out
+
+
+def test_bench_int8_runs_in_smoke_mode(tiny_run):
+    out = run_benchmark("bench_int8", str(tiny_run), "--students", str(tiny_run))
+    assert "greedy: int8 - float32 BLEU" in out and "| mt int8 beam 2 |" in out
+    assert "teacher beam 2 float32: speed" in out and "| tiny | 2 | 2 | 64 |" in out

@@ -54,7 +54,8 @@ def test_eval_and_attention_take_set_too(tiny_run, tmp_path):
     assert r.err.startswith("error: --set decode.min_len=-1: "), r.err
     r = run_mt("translate", str(tiny_run), "--attention", str(tmp_path / "a"), "--set",
                "decode.dtype=fp8", input=TWO)
-    assert_user_error(r, 3, "--set decode.dtype=fp8", "decode.dtype must be float32 or bf16")
+    assert_user_error(r, 3, "--set decode.dtype=fp8",
+                      "decode.dtype must be one of float32, bf16, int8")
     r = run_mt("translate", str(tiny_run), "--attention", str(tmp_path / "a"), "--set",
                "decode.nbest=2", input=TWO)
     assert_user_error(r, 2, "--attention", "not with --nbest")

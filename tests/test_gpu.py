@@ -12,6 +12,7 @@ H200; scripts/gpu_check.sh runs this module and prints its table):
 6. a glossary's terms kept by constrained beam search on CUDA, agreeing with the CPU, and its
    cost against plain beam 5.
 7. an imported Marian model decoding on CUDA as transformers' generate does there.
+8. decode.dtype int8 on CUDA: one warning, float32's translations (mt.int8 has no CUDA kernel).
 
 Marked gpu; skipped without CUDA. Multi30k is read from $MT_GPU_DATA (default
 ../shared/data/multi30k). The measurements go to one table, printed when the module ends.
@@ -293,6 +294,18 @@ def test_beam_search_alignments_on_cuda(resumed, data):
             range(len(a.text.split()))), a
     same = sum(a[0].alignment == b[0].alignment for a, b in zip(kept, forced, strict=True))
     assert same >= 90, same  # steps against one pass: rounding may flip a close argmax
+
+
+def test_int8_on_cuda_warns_once_and_decodes_in_float32(resumed, data, capsys):
+    """No int8 kernel on CUDA (mt.int8): one warning, and float32's translations."""
+    run_dir = resumed("bf16")
+    src, _ = read_parallel(split_path(data, "test_2016_flickr", "de"),
+                           split_path(data, "test_2016_flickr", "en"))
+    f32 = Translator.load(run_dir / "last.pt", torch.device("cuda"), beam=5).translate(src[:64])
+    capsys.readouterr()
+    q8 = Translator.load(run_dir / "last.pt", torch.device("cuda"), beam=5, dtype="int8")
+    assert capsys.readouterr().err.count("no fast int8 kernel on CUDA") == 1
+    assert q8.translate(src[:64]) == f32
 
 
 def test_an_imported_marian_model_decodes_on_cuda_as_transformers_does(tmp_path, table):

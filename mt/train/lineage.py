@@ -2,7 +2,8 @@
 
 A checkpoint's "lineage" is {"how", "data", "from"}:
   how    "trained" (from random weights), "fine-tuned" (mt train --init-from), "averaged"
-         (mt average) or "imported" (mt import hf: then "source" says from where, below)
+         (mt average), "imported" (mt import hf: then "source" says from where, below) or
+         "distilled" (mt distill: then "distilled" names the teachers, below)
   data   the training data: {"train": the split's path, "fingerprint": the token cache entry's
          name (split, languages, settings hash, files hash)}; an average: its inputs' run's
   from   the checkpoints it was made from, each {"sha256" of the file, "step", "path" it had,
@@ -10,6 +11,8 @@ A checkpoint's "lineage" is {"how", "data", "from"}:
          for a fine-tuned one, the inputs (oldest first) for an average
   source an import's origin: {"format": "hf-marian", "path": the directory or Hub id given,
          "sha256": of its weights file, "revision": the Hub's, if any}
+  distilled a student's teachers and corpora: {"teachers": [{"path", "step", "sha256"}],
+         "corpora": [{"name", "sha256" of its distilled target file}], "original_weight"}
 so that it chains back to the first model. Checkpoints without one (older) still load.
 """
 
@@ -41,14 +44,17 @@ def record(path: Path, state: dict | None = None, *, step: int | None = None,
 
 
 def trained(cfg: Config, fingerprint: str, parent: dict | None = None,
-            mix: list[dict] | None = None) -> dict:
+            mix: list[dict] | None = None, distilled: dict | None = None) -> dict:
     """The lineage of a training run's checkpoints; parent: record() of the checkpoint it was
     initialised from; mix: what each training corpus gives an epoch
-    (mt.train.run_data.mix_shares)."""
-    return {"how": "fine-tuned" if parent else "trained",
-            "data": {"train": " + ".join(c.label for c in corpus_sources(cfg.data)),
-                     "fingerprint": fingerprint, "mix": mix or []},
-            "from": [parent] if parent else []}
+    (mt.train.run_data.mix_shares); distilled: a student's teachers (mt.commands.distill)."""
+    out = {"how": "fine-tuned" if parent else "distilled" if distilled else "trained",
+           "data": {"train": " + ".join(c.label for c in corpus_sources(cfg.data)),
+                    "fingerprint": fingerprint, "mix": mix or []},
+           "from": [parent] if parent else []}
+    if distilled:
+        out["distilled"] = distilled
+    return out
 
 
 def imported(source: dict) -> dict:
@@ -80,6 +86,8 @@ def chain(lineage: dict | None, sha256: str | None, step: int | None) -> list[di
             link["averaged"] = [r["step"] for r in lineage["from"]]
         if lineage["how"] == "imported":
             link["source"] = lineage.get("source") or {}
+        if "distilled" in lineage:
+            link["teachers"] = lineage["distilled"]["teachers"]
         links.append(link)
         if not lineage["from"]:
             break
@@ -98,6 +106,11 @@ def format_chain(links: list[dict]) -> str:
             source = link["source"]
             what += (f" from {source.get('path')} (weights sha256 "
                      f"{(source.get('sha256') or '')[:12]})")
+        elif "teachers" in link:
+            what += " from " + " + ".join(
+                f"{t['path']} (step {t['step']}, sha256 {t['sha256'][:12]})"
+                for t in link["teachers"])
+            what += f" on {link['train']}" if link.get("train") else ""
         elif link.get("train"):
             what += f" on {link['train']}"
         sha = (link["sha256"] or "")[:12]

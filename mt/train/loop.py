@@ -47,9 +47,11 @@ class Trainer:
     """Runs `fit`: prepare_run_dir (rank 0), load_data, build, then epochs of `step`s."""
 
     def __init__(self, cfg: Config, run_dir: Path, device: str = "auto", resume: bool = False,
-                 parent: Parent | None = None):
-        """parent: the checkpoint a fine-tuned run starts from (mt.train.finetune)."""
+                 parent: Parent | None = None, distilled: dict | None = None):
+        """parent: the checkpoint a fine-tuned run starts from (mt.train.finetune). distilled:
+        the teachers and corpora of a student (mt.commands.distill), for its lineage."""
         self.cfg, self.run_dir, self.resume, self.parent = cfg, Path(run_dir), resume, parent
+        self.distilled = distilled
         self.group = Group(device)
         log.enabled = self.group.main
         self.tick = follow_load(cfg.train.threads)  # called from this thread, which trains
@@ -102,7 +104,8 @@ class Trainer:
             load_weights(self.model, {"model": self.parent.weights}, self.parent.checkpoint)
         self.ema = EMA(self.model, t.ema_decay) if t.ema_decay else None
         self.lineage = trained(self.cfg, self.data.fingerprint,
-                               self.parent.record if self.parent else None, self.data.mix)
+                               self.parent.record if self.parent else None, self.data.mix,
+                               self.distilled)
         # fused: one kernel for all parameters, not one for each
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=t.lr,
                                           betas=(0.9, 0.98), eps=1e-9, fused=True)

@@ -1,0 +1,132 @@
+"""int8 decoding against CTranslate2 int8, side by side: mt in float32, bf16 and int8
+(decode.dtype) and CTranslate2's int8 export of the same weights, greedy and beam search, at
+each thread count; sentences/s and BLEU. With --students, each student run (mt distill)
+decodes greedily in each dtype beside them, against RUN (the teacher) with beam search in
+float32: its speed ratio, BLEU difference, layers, d_model and size.
+
+    python -m benchmarks.bench_int8 RUN [--src FILE --ref FILE] [--limit N] [--beam 5]
+        [--threads 1,2] [--rounds 3] [--dtypes float32,bf16,int8] [--students RUN,RUN]
+    python -m benchmarks.bench_int8 RUN --smoke     # 16 toy sentences, 1 round, no CTranslate2
+
+Defaults to Multi30k test_2016_flickr (1000 sentences, de -> en). Contenders take turns, each
+keeps its fastest round (noise only ever adds time); times include tokenizing. CTranslate2
+(the `ctranslate2` extra) is skipped when it is not installed. Run by hand on an idle machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+from benchmarks.bench_decode import DATA, ct2_translators, timed
+from benchmarks.harness import TOY, markdown, parse, parser
+from mt.checkpoint import load_run
+from mt.config import override
+from mt.data import read_parallel
+from mt.device import pick_device
+from mt.engines import inference_layout
+from mt.metrics import score
+from mt.translator import Translator
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = parser(__doc__, rounds=3, smoke="the first 16 toy test sentences (en -> de), beam 2, "
+               "1 round, no CTranslate2")
+    p.add_argument("run", type=Path, help="run directory (uses best.pt) or checkpoint file")
+    p.add_argument("--src", type=Path, default=DATA / "test_2016_flickr.de.gz")
+    p.add_argument("--ref", type=Path, default=DATA / "test_2016_flickr.en.gz")
+    p.add_argument("--limit", type=int, default=0, help="the first N sentences (0 = all)")
+    p.add_argument("--beam", type=int, default=5)
+    p.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
+    p.add_argument("--dtypes", default="float32,bf16,int8", help="mt's decode.dtype contenders")
+    p.add_argument("--no-ct2", action="store_true", help="leave CTranslate2 out")
+    p.add_argument("--students", default="", help="student runs, comma-separated")
+    args = parse(p, {"src": TOY / "toy.test.en", "ref": TOY / "toy.test.de", "limit": 16,
+                     "beam": 2, "rounds": 1, "threads": "1", "no_ct2": True}, argv)
+
+    device = pick_device("cpu")
+    run = load_run(args.run, device)
+    inference_layout(run.model)
+    src, ref = read_parallel(args.src, args.ref)
+    if args.limit:
+        src, ref = src[: args.limit], ref[: args.limit]
+    searches = {"greedy": "decode.beam=1", f"beam {args.beam}": f"decode.beam={args.beam}"}
+    cfgs = {k: override(run.cfg, ["decode.nbest=1", v], "bench").decode
+            for k, v in searches.items()}
+    dtypes = [d for d in args.dtypes.split(",") if d]
+    mine = {(d, k): Translator(run, dataclasses.replace(c, dtype=d), device)
+            for d in dtypes for k, c in cfgs.items()}
+    students = {}
+    for path in (Path(s) for s in args.students.split(",") if s):
+        student = load_run(path, device)
+        inference_layout(student.model)
+        greedy = override(student.cfg, ["decode.nbest=1", "decode.beam=1"], "bench").decode
+        for d in dtypes:
+            students[(path, d)] = Translator(student, dataclasses.replace(greedy, dtype=d),
+                                             device)
+    use_ct2 = not args.no_ct2
+    if use_ct2:
+        try:
+            from mt.ct2.export import write_model
+        except ImportError:
+            use_ct2 = False
+    tmp = tempfile.TemporaryDirectory(prefix="bench-int8-")
+    if use_ct2:
+        write_model(run, Path(tmp.name), "int8")
+    print(f"checkpoint {args.run} (step {run.step}); {len(src)} sentences from {args.src}; "
+          f"fastest of {args.rounds} rounds")
+    rows, notes = [], []
+    for n in [int(t) for t in args.threads.split(",") if t]:
+        torch.set_num_threads(n)
+        contenders = {f"mt {d} {k}": (tr.translate, src) for (d, k), tr in mine.items()}
+        for (path, d), tr in students.items():
+            contenders[f"student {path.name} {d} greedy"] = (tr.translate, src)
+        if use_ct2:
+            for (_, k), tr in ct2_translators(run, cfgs, n, device,
+                                              {"int8": Path(tmp.name)}).items():
+                contenders[f"CTranslate2 int8 {k}"] = (tr.translate, src)
+        models = [tr.model for tr in [*mine.values(), *students.values()]]
+        results = timed(contenders, models, device, args.rounds)
+        rate = {name: len(src) / results[name][1] for name in contenders}
+        out = {name: results[name][0] for name in contenders}
+        bleu = {name: score(out[name], ref)["bleu"] for name in contenders}
+        for name in contenders:
+            rows.append([n, name, f"{rate[name]:.1f}", f"{bleu[name]:.2f}"])
+        for k in cfgs:
+            if "int8" in dtypes and "float32" in dtypes:
+                a, b = out[f"mt int8 {k}"], out[f"mt float32 {k}"]
+                same = sum(x == y for x, y in zip(a, b, strict=True))
+                notes.append(f"{n} thread(s) {k}: int8 - float32 BLEU "
+                             f"{bleu[f'mt int8 {k}'] - bleu[f'mt float32 {k}']:+.2f} (target "
+                             f"within 0.3), outputs identical {same}/{len(a)}")
+            for d in dtypes:
+                if use_ct2:
+                    notes.append(f"{n} thread(s) {k}: mt {d} / CTranslate2 int8 sentences/s "
+                                 f"{rate[f'mt {d} {k}'] / rate[f'CTranslate2 int8 {k}']:.2f}"
+                                 + ("   (target >= 1.0)" if d == "int8" else ""))
+        teacher = f"mt float32 beam {args.beam}"
+        for (path, d) in students:
+            name = f"student {path.name} {d} greedy"
+            notes.append(f"{n} thread(s): {name} / teacher beam {args.beam} float32: speed "
+                         f"{rate[name] / rate[teacher]:.2f}x (target >= 3), BLEU "
+                         f"{bleu[name] - bleu[teacher]:+.2f} (target >= -1.0)")
+    print(markdown(["threads", "decoder", "sentences/s", "BLEU"], rows))
+    print("\n".join(notes))
+    if students:
+        sizes = [(args.run, run)] + [(p, load_run(p, "cpu")) for p in
+                                     dict.fromkeys(p for p, _ in students)]
+        print(markdown(["run", "encoder layers", "decoder layers", "d_model", "parameters",
+                        "float32 MB"],
+                       [[Path(p).name, r.cfg.model.n_enc_layers, r.cfg.model.n_dec_layers,
+                         r.cfg.model.d_model, f"{sum(t.numel() for t in r.model.parameters()):,}",
+                         f"{sum(t.numel() for t in r.model.parameters()) * 4 / 1e6:.1f}"]
+                        for p, r in sizes]))
+    tmp.cleanup()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

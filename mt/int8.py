@@ -1,0 +1,102 @@
+"""int8 decoding (decode.dtype int8): a copy of a model whose Linear layers, the output
+projection included, multiply in int8. Weights are quantized once, per output row (symmetric,
+scale = max |w| / 127); activations per call, by torch's dynamic quantized linear on oneDNN,
+which uses VNNI or AMX int8 instructions. Everything else (embeddings, LayerNorm, attention
+scores) stays float32.
+
+Where there is no fast int8 kernel (a CPU without VNNI/AMX, CUDA) decoding falls back to
+float32 with one warning (docs/decoding.md#int8)."""
+
+from __future__ import annotations
+
+import copy
+import functools
+import warnings
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from mt.errors import ConfigError
+from mt.log import warn
+
+ENGINE = "onednn"  # torch's quantized backend: faster than fbgemm at decoding's row counts
+
+
+@functools.cache
+def cpu_has_int8() -> bool:
+    """True where the CPU has int8 dot-product instructions (AVX512-VNNI, AVX-VNNI or AMX)."""
+    for probe in ("_is_amx_tile_supported", "_is_vnni_supported"):
+        check = getattr(torch.cpu, probe, None)  # private probes of recent torch versions
+        if check is not None and check():
+            return True
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split())
+    except OSError:
+        return False
+    return bool(flags & {"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+def quantizable() -> bool:
+    """This torch build has the dynamic quantized linear on oneDNN."""
+    return (ENGINE in torch.backends.quantized.supported_engines
+            and hasattr(torch.ops.quantized, "linear_dynamic"))
+
+
+class Int8Linear(nn.Module):
+    """y = x W^T + b with W in int8 (per-row scales) and x quantized per call; x (..., in)
+    float32 -> (..., out) float32."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None):
+        super().__init__()
+        w = weight.detach().float().contiguous()  # (out, in)
+        scale = (w.abs().amax(1).clamp_min(1e-12) / 127).double()
+        zero = torch.zeros(w.size(0), dtype=torch.long)
+        old = torch.backends.quantized.engine
+        with warnings.catch_warnings():  # torch marks quantized tensors deprecated; still here
+            warnings.simplefilter("ignore")
+            qw = torch.quantize_per_channel(w, scale, zero, 0, torch.qint8)
+            torch.backends.quantized.engine = ENGINE  # the packing decides the kernel
+            try:
+                self.packed = torch.ops.quantized.linear_prepack(
+                    qw, None if bias is None else bias.detach().float().contiguous())
+            finally:
+                torch.backends.quantized.engine = old
+        self.in_features, self.out_features = w.size(1), w.size(0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # reduce_range False: VNNI/AMX accumulate in int32, so 8-bit activations cannot overflow
+        return torch.ops.quantized.linear_dynamic(x, self.packed, False)
+
+    def extra_repr(self) -> str:
+        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+
+
+def int8_model(model: nn.Module, device: torch.device) -> nn.Module:
+    """A copy of model (a Seq2Seq or an Ensemble) with every Linear in int8; on a device
+    without a fast int8 kernel, model itself (float32) after one warning."""
+    if not quantizable():
+        raise ConfigError("decode.dtype int8: this torch build has no quantized linear on "
+                          "oneDNN (torch.backends.quantized.supported_engines: "
+                          f"{', '.join(torch.backends.quantized.supported_engines)}); decode "
+                          "in float32 or bf16, or export int8 for CTranslate2 (mt export "
+                          "--quantization int8)")
+    if device.type != "cpu" or not cpu_has_int8():
+        where = ("CUDA" if device.type == "cuda" else
+                 f"this {device.type.upper()}" if device.type != "cpu" else
+                 "a CPU without VNNI or AMX")
+        warn(f"decode.dtype int8: no fast int8 kernel on {where}; decoding in float32")
+        return model
+    out = copy.deepcopy(model)
+    for owner in list(out.modules()):
+        bias_of_generator = getattr(owner, "logits_bias", None)
+        for name, child in list(owner.named_children()):
+            if not isinstance(child, nn.Linear):
+                continue
+            bias = child.bias
+            if name == "generator" and bias_of_generator is not None:
+                bias = bias_of_generator  # Marian's logits bias, folded into the product
+            setattr(owner, name, Int8Linear(child.weight, bias))
+        if bias_of_generator is not None:
+            owner.logits_bias = None  # now inside the generator: next_scores calls it
+    return out
