@@ -55,7 +55,8 @@ def distill(config: Path, teachers: Paths, out: Path, options: TranslateOptions,
     for c, source in zip(corpus_configs(cfg.data), corpus_sources(cfg.data), strict=True):
         src, tgt = (corpora_dir / f"{c.name}.{lang}" for lang in
                     (cfg.data.src_lang, cfg.data.tgt_lang))
-        write_sources(corpus_format(source.format).pairs(source.paths), src)
+        write_sources(corpus_format(source.format).pairs(
+            source.paths, (cfg.data.src_lang, cfg.data.tgt_lang)), src)
         translate_resumable(teachers, src, tgt, options)
         made.append(dataclasses.replace(c, name=f"{c.name}-distilled", format="plain",
                                         dir=str(corpora_dir), prefix=c.name, src="", tgt="",
