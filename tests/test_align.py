@@ -9,7 +9,6 @@ import re
 
 import pytest
 import torch
-from test_pipeline_subword import spm_run  # noqa: F401 (a fixture)
 from toy_gold import gold
 
 from conftest import TOY, assert_user_error, run_mt
@@ -82,7 +81,7 @@ def test_alignments_match_the_toy_gold_and_are_valid_pharaoh(tiny_run):
     assert translator.translate_nbest([""])[0][0].alignment == ""
 
 
-def test_subword_alignments_are_merged_to_words(spm_run):  # noqa: F811 (the fixture)
+def test_subword_alignments_are_merged_to_words(spm_run):
     run = load_run(spm_run)
     assert toy_gold_rate(run) >= 30  # measured: 38.4 (docs/decoding.md); chance is about 11
     translator = Translator(run)

@@ -11,28 +11,17 @@ import sys
 
 import pytest
 
-from conftest import ROOT, THREADS, TINY, assert_user_error, make_weights_only, run_mt
+from conftest import ROOT, SPM, THREADS, assert_user_error, make_weights_only, run_mt
 from mt.tokenizers.subword import JOINT
 from mt.tokenizers.text import MARK, normalize
 
 pytestmark = pytest.mark.slow  # every test here trains a model or runs mt many times
 
-SPM = [*TINY, "data.tokenizer=sentencepiece", "data.shared_vocab=true", "data.vocab_size=330",
-       "train.max_steps=150", "train.eval_every=50"]
 ODD = f"Zwei {MARK} und ▁ vierzig \uffee\t😀  e\u0301 <unk>"
 
 
 def sets(*overrides: str) -> list[str]:
     return [arg for s in overrides for arg in ("--set", s)]
-
-
-@pytest.fixture(scope="module")
-def spm_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("runs") / "spm"
-    r = run_mt("train", str(ROOT / "configs" / "toy.yaml"), "--out", str(out), "--device", "cpu",
-               *sets(*SPM))
-    assert r.code == 0, r.err
-    return out
 
 
 def test_sentencepiece_run_learns_and_keeps_its_model(spm_run):
