@@ -178,6 +178,30 @@ def cli(capsys, monkeypatch):
     return run
 
 
+def mt_here(*args: str, stdin: bytes | None = None, cwd: Path = ROOT) -> Result:
+    """`mt ARGS` in this process, as the cli fixture runs it, for what cannot take that fixture
+    (a module or session fixture): main() with its own stdin, stdout and stderr, in cwd."""
+    streams = [io.TextIOWrapper(io.BytesIO(stdin or b""), encoding="utf-8"),
+               *(io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="") for _ in "12")]
+    code = 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        mp.setattr(sys, "argv", ["mt", *map(str, args)])
+        mp.setenv("MT_DEBUG", "")
+        for name, stream in zip(("stdin", "stdout", "stderr"), streams):
+            mp.setattr(sys, name, stream)
+        try:
+            with own_signals():
+                main()
+        except SystemExit as e:
+            code = e.code
+        finally:
+            for stream in streams[1:]:
+                stream.flush()
+    out, err = (s.buffer.getvalue().decode("utf-8", "replace") for s in streams[1:])
+    return Result(code, out, err)
+
+
 @contextlib.contextmanager
 def own_signals():
     """main() installs SIGINT/SIGTERM handlers; give pytest its own back."""
