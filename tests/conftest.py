@@ -11,6 +11,7 @@ real) is marked slow here, so that a new test using one is slow without being to
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import os
 import shutil
@@ -98,16 +99,51 @@ def assert_user_error(r: Result, code: int | None = None, *needles: str) -> None
         assert n in errors[0], (n, errors[0])
 
 
-@pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory) -> Path:
-    """A tiny model trained for real on the toy corpus (shared by all tests that only read it)."""
-    out = tmp_path_factory.mktemp("runs") / "tiny"
-    args = ["train", str(ROOT / "configs" / "toy.yaml"), "--out", str(out), "--device", "cpu"]
-    for s in TINY:
+def built_once(tmp_path_factory, name: str, build) -> Path:
+    """`build(path)` once in a test session, however many xdist workers share it: the first
+    worker to ask builds under a lock (in the session's base directory, above the workers'),
+    the others wait for it and read what it built. For session fixtures that only read what
+    they build (trained models); a build that failed is tried again by the next to ask."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        base = base.parent  # the session's: each worker's is a popen-gwN inside it
+    shared = base / "built-once"
+    shared.mkdir(exist_ok=True)
+    path, done = shared / name, shared / f"{name}.done"
+    with open(shared / f"{name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not done.exists():
+            shutil.rmtree(path, ignore_errors=True)
+            build(path)
+            done.touch()
+    return path
+
+
+def train_toy(out: Path, *sets: str) -> None:
+    """`mt train` of the toy config with `sets` into out, in a subprocess."""
+    args = ["train", str(CONFIG), "--out", str(out), "--device", "cpu"]
+    for s in sets:
         args += ["--set", s]
     r = run_mt(*args)
     assert r.code == 0, r.err
-    return out
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """A tiny model trained for real on the toy corpus (shared by all tests that only read it,
+    trained once for all xdist workers)."""
+    return built_once(tmp_path_factory, "tiny", lambda out: train_toy(out, *TINY))
+
+
+# A tiny joint SentencePiece model (tests/test_pipeline_subword.py, tests/test_align.py).
+SPM = [*TINY, "data.tokenizer=sentencepiece", "data.shared_vocab=true", "data.vocab_size=330",
+       "train.max_steps=150", "train.eval_every=50"]
+
+
+@pytest.fixture(scope="session")
+def spm_run(tmp_path_factory) -> Path:
+    """The toy corpus trained for real with SPM (SentencePiece), once for all xdist workers."""
+    return built_once(tmp_path_factory, "spm", lambda out: train_toy(out, *SPM))
 
 
 def make_weights_only(run_dir: Path) -> None:
@@ -140,6 +176,30 @@ def cli(capsys, monkeypatch):
         return Result(code, out, err)
 
     return run
+
+
+def mt_here(*args: str, stdin: bytes | None = None, cwd: Path = ROOT) -> Result:
+    """`mt ARGS` in this process, as the cli fixture runs it, for what cannot take that fixture
+    (a module or session fixture): main() with its own stdin, stdout and stderr, in cwd."""
+    streams = [io.TextIOWrapper(io.BytesIO(stdin or b""), encoding="utf-8"),
+               *(io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="") for _ in "12")]
+    code = 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        mp.setattr(sys, "argv", ["mt", *map(str, args)])
+        mp.setenv("MT_DEBUG", "")
+        for name, stream in zip(("stdin", "stdout", "stderr"), streams):
+            mp.setattr(sys, name, stream)
+        try:
+            with own_signals():
+                main()
+        except SystemExit as e:
+            code = e.code
+        finally:
+            for stream in streams[1:]:
+                stream.flush()
+    out, err = (s.buffer.getvalue().decode("utf-8", "replace") for s in streams[1:])
+    return Result(code, out, err)
 
 
 @contextlib.contextmanager
@@ -267,13 +327,8 @@ def run_copy(tiny_run, tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def other_run(tiny_run, tmp_path_factory) -> Path:
     """A second toy model, for ensembles: another seed, half the epochs (so a worse one)."""
-    out = tmp_path_factory.mktemp("runs") / "other"
-    args = ["train", str(CONFIG), "--out", str(out), "--device", "cpu"]
-    for s in [*TINY, "train.seed=2", "train.max_epochs=2"]:
-        args += ["--set", s]
-    r = run_mt(*args)
-    assert r.code == 0, r.err
-    return out
+    return built_once(tmp_path_factory, "other",
+                      lambda out: train_toy(out, *TINY, "train.seed=2", "train.max_epochs=2"))
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,9 @@ import re
 
 import pytest
 import torch
-from test_pipeline_subword import spm_run  # noqa: F401 (a fixture)
 from toy_gold import gold
 
-from conftest import TOY, assert_user_error, run_mt
+from conftest import TOY, assert_user_error
 from mt.align import cross_attention, pharaoh, token_words, word_alignment
 from mt.checkpoint import load_run
 from mt.data import pad
@@ -82,7 +81,7 @@ def test_alignments_match_the_toy_gold_and_are_valid_pharaoh(tiny_run):
     assert translator.translate_nbest([""])[0][0].alignment == ""
 
 
-def test_subword_alignments_are_merged_to_words(spm_run):  # noqa: F811 (the fixture)
+def test_subword_alignments_are_merged_to_words(spm_run):
     run = load_run(spm_run)
     assert toy_gold_rate(run) >= 30  # measured: 38.4 (docs/decoding.md); chance is about 11
     translator = Translator(run)
@@ -91,23 +90,23 @@ def test_subword_alignments_are_merged_to_words(spm_run):  # noqa: F811 (the fix
         _check_pharaoh(line, found[0].text, found[0].alignment)
 
 
-def test_cli_align_formats_and_ctranslate2(tiny_run, tmp_path):
+def test_cli_align_formats_and_ctranslate2(cli, tiny_run, tmp_path):
     src = tmp_path / "in.txt"
     lines = ["Today you have eight hundred seventy nine cats.", "", "We have two dogs."]
     src.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    r = run_mt("translate", str(tiny_run), "-i", str(src), "--align")
+    r = cli("translate", str(tiny_run), "-i", str(src), "--align")
     assert r.code == 0, r.err
     rows = r.out.splitlines()
     assert len(rows) == 3 and all(row.count("\t") == 1 for row in rows)
     for line, row in zip(lines, rows, strict=True):
         _check_pharaoh(line, *row.split("\t"))
     assert rows[0].split("\t")[1].startswith("0-0 1-2 2-1")  # Today-Heute you-du have-hast
-    r = run_mt("translate", str(tiny_run), "-i", str(src), "--align", "--format", "jsonl")
+    r = cli("translate", str(tiny_run), "-i", str(src), "--align", "--format", "jsonl")
     records = [json.loads(x) for x in r.out.splitlines()]
     assert [x["alignment"] for x in records] == [row.split("\t")[1] for row in rows]
     pytest.importorskip("ctranslate2")
-    r = run_mt("translate", str(tiny_run), "-i", str(src), "--align", "--engine", "ctranslate2",
-               "-o", str(tmp_path / "out.txt"))
+    r = cli("translate", str(tiny_run), "-i", str(src), "--align", "--engine", "ctranslate2",
+            "-o", str(tmp_path / "out.txt"))
     assert_user_error(r, 3, "decode.align: word alignments come from mt's own search")
     assert not (tmp_path / "out.txt").exists()
 

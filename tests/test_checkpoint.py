@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import TOY, TWO_LINES, assert_user_error, leftovers, run_mt, snapshot
+from conftest import TOY, TWO_LINES, assert_user_error, leftovers, snapshot
 from mt.checkpoint import FORMAT, load_checkpoint, load_run, run_state, save_checkpoint
 from mt.commands.evaluate import evaluate
 from mt.commands.info import run_info
@@ -32,18 +32,19 @@ def test_checkpoints_carry_config_and_vocab_as_plain_data(tiny_run):
         assert state["files"] == {}
 
 
-def test_moved_checkpoint_translates_and_evaluates_alone(tiny_run, tmp_path):
+def test_moved_checkpoint_translates_and_evaluates_alone(cli, monkeypatch, tiny_run, tmp_path):
     alone = tmp_path / "elsewhere" / "model.pt"
     alone.parent.mkdir()
     shutil.copy(tiny_run / "best.pt", alone)
     assert sorted(p.name for p in alone.parent.iterdir()) == ["model.pt"]
     in_run = Translator(load_run(tiny_run)).translate(TWO_LINES.splitlines())
-    moved = run_mt("translate", str(alone), input=TWO_LINES)
+    moved = cli("translate", str(alone), stdin=TWO_LINES.encode())
     assert moved.code == 0, moved.err
     assert moved.out.splitlines() == in_run and "zwei und vierzig" in moved.out
     src, ref = str(TOY / "toy.test.en"), str(TOY / "toy.test.de")
     a = evaluate(tiny_run, src=src, ref=ref)
-    r = run_mt("eval", str(alone), "--src", src, "--ref", ref, "--json", cwd=tmp_path)
+    monkeypatch.chdir(tmp_path)  # away from the repository's data and configs
+    r = cli("eval", str(alone), "--src", src, "--ref", ref, "--json")
     assert r.code == 0, r.err
     b = json.loads(r.out)
     assert b["bleu"] == a["bleu"] > 80 and b["chrf"] == a["chrf"]
@@ -59,7 +60,7 @@ def test_files_travel_as_bytes(tiny_run, tmp_path):
     assert again.files == {"spm.model": blob, "empty": b""} and again.step == 7
 
 
-def test_damaged_one_file_checkpoints_are_refused(tiny_run, tmp_path):
+def test_damaged_one_file_checkpoints_are_refused(cli, tiny_run, tmp_path):
     good = load_checkpoint(tiny_run / "best.pt")
     cases = {
         "newer": ({**good, "format": FORMAT + 1}, "format"),
@@ -72,7 +73,7 @@ def test_damaged_one_file_checkpoints_are_refused(tiny_run, tmp_path):
         torch.save(state, tmp_path / f"{name}.pt")
         with pytest.raises(CheckpointError, match=needle):
             load_run(tmp_path / f"{name}.pt")
-    r = run_mt("translate", str(tmp_path / "vocab.pt"), input="one\n")
+    r = cli("translate", str(tmp_path / "vocab.pt"), stdin=b"one\n")
     assert_user_error(r, 5, "vocab.pt", "damaged one-file checkpoint")
 
 

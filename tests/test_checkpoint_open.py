@@ -11,32 +11,32 @@ import sys
 
 import pytest
 
-from conftest import ROOT, THREADS, assert_user_error, run_mt
+from conftest import ROOT, THREADS, assert_user_error
 
 TEXT = "Heute haben Sie acht Katzen.\n\nGestern, hatten wir sechzig Häuser!\n"
 
 
-def test_tokenize_a_one_file_checkpoint_outside_its_run_directory(tiny_run, tmp_path):
+def test_tokenize_a_one_file_checkpoint_outside_its_run_directory(cli, tiny_run, tmp_path):
     alone = tmp_path / "elsewhere" / "model.pt"
     alone.parent.mkdir()
     shutil.copyfile(tiny_run / "best.pt", alone)
-    in_run = run_mt("tokenize", str(tiny_run), "--side", "tgt", input=TEXT)
-    moved = run_mt("tokenize", str(alone), "--side", "tgt", input=TEXT)
+    in_run = cli("tokenize", str(tiny_run), "--side", "tgt", stdin=TEXT.encode())
+    moved = cli("tokenize", str(alone), "--side", "tgt", stdin=TEXT.encode())
     assert in_run.code == 0 and moved.code == 0, (in_run.err, moved.err)
     assert moved.out == in_run.out and len(moved.out.split("\n")) == 4
-    back = run_mt("tokenize", str(alone), "--side", "tgt", "--detok", input=moved.out)
+    back = cli("tokenize", str(alone), "--side", "tgt", "--detok", stdin=moved.out.encode())
     assert back.code == 0 and back.out == TEXT, back.err
 
 
-def test_tokenize_a_run_directory_before_its_first_checkpoint(tiny_run, tmp_path):
+def test_tokenize_a_run_directory_before_its_first_checkpoint(cli, tiny_run, tmp_path):
     fresh = tmp_path / "fresh"
     fresh.mkdir()
     for name in ("config.yaml", "vocab.src.txt", "vocab.tgt.txt"):
         shutil.copyfile(tiny_run / name, fresh / name)
-    r = run_mt("tokenize", str(fresh), input="Today, you have eight cats.\n")
+    r = cli("tokenize", str(fresh), stdin=b"Today, you have eight cats.\n")
     assert r.code == 0, r.err
     assert r.out.count("\n") == 1 and len(r.out.split()) > 5
-    assert_user_error(run_mt("translate", str(fresh), input="one\n"), 5, "no checkpoint",
+    assert_user_error(cli("translate", str(fresh), stdin=b"one\n"), 5, "no checkpoint",
                       "train it first")
 
 
@@ -65,18 +65,18 @@ finally:
     assert json.loads(p.stdout)["checkpoint"] == str(tiny_run / "best.pt")
 
 
-def test_an_export_opens_as_a_run_directory(tiny_run, tmp_path):
+def test_an_export_opens_as_a_run_directory(cli, tiny_run, tmp_path):
     pytest.importorskip("ctranslate2")
     out = tmp_path / "export"
-    r = run_mt("export", str(tiny_run), "--to", "ctranslate2", str(out))
+    r = cli("export", str(tiny_run), "--to", "ctranslate2", str(out))
     assert r.code == 0, r.err
     step = json.loads(r.out)["step"]
-    ev = run_mt("eval", "--engine", "ctranslate2", str(out), "--json")
+    ev = cli("eval", "--engine", "ctranslate2", str(out), "--json")
     assert ev.code == 0, ev.err
     assert json.loads(ev.out)["step"] == step > 0
-    tok = run_mt("tokenize", str(out), "--side", "tgt", input=TEXT)
-    assert tok.code == 0 and tok.out == run_mt("tokenize", str(tiny_run), "--side", "tgt",
-                                               input=TEXT).out
-    r = run_mt("translate", "--engine", "ctranslate2", str(out), "--beam", "0", input="one\n")
+    tok = cli("tokenize", str(out), "--side", "tgt", stdin=TEXT.encode())
+    assert tok.code == 0 and tok.out == cli("tokenize", str(tiny_run), "--side", "tgt",
+                                            stdin=TEXT.encode()).out
+    r = cli("translate", "--engine", "ctranslate2", str(out), "--beam", "0", stdin=b"one\n")
     assert_user_error(r, 3, "decode.beam must be at least 1")
     assert r.err.startswith("error: --beam 0: "), r.err

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from conftest import TOY, assert_user_error, run_mt
+from conftest import TOY, assert_user_error
 from mt.checkpoint import load_run
 from mt.confidence import CALIBRATION, features
 from mt.data import pad
@@ -23,20 +23,20 @@ def bad_refs(tmp_path) -> Path:
     return path
 
 
-def test_calibrate_then_min_confidence_rejects_exactly_the_lines_below(run_copy, tmp_path):
-    r = run_mt("calibrate", str(run_copy), "--src", str(TOY / "toy.val.en"), "--ref",
-               str(bad_refs(tmp_path)), "--json")
+def test_calibrate_then_min_confidence_rejects_exactly_the_lines_below(cli, run_copy, tmp_path):
+    r = cli("calibrate", str(run_copy), "--src", str(TOY / "toy.val.en"), "--ref",
+            str(bad_refs(tmp_path)), "--json")
     assert r.code == 0, r.err
     fitted = json.loads(r.out)
     assert fitted["lines"] == 300 and (run_copy / CALIBRATION).is_file()
-    info = run_mt("info", str(run_copy))
+    info = cli("info", str(run_copy))
     assert "calibration:" in info.out and "fitted on 300 lines" in info.out
-    assert json.loads(run_mt("info", str(run_copy), "--json").out)["calibration"]["applies"]
+    assert json.loads(cli("info", str(run_copy), "--json").out)["calibration"]["applies"]
 
     src = tmp_path / "in.en"
     lines = (TOY / "toy.test.en").read_text().splitlines()[:60]
     src.write_text("\n".join(lines) + "\n")
-    j = run_mt("translate", str(run_copy), "-i", str(src), "--format", "jsonl", "--confidence")
+    j = cli("translate", str(run_copy), "-i", str(src), "--format", "jsonl", "--confidence")
     assert j.code == 0, j.err
     records = [json.loads(line) for line in j.out.splitlines()]
     conf = [rec["confidence"] for rec in records]
@@ -50,7 +50,7 @@ def test_calibrate_then_min_confidence_rejects_exactly_the_lines_below(run_copy,
                     if (lo is not None and f[k] < lo) or (hi is not None and f[k] > hi)]
         assert rec["flags"] == expected
     x = sorted(conf)[len(conf) // 2]  # the median: about half rejected
-    t = run_mt("translate", str(run_copy), "-i", str(src), "--min-confidence", str(x))
+    t = cli("translate", str(run_copy), "-i", str(src), "--min-confidence", str(x))
     assert t.code == 0, t.err
     out = t.out.splitlines()
     expected = ["" if c < x else rec["text"] for c, rec in zip(conf, records, strict=True)]
@@ -58,33 +58,32 @@ def test_calibrate_then_min_confidence_rejects_exactly_the_lines_below(run_copy,
     rejected = sum(c < x for c in conf)
     assert 0 < rejected < len(conf)
     assert f"{rejected} of {len(conf)} line(s) below it, written empty" in t.err
-    again = run_mt("translate", str(run_copy), "-i", str(src), "--format", "jsonl",
-                   "--confidence")
+    again = cli("translate", str(run_copy), "-i", str(src), "--format", "jsonl", "--confidence")
     assert again.out == j.out  # deterministic
 
 
-def test_calibrate_and_min_confidence_errors_are_one_line(run_copy, tmp_path):
+def test_calibrate_and_min_confidence_errors_are_one_line(cli, run_copy, tmp_path):
     short = tmp_path / "short.en"
     short.write_text("Yesterday we saw forty two red dogs.\n" * 20)
     short_ref = tmp_path / "short.de"
     short_ref.write_text("Gestern sahen wir zwei und vierzig rote Hunde.\n" * 20)
-    assert_user_error(run_mt("calibrate", str(run_copy), "--src", str(short), "--ref",
-                             str(short_ref)), 4, "at least 100 held-out lines")
-    assert_user_error(run_mt("calibrate", str(run_copy), "--src", str(TOY / "toy.val.en"),
-                             "--ref", str(short_ref)), 4)
-    assert_user_error(run_mt("calibrate", str(run_copy), "--src", str(TOY / "toy.val.en"),
-                             "--ref", str(TOY / "toy.val.de")), 4, "every line reaches chrF 50",
+    assert_user_error(cli("calibrate", str(run_copy), "--src", str(short), "--ref",
+                          str(short_ref)), 4, "at least 100 held-out lines")
+    assert_user_error(cli("calibrate", str(run_copy), "--src", str(TOY / "toy.val.en"),
+                          "--ref", str(short_ref)), 4)
+    assert_user_error(cli("calibrate", str(run_copy), "--src", str(TOY / "toy.val.en"),
+                          "--ref", str(TOY / "toy.val.de")), 4, "every line reaches chrF 50",
                       "--threshold")
     src = tmp_path / "in.en"
     src.write_text("Yesterday we saw forty two red dogs.\n")
-    assert_user_error(run_mt("translate", str(run_copy), "-i", str(src), "--min-confidence",
-                             "0.5"), 3, "has no calibration", "mt calibrate")
-    assert_user_error(run_mt("translate", str(run_copy), "-i", str(src), "--min-confidence",
-                             "0.5", "--nbest", "2", "--beam", "2"), 2, "not with --nbest")
+    assert_user_error(cli("translate", str(run_copy), "-i", str(src), "--min-confidence",
+                          "0.5"), 3, "has no calibration", "mt calibrate")
+    assert_user_error(cli("translate", str(run_copy), "-i", str(src), "--min-confidence",
+                          "0.5", "--nbest", "2", "--beam", "2"), 2, "not with --nbest")
     (run_copy / CALIBRATION).write_text('{"format": 1, "crc32": 0, "calibration": {}}')
     for args in (["translate", str(run_copy), "-i", str(src), "--confidence"],
                  ["info", str(run_copy)]):
-        assert_user_error(run_mt(*args), 5, "damaged calibration", "mt calibrate again")
+        assert_user_error(cli(*args), 5, "damaged calibration", "mt calibrate again")
 
 
 def test_coverage_drops_where_the_output_leaves_a_source_word_out(tiny_run):
@@ -100,14 +99,14 @@ def test_coverage_drops_where_the_output_leaves_a_source_word_out(tiny_run):
     assert found[1]["mean_logprob"] < found[0]["mean_logprob"]
 
 
-def test_mc_dropout_gives_each_line_the_mean_and_variance_of_its_passes(tiny_run, tmp_path):
+def test_mc_dropout_gives_each_line_the_mean_and_variance_of_its_passes(cli, tiny_run, tmp_path):
     """--mc-dropout N: N passes with the model's dropout on, seeded (decode.seed), so the same
     command gives the same figures; the toy model trained without dropout is told so."""
     src = tmp_path / "in.en"
     src.write_text("Yesterday zebras bought forty two red dogs.\nYou see four red cats.\n")
     args = ["translate", str(tiny_run), "-i", str(src), "--format", "jsonl", "--confidence",
             "--mc-dropout", "4", "--set", "model.dropout=0.2"]
-    runs = [run_mt(*args) for _ in range(2)]
+    runs = [cli(*args) for _ in range(2)]
     assert all(r.code == 0 for r in runs), runs[0].err
     first = [json.loads(line) for line in runs[0].out.splitlines()]
     assert runs[0].out == runs[1].out  # seeded: the same passes
@@ -115,10 +114,10 @@ def test_mc_dropout_gives_each_line_the_mean_and_variance_of_its_passes(tiny_run
         f = rec["features"]
         assert f["mc_dropout_variance"] > 0 and f["mc_dropout_logprob"] < 0
         assert set(f) >= {"mean_logprob", "coverage"}  # beside the search's features
-    plain = run_mt("translate", str(tiny_run), "-i", str(src), "--format", "jsonl",
-                   "--confidence", "--mc-dropout", "3")
+    plain = cli("translate", str(tiny_run), "-i", str(src), "--format", "jsonl",
+                "--confidence", "--mc-dropout", "3")
     assert plain.code == 0 and "the model has no dropout" in plain.err
     assert all(json.loads(line)["features"]["mc_dropout_variance"] < 1e-20  # rounding only
                for line in plain.out.splitlines())
-    assert_user_error(run_mt("translate", str(tiny_run), "-i", str(src), "--mc-dropout", "4"),
+    assert_user_error(cli("translate", str(tiny_run), "-i", str(src), "--mc-dropout", "4"),
                       3, "--mc-dropout 4", "needs decode.confidence")

@@ -11,7 +11,6 @@ from conftest import (
     PLANTED_TEST,
     PLANTED_VAL,
     assert_user_error,
-    run_mt,
     snapshot,
     write_pairs,
 )
@@ -21,8 +20,8 @@ needs_multi30k = pytest.mark.skipif(not MULTI30K.is_dir(), reason="needs ../shar
 
 @needs_multi30k
 @pytest.mark.slow  # copies and counts real Multi30k files
-def test_multi30k_copied_from_local_dir_with_counts_checked(tmp_path):
-    r = run_mt("data", "multi30k", "--from", str(MULTI30K), "--dest", str(tmp_path / "m"))
+def test_multi30k_copied_from_local_dir_with_counts_checked(cli, tmp_path):
+    r = cli("data", "multi30k", "--from", str(MULTI30K), "--dest", str(tmp_path / "m"))
     assert r.code == 0, r.err
     for split, n in (("train", 29000), ("val", 1014), ("test_2016_flickr", 1000)):
         for lang in ("de", "en"):
@@ -33,12 +32,12 @@ def test_multi30k_copied_from_local_dir_with_counts_checked(tmp_path):
 
 @needs_multi30k
 @pytest.mark.slow  # copies real Multi30k files
-def test_multi30k_wrong_line_count_is_an_error(tmp_path):
+def test_multi30k_wrong_line_count_is_an_error(cli, tmp_path):
     src = tmp_path / "src"
     shutil.copytree(MULTI30K, src)
     with gzip.open(src / "val.en.gz", "wt", encoding="utf-8") as f:
         f.write("only one line\n")
-    r = run_mt("data", "multi30k", "--from", str(src), "--dest", str(tmp_path / "m"))
+    r = cli("data", "multi30k", "--from", str(src), "--dest", str(tmp_path / "m"))
     assert_user_error(r, 4, "val.en.gz", "1 lines, expected 1014")
 
 
@@ -57,34 +56,34 @@ def _fake_multi30k(root, files):
 
 
 @pytest.mark.slow  # copies and counts real Multi30k files
-def test_multi30k_other_languages_and_test_sets(tmp_path):
+def test_multi30k_other_languages_and_test_sets(cli, tmp_path):
     src = _fake_multi30k(tmp_path / "src", {
         "val.fr.gz": 1014, "val.en.gz": 1014, "test_2017_mscoco.fr.gz": 461,
         "test_2017_mscoco.en.gz": 461, "test_2018_flickr.cs.gz": 1071})
-    r = run_mt("data", "multi30k", "--from", str(src), "--dest", str(tmp_path / "m"),
-               "--langs", "en,fr", "--splits", "val,test_2017_mscoco")
+    r = cli("data", "multi30k", "--from", str(src), "--dest", str(tmp_path / "m"),
+            "--langs", "en,fr", "--splits", "val,test_2017_mscoco")
     assert r.code == 0, r.err
     assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [
         "test_2017_mscoco.en.gz", "test_2017_mscoco.fr.gz", "val.en.gz", "val.fr.gz"]
     assert "test_2017_mscoco.fr.gz: 461 lines" in r.err
     # a test set not published in a language; unknown names
     dest = str(tmp_path / "n")
-    r = run_mt("data", "multi30k", "--from", str(src), "--dest", dest, "--langs", "en,cs",
-               "--splits", "test_2017_mscoco")
+    r = cli("data", "multi30k", "--from", str(src), "--dest", dest, "--langs", "en,cs",
+            "--splits", "test_2017_mscoco")
     assert_user_error(r, 4, "test_2017_mscoco: not published in cs")
-    assert_user_error(run_mt("data", "multi30k", "--dest", dest, "--splits", "test_2019"),
+    assert_user_error(cli("data", "multi30k", "--dest", dest, "--splits", "test_2019"),
                       4, "test_2019: unknown", "test_2018_flickr")
-    assert_user_error(run_mt("data", "multi30k", "--dest", dest, "--langs", "ja"),
+    assert_user_error(cli("data", "multi30k", "--dest", dest, "--langs", "ja"),
                       4, "--langs ja", "en, de, fr, cs")
 
 
 @pytest.mark.slow  # copies and counts real Multi30k files
-def test_multi30k_all_splits_of_a_language_pair(tmp_path):
+def test_multi30k_all_splits_of_a_language_pair(cli, tmp_path):
     counts = {"train": 29000, "val": 1014, "test_2016_flickr": 1000, "test_2018_flickr": 1071}
     src = _fake_multi30k(tmp_path / "src", {f"{s}.{lang}.gz": n for s, n in counts.items()
                                             for lang in ("en", "cs")})
-    r = run_mt("data", "multi30k", "--from", str(src), "--dest", str(tmp_path / "m"),
-               "--langs", "en,cs", "--splits", "all")  # 2017's test sets have no Czech
+    r = cli("data", "multi30k", "--from", str(src), "--dest", str(tmp_path / "m"),
+            "--langs", "en,cs", "--splits", "all")  # 2017's test sets have no Czech
     assert r.code == 0, r.err
     assert len(list((tmp_path / "m").iterdir())) == 8
 

@@ -5,7 +5,7 @@ import importlib.util
 import json
 from pathlib import Path
 
-from conftest import TOY, assert_user_error, leftovers, run_mt, snapshot, write_as
+from conftest import TOY, assert_user_error, leftovers, snapshot, write_as
 from mt.textio import read_lines
 from mt.translator import Translator
 
@@ -28,18 +28,18 @@ def test_eval_checks_its_output_path_before_loading_or_translating(cli, tmp_path
         assert snapshot(tmp_path) == before and leftovers(tmp_path) == []
 
 
-def test_eval_cli_prints_every_score_and_json_holds_them(tiny_run):
-    r = run_mt("eval", str(tiny_run), "--split", "val", "--metrics", "ter")
+def test_eval_cli_prints_every_score_and_json_holds_them(cli, tiny_run):
+    r = cli("eval", str(tiny_run), "--split", "val", "--metrics", "ter")
     assert r.code == 0, r.err
     names = [line.split(" = ")[0] for line in r.out.splitlines()]
     assert names == ["BLEU", "chrF", "BLEU lowercased", "BLEU tokenized lowercased",
                      "BLEU Moses-tokenized lowercased", "TER"]
-    r = run_mt("eval", str(tiny_run), "--split", "val", "--json")
+    r = cli("eval", str(tiny_run), "--split", "val", "--json")
     result = json.loads(r.out)
     for key in ("bleu", "chrf", "bleu_lc", "bleu_tok_lc", "bleu_moses_lc"):
         assert isinstance(result[key], float) and result[key + "_signature"], key
     assert result["bleu_lc"] >= result["bleu"] - 1e-9
-    assert_user_error(run_mt("eval", str(tiny_run), "--metrics", "meteor"), 2, "--metrics")
+    assert_user_error(cli("eval", str(tiny_run), "--metrics", "meteor"), 2, "--metrics")
 
 
 def test_eval_without_the_moses_extra_leaves_that_score_out_and_says_so(tiny_run, monkeypatch,

@@ -7,25 +7,25 @@ import shutil
 
 import pytest
 
-from conftest import assert_user_error, run_mt
+from conftest import assert_user_error
 
 pytest.importorskip("ctranslate2")
 
 
-def test_existing_output_needs_force(tiny_run, ct2_export, tmp_path):
+def test_existing_output_needs_force(cli, tiny_run, ct2_export, tmp_path):
     out = tmp_path / "model"
     shutil.copytree(ct2_export, out)
     (out / "stale.txt").write_text("old")
-    r = run_mt("export", str(tiny_run), "--to", "ctranslate2", str(out))
+    r = cli("export", str(tiny_run), "--to", "ctranslate2", str(out))
     assert_user_error(r, 6, "already exists", "--force")
     assert (out / "stale.txt").is_file()
-    r = run_mt("export", str(tiny_run), "--to", "ctranslate2", str(out), "--force")
+    r = cli("export", str(tiny_run), "--to", "ctranslate2", str(out), "--force")
     assert r.code == 0, r.err
     assert not (out / "stale.txt").exists() and (out / "model.bin").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model"]  # no temporary left
 
 
-def test_bad_checkpoints_are_refused(tiny_run, tmp_path):
+def test_bad_checkpoints_are_refused(cli, tiny_run, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
     out = tmp_path / "out"
@@ -35,6 +35,6 @@ def test_bad_checkpoints_are_refused(tiny_run, tmp_path):
         ckpt = run / f"{case}.pt"
         if content is not None:
             ckpt.write_bytes(content)
-        r = run_mt("export", str(ckpt), "--to", "ctranslate2", str(out))
+        r = cli("export", str(ckpt), "--to", "ctranslate2", str(out))
         assert_user_error(r, 5)
         assert not out.exists(), case

@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from conftest import ROOT, TINY, TOY, TWO_LINES, assert_user_error, png_size, run_mt
+from conftest import ROOT, TINY, TOY, TWO_LINES, assert_user_error, png_size
 from mt.checkpoint import load_run
 from mt.commands.heatmap import Pictures, translate_with_attention
 from mt.commands.options import TranslateOptions
@@ -13,10 +13,10 @@ from mt.errors import ConfigError, DataError
 from mt.translator import Translator
 
 
-def test_attention_pictures_for_two_lines(tiny_run, tmp_path):
+def test_attention_pictures_for_two_lines(cli, tiny_run, tmp_path):
     pictures = tmp_path / "att"
     plain = Translator(load_run(tiny_run)).translate(TWO_LINES.splitlines())
-    r = run_mt("translate", str(tiny_run), "--attention", str(pictures), input=TWO_LINES)
+    r = cli("translate", str(tiny_run), "--attention", str(pictures), stdin=TWO_LINES.encode())
     assert r.code == 0, r.err
     assert r.out.splitlines() == plain  # the translations as without --attention
     assert sorted(p.name for p in pictures.iterdir()) == ["0001.png", "0002.png"]
@@ -52,12 +52,12 @@ def test_attention_decodes_in_the_chosen_dtype(tiny_run, tmp_path, monkeypatch):
     assert out.read_text().splitlines() == bf16
 
 
-def test_attention_with_an_empty_line_draws_no_picture(tiny_run, tmp_path):
+def test_attention_with_an_empty_line_draws_no_picture(cli, tiny_run, tmp_path):
     pictures = tmp_path / "att"
     src = "Today you have eight cats.\n\nYesterday we had sixty old houses.\n"
     out = tmp_path / "out.txt"
-    r = run_mt("translate", str(tiny_run), "--attention", str(pictures), "-o", str(out),
-               input=src)
+    r = cli("translate", str(tiny_run), "--attention", str(pictures), "-o", str(out),
+            stdin=src.encode())
     assert r.code == 0, r.err
     assert sorted(p.name for p in pictures.iterdir()) == ["0001.png", "0003.png"]
     lines = out.read_text().split("\n")
@@ -65,9 +65,9 @@ def test_attention_with_an_empty_line_draws_no_picture(tiny_run, tmp_path):
     assert lines[0].startswith("Heute") and lines[2].startswith("Gestern")
 
 
-def test_attention_bad_options(tiny_run, tmp_path):
-    r = run_mt("translate", str(tiny_run), "--attention", str(tmp_path / "a"),
-               "--attention-layer", "7", input=TWO_LINES)
+def test_attention_bad_options(cli, tiny_run, tmp_path):
+    r = cli("translate", str(tiny_run), "--attention", str(tmp_path / "a"),
+            "--attention-layer", "7", stdin=TWO_LINES.encode())
     assert_user_error(r, 3, "--attention-layer 7", "2 decoder layers")
     src = tmp_path / "in.txt"
     src.write_text(TWO_LINES)
@@ -80,14 +80,14 @@ def test_attention_bad_options(tiny_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_attention_applies_the_corpus_tag_as_translate_does(tmp_path):
+def test_attention_applies_the_corpus_tag_as_translate_does(cli, tmp_path):
     """decode.tag with --attention: the tag goes before each source line, as in `mt translate`
     (the pictures used to bypass it), and the picture's columns are the line's own tokens."""
     run = tmp_path / "tagged"
     sets = [*TINY, "data.train=[{prefix: toy.train, tag: <2de>}]", "train.max_epochs=1",
             "train.eval_bleu=false", "train.metric=loss"]
-    r = run_mt("train", str(ROOT / "configs" / "toy.yaml"), "--out", str(run),
-               *[a for s in sets for a in ("--set", s)])
+    r = cli("train", str(ROOT / "configs" / "toy.yaml"), "--out", str(run),
+            *[a for s in sets for a in ("--set", s)])
     assert r.code == 0, r.err
     lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:8]
     src = tmp_path / "in.txt"
@@ -97,8 +97,8 @@ def test_attention_applies_the_corpus_tag_as_translate_does(tmp_path):
     tagged = translator.translate(lines, tag="<2de>", min_len=4)
     assert tagged != translator.translate(lines, min_len=4)  # else this test could not tell
     out = tmp_path / "out.txt"
-    r = run_mt("translate", str(run), "--tag", "<2de>", "--min-len", "4", "--attention",
-               str(tmp_path / "att"), "-i", str(src), "-o", str(out))
+    r = cli("translate", str(run), "--tag", "<2de>", "--min-len", "4", "--attention",
+            str(tmp_path / "att"), "-i", str(src), "-o", str(out))
     assert r.code == 0, r.err
     assert out.read_text().splitlines() == tagged
     attention = translator.translate_nbest(lines[:1], tag="<2de>", attention=True)[0][0].attention

@@ -8,7 +8,7 @@ import pytest
 import torch
 import yaml
 
-from conftest import CONFIG, TINY, assert_user_error, corpus, run_mt
+from conftest import CONFIG, TINY, assert_user_error, corpus
 from mt.checkpoint import FORMAT, load_checkpoint, load_run, save_checkpoint
 from mt.commands.average import average_run
 from mt.commands.info import format_info, run_info
@@ -18,8 +18,8 @@ from mt.tokenizers import FLAT_KEYS
 from mt.train.lineage import sha256_of
 
 
-def test_info_json(tiny_run):
-    r = run_mt("info", str(tiny_run), "--json")
+def test_info_json(cli, tiny_run):
+    r = cli("info", str(tiny_run), "--json")
     assert r.code == 0, r.err
     info = json.loads(r.out)
     run = load_run(tiny_run)
@@ -42,7 +42,7 @@ def test_info_json(tiny_run):
     assert {c["name"]: (c["bytes"], c["step"]) for c in info["checkpoints"]} == {
         "best.pt": ((tiny_run / "best.pt").stat().st_size, run.step),
         "last.pt": ((tiny_run / "last.pt").stat().st_size, last)}
-    text = run_mt("info", str(tiny_run / "last.pt"))
+    text = cli("info", str(tiny_run / "last.pt"))
     assert text.code == 0, text.err
     assert "parameters:" in text.out and f"steps trained: {last}" in text.out
     assert "best:" in text.out and "last.pt:" in text.out and "MiB" in text.out
@@ -70,10 +70,10 @@ def test_info_of_a_run_older_than_tokenizer_sections(tiny_run, tmp_path):
     assert "tokenizer:     spacy en -> de\n" in format_info(after)
 
 
-def test_info_of_missing_truncated_or_foreign_checkpoints(tiny_run, tmp_path):
+def test_info_of_missing_truncated_or_foreign_checkpoints(cli, tiny_run, tmp_path):
     cut = tmp_path / "cut.pt"
     cut.write_bytes((tiny_run / "best.pt").read_bytes()[:5000])
-    assert_user_error(run_mt("info", str(cut), "--json"), 5, "truncated or corrupted")
+    assert_user_error(cli("info", str(cut), "--json"), 5, "truncated or corrupted")
     with pytest.raises(CheckpointError, match="none.pt"):
         run_info(tmp_path / "none.pt")
     foreign = tmp_path / "foreign.pt"
@@ -125,15 +125,15 @@ def test_info_shows_the_lineage_base_fine_tuned_averaged(tmp_path, cli):
     assert "lineage:       no lineage recorded (step 6" in cli("info", old).out
 
 
-def test_peak_memory_is_recorded_at_each_validation_and_shown(tiny_run):
+def test_peak_memory_is_recorded_at_each_validation_and_shown(cli, tiny_run):
     records = [json.loads(line) for line in (tiny_run / "metrics.jsonl").read_text().splitlines()]
     peaks = [e["peak_rss_mib"] for e in records if e["event"] == "valid"]
     assert len(peaks) >= 2 and peaks == sorted(peaks)  # a high-water mark
     assert 50 < peaks[0] < 64 * 1024  # torch alone is more than 50 MiB resident
-    info = json.loads(run_mt("info", str(tiny_run), "--json").out)
+    info = json.loads(cli("info", str(tiny_run), "--json").out)
     top = max((e for e in records if e["event"] == "valid"), key=lambda e: e["peak_rss_mib"])
     assert info["peak_memory"] == {"peak_rss_mib": top["peak_rss_mib"], "step": top["step"]}
-    text = run_mt("info", str(tiny_run)).out
+    text = cli("info", str(tiny_run)).out
     assert re.search(rf"peak memory: +{top['peak_rss_mib'] / 1024:.2f} GiB resident, by step "
                      rf"{top['step']}\n", text), text
 

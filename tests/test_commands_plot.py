@@ -5,14 +5,14 @@ import sys
 
 import pytest
 
-from conftest import assert_user_error, png_size, run_mt
+from conftest import assert_user_error, png_size
 from mt.commands.plot import DPI, HEIGHT, WIDTH, plot_runs
 from mt.errors import ConfigError, DataError
 
 
-def test_plot_one_run_and_several_overlaid(tiny_run, tmp_path):
+def test_plot_one_run_and_several_overlaid(cli, tiny_run, tmp_path):
     one = tmp_path / "one.png"
-    r = run_mt("plot", str(tiny_run), "-o", str(one))
+    r = cli("plot", str(tiny_run), "-o", str(one))
     assert r.code == 0, r.err
     assert r.out.strip() == str(one)
     assert png_size(one) == (WIDTH * DPI, HEIGHT * DPI)
@@ -20,7 +20,7 @@ def test_plot_one_run_and_several_overlaid(tiny_run, tmp_path):
     other.mkdir()
     shutil.copy(tiny_run / "metrics.jsonl", other / "metrics.jsonl")
     two = tmp_path / "two.png"
-    assert run_mt("plot", str(tiny_run), str(other), "-o", str(two)).code == 0
+    assert cli("plot", str(tiny_run), str(other), "-o", str(two)).code == 0
     assert png_size(two) == png_size(one)
     assert two.read_bytes() != one.read_bytes()  # a second legend entry at least
 

@@ -17,7 +17,7 @@ import time
 import pytest
 
 import mt.translator
-from conftest import ROOT, THREADS, assert_user_error, leftovers, run_mt
+from conftest import ROOT, THREADS, assert_user_error, leftovers
 from mt.commands.translate import PROMPT, translate_file
 from mt.translator import CHUNK_LINES, Translator
 
@@ -83,10 +83,10 @@ def big_input(n: int = 100_000) -> tuple[bytes, int, int]:
     return b"\n".join(lines) + b"\n", bad, long
 
 
-def test_100k_lines_one_output_line_each(tmp_path, tiny_run):
+def test_100k_lines_one_output_line_each(cli, tmp_path, tiny_run):
     data, bad, long = big_input()
     out = tmp_path / "out.txt"
-    r = run_mt("translate", str(tiny_run), "-o", str(out), "--device", "cpu", input=data)
+    r = cli("translate", str(tiny_run), "-o", str(out), "--device", "cpu", stdin=data)
     assert r.code == 0, r.err
     assert f"-: {bad} line(s) had invalid UTF-8 (first at line 8)" in r.err
     assert f"{long} source line(s) longer than model.max_positions (256 tokens)" in r.err

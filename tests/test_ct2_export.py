@@ -75,25 +75,25 @@ def test_a_wrong_position_table_is_caught(tiny_run, toy_test, tmp_path):
     assert logprob_gap(tmp_path, run, ids, hyps) > 1e-2
 
 
-def test_quantized_export_translates(tiny_run, tmp_path):
+def test_quantized_export_translates(cli, tiny_run, tmp_path):
     out = tmp_path / "int8"
-    r = run_mt("export", str(tiny_run), "--to", "ctranslate2", str(out), "--quantization", "int8")
+    r = cli("export", str(tiny_run), "--to", "ctranslate2", str(out), "--quantization", "int8")
     assert r.code == 0, r.err
     assert json.loads((out / "mt_export.json").read_text())["quantization"] == "int8"
-    ev = run_mt("eval", "--engine", "ctranslate2", str(out), "--json")
+    ev = cli("eval", "--engine", "ctranslate2", str(out), "--json")
     assert ev.code == 0, ev.err
     assert json.loads(ev.out)["bleu"] > 90
 
 
-def test_unsupported_quantization_names_the_supported_ones(tiny_run, tmp_path):
+def test_unsupported_quantization_names_the_supported_ones(cli, tiny_run, tmp_path):
     supported = ctranslate2.get_supported_compute_types("cpu")
     if ctranslate2.get_cuda_device_count() > 0:
         supported |= ctranslate2.get_supported_compute_types("cuda")
     unsupported = [q for q in QUANTIZATIONS if q not in supported]
     if not unsupported:
         pytest.skip("this machine runs every quantization")
-    r = run_mt("export", str(tiny_run), "--to", "ctranslate2", str(tmp_path / "out"),
-               "--quantization", unsupported[0])
+    r = cli("export", str(tiny_run), "--to", "ctranslate2", str(tmp_path / "out"),
+            "--quantization", unsupported[0])
     assert_user_error(r, 6, unsupported[0], "int8")
     assert not (tmp_path / "out").exists()
 

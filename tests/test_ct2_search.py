@@ -11,29 +11,29 @@ from pathlib import Path
 
 import pytest
 
-from conftest import TOY, assert_user_error, leftovers, run_mt, snapshot
+from conftest import TOY, assert_user_error, leftovers, snapshot
 
 pytest.importorskip("ctranslate2")
 
 
-def test_engine_through_the_cli(tiny_run, ct2_export, tmp_path):
+def test_engine_through_the_cli(cli, tiny_run, ct2_export, tmp_path):
     src = str(TOY / "toy.test.en")
-    ours = run_mt("translate", str(tiny_run), "-i", src, "--device", "cpu")
-    theirs = run_mt("translate", "--engine", "ctranslate2", str(ct2_export), "-i", src)
+    ours = cli("translate", str(tiny_run), "-i", src, "--device", "cpu")
+    theirs = cli("translate", "--engine", "ctranslate2", str(ct2_export), "-i", src)
     assert ours.code == 0 and theirs.code == 0, (ours.err, theirs.err)
     assert theirs.out == ours.out and len(ours.out.splitlines()) == 300
     # n-best scores are mt's, from CTranslate2's log-probabilities
-    nbest = run_mt("translate", "--engine", "ctranslate2", str(ct2_export), "--beam", "3",
-                   "--nbest", "2", "--length-norm", "average", input="Today you have eight cats.\n")
-    mine = run_mt("translate", str(tiny_run), "--beam", "3", "--nbest", "2", "--length-norm",
-                  "average", input="Today you have eight cats.\n")
+    nbest = cli("translate", "--engine", "ctranslate2", str(ct2_export), "--beam", "3",
+                "--nbest", "2", "--length-norm", "average", stdin=b"Today you have eight cats.\n")
+    mine = cli("translate", str(tiny_run), "--beam", "3", "--nbest", "2", "--length-norm",
+               "average", stdin=b"Today you have eight cats.\n")
     assert nbest.code == 0, nbest.err
     first = [line.split("\t") for line in nbest.out.splitlines()][0]
     expect = [line.split("\t") for line in mine.out.splitlines()][0]
     assert first[2] == expect[2] and math.isclose(float(first[1]), float(expect[1]), abs_tol=2e-4)
     # eval of a run directory: exported on the fly, same BLEU as mt's own greedy search
-    ev = run_mt("eval", "--engine", "ctranslate2", str(tiny_run), "--json")
-    ev_mt = run_mt("eval", str(tiny_run), "--json", "--device", "cpu")
+    ev = cli("eval", "--engine", "ctranslate2", str(tiny_run), "--json")
+    ev_mt = cli("eval", str(tiny_run), "--json", "--device", "cpu")
     assert ev.code == 0, ev.err
     assert json.loads(ev.out)["bleu"] == json.loads(ev_mt.out)["bleu"] > 90
 
@@ -95,15 +95,15 @@ def repeats(line: str, n: int) -> bool:
     return len(grams) != len(set(grams))
 
 
-def test_no_repeat_ngram_maps_to_the_same_rule(tiny_run, ct2_export):
+def test_no_repeat_ngram_maps_to_the_same_rule(cli, tiny_run, ct2_export):
     """no_repeat_ngram_size: CTranslate2's output is mt's, with and without the option, on
     lines whose greedy output repeats a bigram (the toy model never saw two words alone)."""
     lines = "eight cats\nseven dogs\nforty two red books\nToday you have eight cats.\n"
     outs = {}
     for engine, run in (("mt", tiny_run), ("ctranslate2", ct2_export)):
         for n in ("0", "2"):
-            r = run_mt("translate", "--engine", engine, str(run), "--no-repeat-ngram", n,
-                       "--device", "cpu", input=lines)
+            r = cli("translate", "--engine", engine, str(run), "--no-repeat-ngram", n,
+                    "--device", "cpu", stdin=lines.encode())
             assert r.code == 0, r.err
             outs[engine, n] = r.out.splitlines()
     for n in ("0", "2"):
@@ -112,18 +112,18 @@ def test_no_repeat_ngram_maps_to_the_same_rule(tiny_run, ct2_export):
     assert not any(repeats(line, 2) for line in outs["ctranslate2", "2"])
 
 
-def test_top_p_maps_to_the_nucleus(tiny_run, ct2_export):
+def test_top_p_maps_to_the_nucleus(cli, tiny_run, ct2_export):
     """sampling_topp: a nucleus of 0.01 holds the most likely token alone, so every sample is
     the greedy translation, however hot the temperature; the whole distribution (topp 1) at
     that temperature gives others."""
     lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:6]
-    text = "".join(f"{line}\n" for line in lines)
-    greedy = run_mt("translate", str(tiny_run), "--device", "cpu", input=text).out.splitlines()
+    text = "".join(f"{line}\n" for line in lines).encode()
+    greedy = cli("translate", str(tiny_run), "--device", "cpu", stdin=text).out.splitlines()
 
     def samples(p: str) -> list[list[str]]:
-        r = run_mt("translate", "--engine", "ctranslate2", str(ct2_export), "--sampling", "topp",
-                   "--topp", p, "--temperature", "3", "--samples", "3", "--seed", "5",
-                   input=text)
+        r = cli("translate", "--engine", "ctranslate2", str(ct2_export), "--sampling", "topp",
+                "--topp", p, "--temperature", "3", "--samples", "3", "--seed", "5",
+                stdin=text)
         assert r.code == 0, r.err
         rows = [line.split("\t") for line in r.out.splitlines()]
         return [[t for i, _, t in rows if int(i) == n] for n in range(len(lines))]

@@ -12,7 +12,7 @@ import pytest
 
 import mt.commands.distill as distill_module
 import mt.translator
-from conftest import CONFIG, TINY, TOY, assert_user_error, run_mt
+from conftest import CONFIG, TINY, TOY, assert_user_error
 from mt.checkpoint import load_run, run_state, save_checkpoint
 from mt.commands.distill import kept_chunks, translate_resumable
 from mt.commands.options import TranslateOptions
@@ -22,8 +22,8 @@ STUDENT = [f"--set={s}" for s in TINY] + ["--set=model.n_dec_layers=1"]
 
 def test_a_student_learns_from_its_teachers_translations(tiny_run, tmp_path, cli):
     out = tmp_path / "student"
-    r = run_mt("distill", str(CONFIG), str(tiny_run), "--out", str(out), "--beam", "2",
-               *STUDENT, "--set", "train.max_epochs=3", "--device", "cpu")
+    r = cli("distill", str(CONFIG), str(tiny_run), "--out", str(out), "--beam", "2",
+            *STUDENT, "--set", "train.max_epochs=3", "--device", "cpu")
     assert r.code == 0, r.err
     assert json.loads(r.out.splitlines()[-1])["best"] > 60  # val BLEU: it learned
     assert "toy.train-distilled: 6000 pairs" in r.err  # the audit of the distilled corpus
@@ -32,14 +32,14 @@ def test_a_student_learns_from_its_teachers_translations(tiny_run, tmp_path, cli
     mine = cli("translate", tiny_run, "--beam", "2", "-i", TOY / "toy.train.en")
     assert (distilled / "toy.train.de").read_text() == mine.out
     assert mine.out != (TOY / "toy.train.de").read_text()  # the teacher's, not the reference
-    info = json.loads(run_mt("info", str(out), "--json").out)
+    info = json.loads(cli("info", str(out), "--json").out)
     link = info["lineage"][-1]
     assert link["how"] == "distilled"
     assert [t["path"] for t in link["teachers"]] == [str(tiny_run / "best.pt")]
-    assert "distilled from" in run_mt("info", str(out)).out
+    assert "distilled from" in cli("info", str(out)).out
     # run again: everything is there; the training resumes and has nothing left to do
-    again = run_mt("distill", str(CONFIG), str(tiny_run), "--out", str(out), "--beam", "2",
-                   *STUDENT, "--set", "train.max_epochs=3", "--device", "cpu")
+    again = cli("distill", str(CONFIG), str(tiny_run), "--out", str(out), "--beam", "2",
+                *STUDENT, "--set", "train.max_epochs=3", "--device", "cpu")
     assert again.code == 0 and "resumed" in again.err, again.err
 
 
@@ -88,7 +88,7 @@ def changed_run(tiny_run, tmp_path, name, change):
     return path
 
 
-def test_teachers_of_other_languages_or_no_ensemble_are_one_line(tiny_run, tmp_path):
+def test_teachers_of_other_languages_or_no_ensemble_are_one_line(cli, tiny_run, tmp_path):
     def swap(cfg):
         cfg.data.src_lang, cfg.data.tgt_lang = cfg.data.tgt_lang, cfg.data.src_lang
 
@@ -96,10 +96,10 @@ def test_teachers_of_other_languages_or_no_ensemble_are_one_line(tiny_run, tmp_p
         cfg.data.lowercase = True
 
     out = tmp_path / "student"
-    r = run_mt("distill", str(CONFIG), str(changed_run(tiny_run, tmp_path, "de-en", swap)),
-               "--out", str(out), *STUDENT)
+    r = cli("distill", str(CONFIG), str(changed_run(tiny_run, tmp_path, "de-en", swap)),
+            "--out", str(out), *STUDENT)
     assert_user_error(r, 3, "translates de -> en", "the student's config is en -> de")
-    r = run_mt("distill", str(CONFIG), str(tiny_run),
-               str(changed_run(tiny_run, tmp_path, "lower", lower)), "--out", str(out), *STUDENT)
+    r = cli("distill", str(CONFIG), str(tiny_run),
+            str(changed_run(tiny_run, tmp_path, "lower", lower)), "--out", str(out), *STUDENT)
     assert_user_error(r, 3, "cannot be ensembled with", "data.lowercase")
     assert not out.exists()  # refused before any work

@@ -12,7 +12,7 @@ import pytest
 import torch
 from test_decode import random_src, small_model, teacher_forced_logprob
 
-from conftest import assert_user_error, run_mt
+from conftest import assert_user_error
 from mt.checkpoint import Run
 from mt.config import Config, DecodeConfig
 from mt.decode import beam_search, greedy, length_penalty, sample, sequence_scores
@@ -126,9 +126,9 @@ def test_an_export_in_an_ensemble_and_an_ensemble_through_ctranslate2_are_refuse
 
 
 @pytest.mark.slow
-def test_an_ensemble_of_two_toy_models_is_no_worse_than_the_worse(tiny_run, other_run):
+def test_an_ensemble_of_two_toy_models_is_no_worse_than_the_worse(cli, tiny_run, other_run):
     def bleu(*runs, beam=1):
-        r = run_mt("eval", *map(str, runs), "--split", "val", "--beam", str(beam), "--json")
+        r = cli("eval", *map(str, runs), "--split", "val", "--beam", str(beam), "--json")
         assert r.code == 0, r.err
         return json.loads(r.out)["bleu"]
 
@@ -139,11 +139,11 @@ def test_an_ensemble_of_two_toy_models_is_no_worse_than_the_worse(tiny_run, othe
 
 
 @pytest.mark.slow
-def test_translate_an_ensemble_with_workers_equals_one_process(tiny_run, other_run):
+def test_translate_an_ensemble_with_workers_equals_one_process(cli, tiny_run, other_run):
     lines = "Today you have eight hundred seventy nine cats.\nWe have two dogs.\n"
-    one = run_mt("translate", str(tiny_run), str(other_run), "--nbest", "2", "--beam", "3",
-                 input=lines)
+    one = cli("translate", str(tiny_run), str(other_run), "--nbest", "2", "--beam", "3",
+              stdin=lines.encode())
     assert one.code == 0, one.err
-    two = run_mt("translate", str(tiny_run), str(other_run), "--nbest", "2", "--beam", "3",
-                 "--workers", "2", input=lines)
+    two = cli("translate", str(tiny_run), str(other_run), "--nbest", "2", "--beam", "3",
+              "--workers", "2", stdin=lines.encode())
     assert two.out == one.out and len(one.out.splitlines()) == 4

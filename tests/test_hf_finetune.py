@@ -18,7 +18,7 @@ from test_hf import batch, hf_generate, run_orders, toy_lines  # noqa: E402
 from test_serve_app import assert_same, jsonl  # noqa: E402
 
 from benchmarks.bench_serve import Client, Served  # noqa: E402
-from conftest import ROOT, THREADS, TOY, run_mt  # noqa: E402
+from conftest import ROOT, THREADS, TOY, mt_here  # noqa: E402
 from mt.checkpoint import load_run  # noqa: E402
 from mt.config import DecodeConfig  # noqa: E402
 from mt.decode import beam_search, greedy  # noqa: E402
@@ -36,10 +36,10 @@ def tuned(tmp_path_factory) -> tuple[Path, Path, Path]:
     """(the Marian directory, its import, the import fine-tuned on the toy corpus)."""
     root = tmp_path_factory.mktemp("tuned")
     directory = build_marian(root / "marian", d_model=64, ffn=128, init_std=0.05)
-    r = run_mt("import", "hf", str(directory), "--out", str(root / "imported"))
+    r = mt_here("import", "hf", str(directory), "--out", str(root / "imported"))
     assert r.code == 0, r.err
-    r = run_mt("train", str(ROOT / "configs" / "finetune-marian.yaml"), "--init-from",
-               str(root / "imported"), "--out", str(root / "tuned"), *TOY_DATA, *QUICK)
+    r = mt_here("train", str(ROOT / "configs" / "finetune-marian.yaml"), "--init-from",
+                str(root / "imported"), "--out", str(root / "tuned"), *TOY_DATA, *QUICK)
     assert r.code == 0, r.err
     return directory, root / "imported", root / "tuned"
 
@@ -72,14 +72,14 @@ def test_step_0_validation_loss_is_transformers_loss_and_the_run_learns(tuned):
         nll, tokens = nll + out.loss.item() * n, tokens + n
     assert first["val_loss"] == pytest.approx(nll / tokens, abs=1e-4)
     assert first["val_bleu"] < 5 and max(r["val_bleu"] for r in rest) > 80  # it learned
-    info = run_mt("info", str(run_dir))
+    info = mt_here("info", str(run_dir))
     assert info.code == 0 and "imported from" in info.out and "-> fine-tuned on" in info.out
 
 
 @pytest.fixture(scope="module")
 def exported(tuned, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("hf") / "export"
-    r = run_mt("export", str(tuned[2]), str(out), "--to", "hf")
+    r = mt_here("export", str(tuned[2]), str(out), "--to", "hf")
     assert r.code == 0, r.err
     return out
 

@@ -1,6 +1,7 @@
 """docs/hf.md's walkthrough, run as written: its commands in order, in a directory laid out as
 the page says (data/mydomain: a slice of the toy corpus; configs/ the repository's), on a Marian
-model built here in place of the Hub id; each prints what the page says it prints."""
+model built here in place of the Hub id; each prints what the page says it prints. mt runs in
+this process (the cli fixture, from that directory), but for `mt serve`: a server of its own."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ pytest.importorskip("transformers")
 from hf_models import build_marian  # noqa: E402
 
 from benchmarks.bench_serve import Client, Served  # noqa: E402
-from conftest import ROOT, THREADS, TOY, run_mt  # noqa: E402
+from conftest import ROOT, THREADS, TOY  # noqa: E402
 
 pytestmark = pytest.mark.slow
 HUB_ID = "Helsinki-NLP/opus-mt-en-de"
@@ -42,11 +43,12 @@ def _domain(root: Path) -> None:
     (root / "configs").symlink_to(ROOT / "configs")
 
 
-def test_the_walkthrough_runs_as_written(tmp_path):
+def test_the_walkthrough_runs_as_written(tmp_path, cli, monkeypatch):
     model = build_marian(tmp_path / "download", d_model=64, ffn=128, init_std=0.05)
     work = tmp_path / "work"
     work.mkdir()
     _domain(work)
+    monkeypatch.chdir(work)  # the commands' relative paths are the page's
     printed = []
     for command in walkthrough():
         assert command[0] == "mt"
@@ -57,7 +59,7 @@ def test_the_walkthrough_runs_as_written(tmp_path):
                 assert served.stop() == 0
             printed.append(got)
             continue
-        r = run_mt(*args, cwd=work)
+        r = cli(*args)
         assert r.code == 0, (command, r.err)
         printed.append((r.out, r.err))
     imported, info, check, before, train, after, served, ct2, hf = printed
@@ -71,5 +73,5 @@ def test_the_walkthrough_runs_as_written(tmp_path):
     from transformers import MarianMTModel, MarianTokenizer
     MarianMTModel.from_pretrained(work / "exports" / "opus-en-de-mydomain-hf")
     MarianTokenizer.from_pretrained(work / "exports" / "opus-en-de-mydomain-hf")
-    lineage = run_mt("info", "runs/opus-en-de-mydomain", cwd=work).out
+    lineage = cli("info", "runs/opus-en-de-mydomain").out
     assert "imported from" in lineage and "-> fine-tuned on" in lineage

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import ROOT, TINY, run_mt
+from conftest import ROOT, TINY
 from mt.checkpoint import load_checkpoint, load_run
 from mt.commands.train import train
 
@@ -28,20 +28,20 @@ def test_tiny_model_learns_the_toy_task(tiny_run):
         assert (tiny_run / name).is_file(), name
 
 
-def test_cli_eval_and_translate(tiny_run, tmp_path):
-    r = run_mt("eval", str(tiny_run), "--split", "test", "--json", "--output",
-               str(tmp_path / "hyp.txt"))
+def test_cli_eval_and_translate(cli, tiny_run, tmp_path):
+    r = cli("eval", str(tiny_run), "--split", "test", "--json", "--output",
+            str(tmp_path / "hyp.txt"))
     assert r.code == 0, r.err
     result = json.loads(r.out)
     assert result["bleu"] > 80 and result["chrf"] > 90, result
     assert result["bleu_signature"].startswith("nrefs:1|case:mixed")
     assert len((tmp_path / "hyp.txt").read_text().splitlines()) == 300
 
-    plain = run_mt("eval", str(tiny_run / "best.pt"), "--split", "val")
+    plain = cli("eval", str(tiny_run / "best.pt"), "--split", "val")
     assert plain.code == 0 and plain.out.startswith("BLEU = ") and "chrF = " in plain.out
 
     src = "Yesterday we saw forty two red dogs.\n\nI need seven hundred eleven books.\n\n"
-    r = run_mt("translate", str(tiny_run), input=src)
+    r = cli("translate", str(tiny_run), stdin=src.encode())
     assert r.code == 0, r.err
     lines = r.out.split("\n")
     assert len(lines) == 5 and lines[1] == "" and lines[3] == "" and lines[4] == ""
@@ -49,8 +49,8 @@ def test_cli_eval_and_translate(tiny_run, tmp_path):
     assert "sieben hundert elf" in lines[2]
 
     (tmp_path / "in.txt").write_text(src)
-    r = run_mt("translate", str(tiny_run), "-i", str(tmp_path / "in.txt"), "-o",
-               str(tmp_path / "out.txt"))
+    r = cli("translate", str(tiny_run), "-i", str(tmp_path / "in.txt"), "-o",
+            str(tmp_path / "out.txt"))
     assert r.code == 0, r.err
     assert (tmp_path / "out.txt").read_text() == "\n".join(lines[:4]) + "\n"
 

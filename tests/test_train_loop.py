@@ -29,7 +29,6 @@ from conftest import (
     assert_user_error,
     corpus,
     exact_sets,
-    run_mt,
     small_config,
 )
 from mt.checkpoint import load_checkpoint
@@ -149,7 +148,7 @@ def wait_for_steps(p: subprocess.Popen, metrics: Path, steps: int, timeout: floa
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_signal_saves_last_checkpoint_and_resume_continues(tmp_path, sig):
+def test_signal_saves_last_checkpoint_and_resume_continues(cli, tmp_path, sig):
     run = tmp_path / "run"
     p = start_training(run, corpus(tmp_path, n=200))
     wait_for_steps(p, run / "metrics.jsonl", 3)
@@ -162,8 +161,8 @@ def test_signal_saves_last_checkpoint_and_resume_continues(tmp_path, sig):
     assert state["step"] == state["progress"]["step"] == step >= 3
     if sig == signal.SIGINT:
         return  # the same path; resume once is enough
-    r = run_mt("train", "--out", str(run), "--resume", "--device", "cpu",
-               "--set", f"train.max_steps={step + 2}")
+    r = cli("train", "--out", str(run), "--resume", "--device", "cpu",
+            "--set", f"train.max_steps={step + 2}")
     assert r.code == 0, r.err
     assert f"at step {step}" in r.err
     assert json.loads(r.out.splitlines()[-1])["step"] == step + 2

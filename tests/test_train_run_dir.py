@@ -10,41 +10,41 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import CONFIG, assert_user_error, exact_sets, run_mt, saved_run, snapshot
+from conftest import CONFIG, assert_user_error, exact_sets, saved_run, snapshot
 from mt.checkpoint import load_checkpoint
 from mt.commands.train import train
 
 
 @pytest.mark.slow
-def test_keep_checkpoints_then_mt_average_feeds_eval(toy300, tmp_path):
+def test_keep_checkpoints_then_mt_average_feeds_eval(cli, toy300, tmp_path):
     run = tmp_path / "run"
     train(CONFIG, exact_sets(toy300, "train.max_steps=8", "train.eval_every=2",
                              "train.keep_checkpoints=3"), run, "cpu", False)
     assert sorted(p.name for p in run.glob("ckpt.*.pt")) == ["ckpt.4.pt", "ckpt.6.pt",
                                                              "ckpt.8.pt"]
-    r = run_mt("average", str(run), "--last", "2")
+    r = cli("average", str(run), "--last", "2")
     assert r.code == 0, r.err
     assert r.out.strip() == str(run / "average.pt")
     mean = load_checkpoint(run / "average.pt")["model"]
     a, b = (load_checkpoint(run / f"ckpt.{s}.pt")["model"] for s in (6, 8))
     assert all(torch.allclose(mean[k], (a[k] + b[k]) / 2) for k in mean)
-    r = run_mt("eval", str(run / "average.pt"), "--split", "val", "--json")
+    r = cli("eval", str(run / "average.pt"), "--split", "val", "--json")
     assert r.code == 0, r.err
     assert json.loads(r.out)["step"] == 8
     # One file: moved away from its run directory, it still translates.
     (run / "average.pt").rename(tmp_path / "alone.pt")
-    r = run_mt("translate", str(tmp_path / "alone.pt"), input="eight cats\n")
+    r = cli("translate", str(tmp_path / "alone.pt"), stdin=b"eight cats\n")
     assert r.code == 0 and r.out.count("\n") == 1, r.err
 
 
 @pytest.mark.slow
-def test_second_training_into_a_locked_directory_is_refused(tmp_path):
+def test_second_training_into_a_locked_directory_is_refused(cli, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     with open(run / ".lock", "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)  # as a running `mt train` holds it
         before = snapshot(run)
-        r = run_mt("train", str(CONFIG), "--out", str(run), "--device", "cpu")
+        r = cli("train", str(CONFIG), "--out", str(run), "--device", "cpu")
     assert_user_error(r, 6, str(run), "another training run")
     assert snapshot(run) == before
 

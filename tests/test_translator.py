@@ -12,7 +12,7 @@ import threading
 import pytest
 import torch
 
-from conftest import ROOT, TOY, assert_user_error, run_mt
+from conftest import ROOT, TOY, assert_user_error
 from mt.checkpoint import load_run
 from mt.config import DecodeConfig
 from mt.data import pad
@@ -97,7 +97,7 @@ def test_greedy_translator_scores_match_beam_of_one(tiny_run):
     assert scores[0] == pytest.approx(want, abs=1e-4)
 
 
-def test_bf16_decoding_translates_like_float32_and_leaves_the_run_model_alone(tiny_run):
+def test_bf16_decoding_translates_like_float32_and_leaves_the_run_model_alone(cli, tiny_run):
     """decode.dtype bf16 decodes with a bf16 copy of the weights: the run's model stays float32,
     and on a trained model the outputs mostly agree with float32's (rounding may flip a few)."""
     run = load_run(tiny_run)
@@ -109,17 +109,17 @@ def test_bf16_decoding_translates_like_float32_and_leaves_the_run_model_alone(ti
         assert next(tr.model.parameters()).dtype == torch.bfloat16
         assert next(run.model.parameters()).dtype == torch.float32
         assert sum(a == b for a, b in zip(f32, bf16, strict=True)) >= 0.8 * len(lines)
-    r = run_mt("translate", str(tiny_run), "--dtype", "bf16", "--device", "cpu",
-               input="\n".join(lines[:3]) + "\n")
+    r = cli("translate", str(tiny_run), "--dtype", "bf16", "--device", "cpu",
+            stdin=("\n".join(lines[:3]) + "\n").encode())
     assert r.code == 0 and r.out.count("\n") == 3, r.err
-    assert_user_error(run_mt("translate", str(tiny_run), "--dtype", "fp8", input="x\n"),
+    assert_user_error(cli("translate", str(tiny_run), "--dtype", "fp8", stdin=b"x\n"),
                       3, "decode.dtype")
 
 
-def test_cli_nbest_format(tiny_run):
+def test_cli_nbest_format(cli, tiny_run):
     text = "\n".join(LINES) + "\n"
-    r = run_mt("translate", str(tiny_run), "--beam", "3", "--nbest", "2", "--device", "cpu",
-               input=text)
+    r = cli("translate", str(tiny_run), "--beam", "3", "--nbest", "2", "--device", "cpu",
+            stdin=text.encode())
     assert r.code == 0, r.err
     rows = [line.split("\t") for line in r.out.splitlines()]
     assert all(len(row) == 3 for row in rows)
@@ -133,24 +133,24 @@ def test_cli_nbest_format(tiny_run):
         else:
             assert mine == [[str(i), "0.0000", ""]]
     # without --nbest: exactly one line per input line, the best of the n-best
-    plain = run_mt("translate", str(tiny_run), "--beam", "3", "--device", "cpu", input=text)
+    plain = cli("translate", str(tiny_run), "--beam", "3", "--device", "cpu", stdin=text.encode())
     assert plain.code == 0, plain.err
     assert plain.out.split("\n")[:-1] == [[row[2] for row in rows if int(row[0]) == i][0]
                                          for i in range(len(LINES))]
 
 
-def test_cli_decoding_options_override_the_run_config(tiny_run, tmp_path):
+def test_cli_decoding_options_override_the_run_config(cli, tiny_run, tmp_path):
     src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
     src.write_text("\n".join(LINES[::2]) + "\n", encoding="utf-8")
     ref.write_text("\n".join(LINES[::2]) + "\n", encoding="utf-8")
     out = tmp_path / "out.txt"
-    r = run_mt("eval", str(tiny_run), "--src", str(src), "--ref", str(ref), "--output", str(out),
-               "--beam", "2", "--max-len-a", "0", "--max-len-b", "2", "--min-len", "2",
-               "--length-penalty", "1.5", "--batch-tokens", "8", "--device", "cpu")
+    r = cli("eval", str(tiny_run), "--src", str(src), "--ref", str(ref), "--output", str(out),
+            "--beam", "2", "--max-len-a", "0", "--max-len-b", "2", "--min-len", "2",
+            "--length-penalty", "1.5", "--batch-tokens", "8", "--device", "cpu")
     assert r.code == 0, r.err
     words = [len(line.split()) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(words) == 4 and all(1 <= w <= 2 for w in words)
-    bad = run_mt("translate", str(tiny_run), "--beam", "2", "--nbest", "3", input="a\n")
+    bad = cli("translate", str(tiny_run), "--beam", "2", "--nbest", "3", stdin=b"a\n")
     assert_user_error(bad, 3, "decode.nbest")
 
 

@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from conftest import TOY, assert_user_error, run_mt
+from conftest import TOY, assert_user_error
 from mt.errors import ConfigError, DataError
 from mt.glossary import occurrences
 from mt.translator import Translator
@@ -107,7 +107,7 @@ def test_greedy_refuses_a_glossary_to_constrain_and_a_plain_model_to_annotate(tr
         translator.translate(LINES, glossary=[["cats", "Hunde"]], glossary_mode="annotate")
 
 
-def test_ctranslate2_refuses_a_glossary_to_constrain(ct2_export, tmp_path):
+def test_ctranslate2_refuses_a_glossary_to_constrain(cli, ct2_export, tmp_path):
     from mt.ct2.search import NO_TERMS
 
     ct2 = Translator.load(ct2_export, engine="ctranslate2", beam=2)
@@ -115,8 +115,8 @@ def test_ctranslate2_refuses_a_glossary_to_constrain(ct2_export, tmp_path):
         ct2.translate(LINES, glossary=[["cats", "Hunde"]])
     g, out = tmp_path / "g.tsv", tmp_path / "out.de"
     g.write_text("cats\tHunde\n", encoding="utf-8")
-    r = run_mt("translate", "--engine", "ctranslate2", str(ct2_export), "--beam", "2",
-               "--glossary", str(g), "-i", str(TOY / "toy.test.en"), "-o", str(out))
+    r = cli("translate", "--engine", "ctranslate2", str(ct2_export), "--beam", "2",
+            "--glossary", str(g), "-i", str(TOY / "toy.test.en"), "-o", str(out))
     assert_user_error(r, 3, "CTranslate2 has no lexically constrained search")
     assert not out.exists()
 
@@ -133,19 +133,19 @@ def test_an_ensemble_keeps_every_active_term(tiny_run, other_run, seed):
     assert sum(len(best.terms) for best, in found) > len(LINES) // 2
 
 
-def test_translate_and_eval_with_a_glossary_file(tiny_run, tmp_path):
+def test_translate_and_eval_with_a_glossary_file(cli, tiny_run, tmp_path):
     g = tmp_path / "g.tsv"
     g.write_text("# wrong on purpose\ncats\tHunde\ndogs\tVögel\n", encoding="utf-8")
     src = tmp_path / "in.en"
     src.write_text("We have two cats.\nYou see four dogs.\n\n", encoding="utf-8")
-    r = run_mt("translate", str(tiny_run), "-i", str(src), "--beam", "3", "--glossary", str(g),
-               "--format", "jsonl")
+    r = cli("translate", str(tiny_run), "-i", str(src), "--beam", "3", "--glossary", str(g),
+            "--format", "jsonl")
     assert r.code == 0, r.err
     records = [json.loads(line) for line in r.out.splitlines()]
     assert [rec["terms"] for rec in records] == [[["cats", "Hunde"]], [["dogs", "Vögel"]], []]
     assert all(rec["missing"] == [] for rec in records)
     assert "Hunde" in records[0]["text"] and "Vögel" in records[1]["text"]
-    r = run_mt("eval", str(tiny_run), "--beam", "3", "--glossary", str(g), "--json")
+    r = cli("eval", str(tiny_run), "--beam", "3", "--glossary", str(g), "--json")
     assert r.code == 0, r.err
     result = json.loads(r.out)
     assert result["term_use"] == 100.0 and result["terms_active"] > 0
@@ -157,12 +157,12 @@ def test_translate_and_eval_with_a_glossary_file(tiny_run, tmp_path):
     (b"cats\t" + b"x" * 300 + b"\n", [], 4, "at most 200"),
     (b"cats\tHunde\n", ["--beam", "1"], 3, "give --beam 2 or more"),
 ])
-def test_a_bad_glossary_is_one_line_and_nothing_written(tiny_run, tmp_path, content, flags,
+def test_a_bad_glossary_is_one_line_and_nothing_written(cli, tiny_run, tmp_path, content, flags,
                                                         code, needle):
     g = tmp_path / "g.tsv"
     g.write_bytes(content)
     out = tmp_path / "out.de"
-    r = run_mt("translate", str(tiny_run), "-i", str(TOY / "toy.test.en"), "-o", str(out),
-               "--glossary", str(g), *flags)
+    r = cli("translate", str(tiny_run), "-i", str(TOY / "toy.test.en"), "-o", str(out),
+            "--glossary", str(g), *flags)
     assert_user_error(r, code, needle)
     assert not out.exists()

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from conftest import assert_user_error, leftovers, run_mt, snapshot
+from conftest import assert_user_error, leftovers, snapshot
 from mt.errors import DataError
 from mt.translator import Translator
 
@@ -60,28 +60,28 @@ def test_ctranslate2_forces_the_same_prefixes(tiny_run, translator):
             LINES, PREFIXES, **options)
 
 
-def test_cli_prefix_file(tiny_run, tmp_path):
+def test_cli_prefix_file(cli, tiny_run, tmp_path):
     src, pre, out = tmp_path / "in.txt", tmp_path / "pre.txt", tmp_path / "out.jsonl"
     src.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     pre.write_text("\n".join(PREFIXES) + "\n", encoding="utf-8")
-    r = run_mt("translate", str(tiny_run), "-i", str(src), "--prefix", str(pre), "--beam", "3",
-               "--format", "jsonl", "-o", str(out))
+    r = cli("translate", str(tiny_run), "-i", str(src), "--prefix", str(pre), "--beam", "3",
+            "--format", "jsonl", "-o", str(out))
     assert r.code == 0, r.err
     records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert [x["src"] for x in records] == LINES
     assert all(x["text"].startswith(p) for x, p in zip(records, PREFIXES, strict=True) if x["src"])
-    workers = run_mt("translate", str(tiny_run), "-i", str(src), "--prefix", str(pre),
-                     "--beam", "3", "--format", "jsonl", "--workers", "2")
+    workers = cli("translate", str(tiny_run), "-i", str(src), "--prefix", str(pre),
+                  "--beam", "3", "--format", "jsonl", "--workers", "2")
     assert workers.out == out.read_text(encoding="utf-8")
 
     short = tmp_path / "short.txt"
     short.write_text("Gestern\n", encoding="utf-8")
     before = snapshot(tmp_path)
-    r = run_mt("translate", str(tiny_run), "-i", str(src), "--prefix", str(short), "-o",
-               str(tmp_path / "new.txt"))
+    r = cli("translate", str(tiny_run), "-i", str(src), "--prefix", str(short), "-o",
+            str(tmp_path / "new.txt"))
     assert_user_error(r, 4, f"--prefix {short}: 1 line(s), the input {src} 4")
     assert snapshot(tmp_path) == before and leftovers(tmp_path) == []
-    r = run_mt("translate", str(tiny_run), "--prefix", str(short), "-o", str(tmp_path / "n.txt"),
-               input="\n".join(LINES) + "\n")
+    r = cli("translate", str(tiny_run), "--prefix", str(short), "-o", str(tmp_path / "n.txt"),
+            stdin=("\n".join(LINES) + "\n").encode())
     assert_user_error(r, 4, "prefix: the prefixes end after 1 of the input's lines")
     assert snapshot(tmp_path) == before and leftovers(tmp_path) == []
