@@ -54,4 +54,5 @@ def test_sigterm_during_a_load_answers_every_accepted_request(tiny_run):
     # Every request the server began it answered, and each answer reached its client whole.
     assert int(answered.group(1)) == int(answered.group(2)) == len(outcome.latencies)
     assert 30 <= len(outcome.latencies) < 16 * 40 and outcome.refused >= 1
-    assert any(line.startswith("stopping: answering the") for line in served.log)
+    # anywhere in a line: under load another thread's log line may share it
+    assert any("stopping: answering the" in line for line in served.log), served.log[-20:]
