@@ -76,7 +76,7 @@ def train(
 def distill(
     config: Path = typer.Argument(..., help="The student's YAML config: its data.train corpora "
                                   "are translated by the teachers and replaced by the "
-                                  "translations."),
+                                  "translations.", metavar="STUDENT.yaml"),
     teachers: list[Path] = typer.Argument(..., help="Teacher run(s) or checkpoint(s); several: "
                                           "an ensemble.", metavar="TEACHER..."),
     out: Path = typer.Option(..., "--out", help="The student's run directory; the distilled "
