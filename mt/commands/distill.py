@@ -32,7 +32,7 @@ from mt.ensemble import Paths, as_paths, open_runs
 from mt.errors import ConfigError
 from mt.log import info
 from mt.tokenizers import config_problems
-from mt.train.lineage import sha256_of
+from mt.train.lineage import record, sha256_of
 from mt.train.loop import Trainer
 
 CORPORA = "distilled"  # RUN/distilled: the teachers' translations, a plain corpus each
@@ -116,7 +116,8 @@ def translate_resumable(teachers: list[Path], src: Path, tgt: Path,
     partial = tgt.with_name(tgt.name + PARTIAL)
     size = mt.translator.CHUNK_LINES
     done = kept_chunks(partial, size)
-    total = sum(1 for _ in open(src, encoding="utf-8"))
+    with open(src, encoding="utf-8") as f:
+        total = sum(1 for _ in f)
     if done:
         info(f"distill: {tgt.name}: {done} of {total} lines translated before; translating "
              "the rest")
@@ -135,14 +136,16 @@ def translate_resumable(teachers: list[Path], src: Path, tgt: Path,
 
 
 def kept_chunks(partial: Path, size: int) -> int:
-    """The lines of partial's whole chunks; the file cut back to them."""
+    """The lines of partial's whole chunks; the file cut back to them (read a line at a time:
+    a distilled corpus may not fit in memory)."""
     if not partial.exists():
         return 0
-    data = partial.read_bytes()
-    ends = [i for i, b in enumerate(data) if b == 0x0A]
-    keep = len(ends) // size * size
+    keep = end = 0
     with open(partial, "r+b") as f:
-        f.truncate(ends[keep - 1] + 1 if keep else 0)
+        for n, line in enumerate(f, 1):
+            if line.endswith(b"\n") and n % size == 0:
+                keep, end = n, f.tell()
+        f.truncate(end)
     return keep
 
 
@@ -162,10 +165,9 @@ def chunks(teachers: list[Path], lines: Iterator[str], options: TranslateOptions
 
 
 def record_teacher(path: Path) -> dict:
-    """What the student's lineage keeps of a teacher: its checkpoint's path, step and hash."""
+    """What the student's lineage keeps of a teacher, as of any parent (lineage.record)."""
     ckpt = find_checkpoint(path)
-    state = load_checkpoint(ckpt)
-    return {"path": str(ckpt), "step": state.get("step"), "sha256": sha256_of(ckpt)}
+    return record(ckpt, load_checkpoint(ckpt))
 
 
 def with_corpora(cfg: Config, corpora: list[CorpusConfig], config: Path) -> Config:

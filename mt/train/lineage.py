@@ -11,7 +11,7 @@ A checkpoint's "lineage" is {"how", "data", "from"}:
          for a fine-tuned one, the inputs (oldest first) for an average
   source an import's origin: {"format": "hf-marian", "path": the directory or Hub id given,
          "sha256": of its weights file, "revision": the Hub's, if any}
-  distilled a student's teachers and corpora: {"teachers": [{"path", "step", "sha256"}],
+  distilled a student's teachers and corpora: {"teachers": [record() of each checkpoint],
          "corpora": [{"name", "sha256" of its distilled target file}], "original_weight"}
 so that it chains back to the first model. Checkpoints without one (older) still load.
 """
