@@ -1,7 +1,8 @@
-"""Shared fixtures and helpers: the toy corpus, a tiny model trained once per session, `mt` run
-in a subprocess (run_mt) or in this process (the cli fixture), and the checks on what a failed
-command leaves behind (snapshot, leftovers), and Trainers small enough to build in a test
-(toy300, exact_trainer) for the tests of mt/train/.
+"""Shared fixtures and helpers: the toy corpus, tiny models trained once per session for all
+xdist workers (shared_run), `mt` run in this process (the cli fixture; mt_here outside a test:
+the way to run it unless a test needs a process of its own) or in a subprocess (run_mt), and
+the checks on what a failed command leaves behind (snapshot, leftovers), and Trainers small
+enough to build in a test (toy300, exact_trainer) for the tests of mt/train/.
 
 Tiers (markers registered in pyproject.toml): plain `python -m pytest` runs the fast tier;
 `scripts/test.sh` runs everything. A test that uses a fixture in TRAINED (a model trained for
