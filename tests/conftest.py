@@ -1,7 +1,8 @@
-"""Shared fixtures and helpers: the toy corpus, a tiny model trained once per session, `mt` run
-in a subprocess (run_mt) or in this process (the cli fixture), and the checks on what a failed
-command leaves behind (snapshot, leftovers), and Trainers small enough to build in a test
-(toy300, exact_trainer) for the tests of mt/train/.
+"""Shared fixtures and helpers: the toy corpus, tiny models trained once per session for all
+xdist workers (shared_run), `mt` run in this process (the cli fixture; mt_here outside a test:
+the way to run it unless a test needs a process of its own) or in a subprocess (run_mt), and
+the checks on what a failed command leaves behind (snapshot, leftovers), and Trainers small
+enough to build in a test (toy300, exact_trainer) for the tests of mt/train/.
 
 Tiers (markers registered in pyproject.toml): plain `python -m pytest` runs the fast tier;
 `scripts/test.sh` runs everything. A test that uses a fixture in TRAINED (a model trained for
@@ -99,26 +100,6 @@ def assert_user_error(r: Result, code: int | None = None, *needles: str) -> None
         assert n in errors[0], (n, errors[0])
 
 
-def built_once(tmp_path_factory, name: str, build) -> Path:
-    """`build(path)` once in a test session, however many xdist workers share it: the first
-    worker to ask builds under a lock (in the session's base directory, above the workers'),
-    the others wait for it and read what it built. For session fixtures that only read what
-    they build (trained models); a build that failed is tried again by the next to ask."""
-    base = tmp_path_factory.getbasetemp()
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        base = base.parent  # the session's: each worker's is a popen-gwN inside it
-    shared = base / "built-once"
-    shared.mkdir(exist_ok=True)
-    path, done = shared / name, shared / f"{name}.done"
-    with open(shared / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
-        if not done.exists():
-            shutil.rmtree(path, ignore_errors=True)
-            build(path)
-            done.touch()
-    return path
-
-
 def train_toy(out: Path, *sets: str) -> None:
     """`mt train` of the toy config with `sets` into out, in a subprocess."""
     args = ["train", str(CONFIG), "--out", str(out), "--device", "cpu"]
@@ -128,22 +109,83 @@ def train_toy(out: Path, *sets: str) -> None:
     assert r.code == 0, r.err
 
 
-@pytest.fixture(scope="session")
-def tiny_run(tmp_path_factory) -> Path:
-    """A tiny model trained for real on the toy corpus (shared by all tests that only read it,
-    trained once for all xdist workers)."""
-    return built_once(tmp_path_factory, "tiny", lambda out: train_toy(out, *TINY))
-
-
 # A tiny joint SentencePiece model (tests/test_pipeline_subword.py, tests/test_align.py).
 SPM = [*TINY, "data.tokenizer=sentencepiece", "data.shared_vocab=true", "data.vocab_size=330",
        "train.max_steps=150", "train.eval_every=50"]
+# Models trained once per test session, whatever the number of xdist workers (shared_run):
+# fixture -> the --set values of its training (in the directory named without "_run").
+SHARED_RUNS = {"tiny_run": TINY, "other_run": [*TINY, "train.seed=2", "train.max_epochs=2"],
+               "spm_run": SPM}
+NEEDED: set[str] = set()  # those the session's tests use (pytest_collection_finish)
+TRIED: set[str] = set()  # those this process trained while it waited for another
+
+
+def pytest_collection_finish(session):
+    NEEDED.update(f for item in session.items for f in getattr(item, "fixturenames", ())
+                  if f in SHARED_RUNS)
+
+
+def shared_run(tmp_path_factory, fixture: str) -> Path:
+    """SHARED_RUNS[fixture], trained once in a test session for all xdist workers: the first to
+    ask trains it under a lock in the session's base directory (above the workers' own), and
+    the others read it. One that asks while another trains it first trains one of the session's
+    other shared runs that nobody has started, if there is one, rather than wait idle. For
+    fixtures that only read the run; a training that failed is tried again by the next to ask."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent  # the session's: each worker's is a popen-gwN inside it
+    shared /= "shared-runs"
+    shared.mkdir(exist_ok=True)
+    while True:
+        with open(shared / f"{fixture}.lock", "w") as lock:  # an flock: freed when closed
+            if _try_lock(lock) or not _train_meanwhile(shared, fixture):
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                return _trained(shared, fixture)
+
+
+def _try_lock(lock) -> bool:
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _trained(shared: Path, fixture: str) -> Path:
+    """The run, trained now if no one has yet (its lock held)."""
+    out, done = shared / fixture.removesuffix("_run"), shared / f"{fixture}.done"
+    if not done.exists():
+        shutil.rmtree(out, ignore_errors=True)
+        train_toy(out, *SHARED_RUNS[fixture])
+        done.touch()
+    return out
+
+
+def _train_meanwhile(shared: Path, wanted: str) -> bool:
+    """Train a shared run the session needs that nobody has trained or is training; False if
+    there is none."""
+    for fixture in sorted(NEEDED - TRIED - {wanted}):
+        if (shared / f"{fixture}.done").exists():
+            continue
+        with open(shared / f"{fixture}.lock", "w") as lock:
+            if _try_lock(lock):
+                TRIED.add(fixture)
+                with contextlib.suppress(Exception):  # its own tests train it again, and fail
+                    _trained(shared, fixture)
+                return True
+    return False
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory) -> Path:
+    """A tiny model trained for real on the toy corpus (shared by all tests that only read it)."""
+    return shared_run(tmp_path_factory, "tiny_run")
 
 
 @pytest.fixture(scope="session")
 def spm_run(tmp_path_factory) -> Path:
-    """The toy corpus trained for real with SPM (SentencePiece), once for all xdist workers."""
-    return built_once(tmp_path_factory, "spm", lambda out: train_toy(out, *SPM))
+    """The toy corpus trained for real with SPM (SentencePiece)."""
+    return shared_run(tmp_path_factory, "spm_run")
 
 
 def make_weights_only(run_dir: Path) -> None:
@@ -327,8 +369,7 @@ def run_copy(tiny_run, tmp_path) -> Path:
 @pytest.fixture(scope="session")
 def other_run(tiny_run, tmp_path_factory) -> Path:
     """A second toy model, for ensembles: another seed, half the epochs (so a worse one)."""
-    return built_once(tmp_path_factory, "other",
-                      lambda out: train_toy(out, *TINY, "train.seed=2", "train.max_epochs=2"))
+    return shared_run(tmp_path_factory, "other_run")
 
 
 @pytest.fixture(scope="session")

@@ -49,6 +49,7 @@ def bar_drawn(err: str, desc: str) -> bool:
     return f"{desc}:" in err and "\r" in err and "/s]" in err
 
 
+@pytest.mark.slow  # mt started four times, twice at a terminal: the fast tier's longest test
 @pytest.mark.parametrize("args, desc", [
     (["data", "check", CONFIG], "check toy.train"),
     (["tokenize", "--lang", "en", "-i", TOY / "toy.train.en"], "tokenize"),
