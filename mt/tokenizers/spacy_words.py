@@ -8,6 +8,7 @@ SentencePiece run never loads it.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -81,10 +82,8 @@ class SpacyTokenizer:
     fixed_vocab = None
 
     def __init__(self, lang: str, lowercase: bool = False):
-        import spacy
-
         try:
-            self._nlp = spacy.blank(lang)
+            self._tokenizer = _blank(lang).tokenizer
         except (ImportError, KeyError, ValueError):
             raise ConfigError(no_tokenizer(lang)) from None
         self.lang = lang
@@ -104,7 +103,7 @@ class SpacyTokenizer:
         out: list[list[str]] = []
         it = iter(lines)
         while block := [self._prep(line) for line in itertools.islice(it, _BLOCK)]:
-            out.extend(_mark(self._nlp.tokenizer("\n".join(block)), block))
+            out.extend(_mark(self._tokenizer("\n".join(block)), block))
         return out
 
     def detokenize(self, tokens: Sequence[str]) -> str:
@@ -121,6 +120,15 @@ class SpacyTokenizer:
             out.append(unescape(tok[left:len(tok) - right], MARK))
             glue = right
         return "".join(out)
+
+
+@functools.lru_cache(maxsize=16)
+def _blank(lang: str):
+    # Making a blank pipeline costs tens of ms; a process makes one tokenizer per run loaded
+    # and per side, often for the same language. Only its tokenizer is used, never mutated.
+    import spacy
+
+    return spacy.blank(lang)
 
 
 def _mark(doc, lines: list[str]) -> list[list[str]]:
