@@ -63,7 +63,9 @@ class FileServer:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        # shutdown() waits up to one poll interval: the default 0.5 s, paid by every test
+        threading.Thread(target=self.server.serve_forever, kwargs={"poll_interval": 0.02},
+                         daemon=True).start()
 
     def content(self, path_and_query: str) -> bytes | None:
         parts = urllib.parse.urlsplit(path_and_query)
