@@ -24,7 +24,7 @@ lines) and Multi30k's test_2016_flickr (or val), de -> en; --corpus NAME SRC REF
   "comparable" when the output holds all of those words. The same translations placed without
   alignments (words taken to follow in order, as with CTranslate2) are the contrast. BLEU of
   the output with its tags stripped against that of the untagged sentences through the same
-  path and translated plainly. --examples FILE writes the first 25 snippets of each corpus
+  path and translated plainly. --examples FILE writes the first 50 snippets of each corpus
   with their translation and reference, to judge by hand.
 - placeholders: the --news-lines lines that hold a placeholder (a number, URL, e-mail,
   template variable), through mt.document with and without masking them (the same splitting),
@@ -67,6 +67,9 @@ NEWS = ROOT.parent / "shared" / "data" / "news-de-en"
 TAGS = (("<b>", "</b>"), ("<i>", "</i>"), ('<a href="https://example.org/p?id=7">', "</a>"))
 STRIP = string.punctuation + "„“”‚‘’«»–—…"
 Corpus = tuple[str, list[str], list[str]]
+
+
+EXAMPLES = 50  # snippets of each corpus --examples writes (docs/markup-judged.md judges them)
 
 
 def corpora(args) -> list[Corpus]:
@@ -304,7 +307,7 @@ def markup(translator: Translator, data: list[Corpus], count: int, seed: int,
             ("plain", translator.translate(sources)))}
         rows.append((name, len(tagged), formed, tally, bleu))
         judged.update({"tags": tally["alignment"][0]})
-        for t, o, r in list(zip(tagged, outputs, refs))[:25]:
+        for t, o, r in list(zip(tagged, outputs, refs))[:EXAMPLES]:
             shown.append(f"[{name}]\nsource: {t}\noutput: {o}\nreference: {r}\n")
     print(markdown(["corpus", "snippets", "well-formed, every tag once"],
                    [[n, k, f"{f} ({f / k:.1%})"] for n, k, f, *_ in rows]) + "\n")

@@ -57,7 +57,7 @@ from mt.translator import Translator
 DATA = Path("data/multi30k")
 GLOSSARIES = Path("data/multi30k/terms")
 MIN_PAIRS = 5  # a candidate pair of words is seen together in at least this many pairs
-THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)  # Dice thresholds tried on the validation set
+THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9)  # Dice thresholds tried on the validation set
 PRECISION = 0.9  # the active entries' precision on the validation set the threshold must reach
 # Wrong but plausible: a German word and an English near-synonym the references rarely use
 WRONG = (("Mann", "guy"), ("Frau", "lady"), ("Hund", "puppy"), ("Straße", "road"),
