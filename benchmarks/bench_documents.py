@@ -219,10 +219,10 @@ def reference_links(translator: Translator, sources: list[str], refs: list[str]
         weights = align.cross_attention(model, pad([run.src_vocab.encode(t) for t in src_toks]),
                                         [run.tgt_vocab.encode(t) for t in ref_toks])
         for w, s, r in zip(weights, src_toks, ref_toks):
-            tgt = align.token_words(r, translator.tgt_tok.detokenize)
+            tgt = align.token_words(r, translator.tgt_tok)
             links = [-1] * (max(tgt) + 1 if tgt else 0)
             for i, j in align.word_alignment(w, align.token_words(
-                    s, translator.src_tok.detokenize), tgt):
+                    s, translator.src_tok), tgt):
                 links[j] = i
             out.append(links)
     return out

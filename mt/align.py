@@ -15,19 +15,21 @@ Shapes: S source tokens, T target tokens, H heads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 
 from mt.data import pad
+from mt.tokenizers import Tokenizer
 from mt.vocab import PAD, start_id
 
-Detokenize = Callable[[Sequence[str]], str]
 
-
-def token_words(tokens: Sequence[str], detokenize: Detokenize) -> list[int]:
-    """The whitespace word (0-based) of detokenize(tokens) that each token falls in."""
-    return [max(0, len(detokenize(tokens[: k + 1]).split()) - 1) for k in range(len(tokens))]
+def token_words(tokens: Sequence[str], tok: Tokenizer) -> list[int]:
+    """The whitespace word (0-based) of tok.detokenize(tokens) that each token falls in: the
+    tokenizer's own `token_words` where it has one (one pass), else one detokenize a prefix."""
+    if (fast := getattr(tok, "token_words", None)) is not None:
+        return fast(tokens)
+    return [max(0, len(tok.detokenize(tokens[: k + 1]).split()) - 1) for k in range(len(tokens))]
 
 
 @torch.no_grad()

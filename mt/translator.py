@@ -422,13 +422,13 @@ class Translator:
         if attention is not None and not attention.averaged:
             shown = align.cross_attention(self.model, src[rows], outputs, attention.layer,
                                           attention.heads, attention.end, memory)
-        words = [align.token_words(t, self.src_tok.detokenize) for t in tokens] if alignment else []
+        words = [align.token_words(t, self.src_tok) for t in tokens] if alignment else []
         labels = [_labels(t, self.src_tok) for t in tokens] if attention is not None else []
         translations = (t for ts in out for t in ts)
         for b, y, w, a, t in zip(rows, outputs, averaged, shown, translations, strict=True):
             out_tokens = self.run.tgt_vocab.decode(y)
             if alignment:
-                tgt = align.token_words(out_tokens, self.tgt_tok.detokenize)
+                tgt = align.token_words(out_tokens, self.tgt_tok)
                 t.alignment = align.pharaoh(align.word_alignment(w[:, lead:], words[b], tgt))
             if attention is not None:  # (..., T, S) without the tag's columns
                 a = a[..., lead:]
@@ -473,7 +473,7 @@ class Translator:
             t.flags = cal.flags(f) if cal else None
             words = t.text.split()
             least = [0.0] * len(words)  # per word, its least likely token's log-probability
-            at = align.token_words(self.run.tgt_vocab.decode(y), self.tgt_tok.detokenize)
+            at = align.token_words(self.run.tgt_vocab.decode(y), self.tgt_tok)
             for w, v in zip(at, lp, strict=False):  # <eos>'s, last, is no word's
                 if w < len(words):
                     least[w] = min(least[w], v)

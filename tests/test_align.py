@@ -5,7 +5,9 @@ hand-made gold alignment (tests/toy_gold.py), and the output formats."""
 from __future__ import annotations
 
 import json
+import random
 import re
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,7 +18,7 @@ from mt.align import cross_attention, pharaoh, token_words, word_alignment
 from mt.checkpoint import load_run
 from mt.data import pad
 from mt.tokenizers.spacy_words import SpacyTokenizer
-from mt.tokenizers.text import MARK
+from mt.tokenizers.text import ESCAPE, MARK
 from mt.translator import Translator
 
 PAIR = re.compile(r"(\d+)-(\d+)")
@@ -27,10 +29,26 @@ def test_tokens_are_merged_to_the_words_of_their_text():
     toks = spacy.tokenize("Hello, (big) world's end.")
     assert toks == ["Hello", MARK + ",", "(" + MARK, "big", MARK + ")", "world", MARK + "'s",
                     "end", MARK + "."]
-    assert token_words(toks, spacy.detokenize) == [0, 0, 1, 1, 1, 2, 2, 3, 3]
+    assert token_words(toks, spacy) == [0, 0, 1, 1, 1, 2, 2, 3, 3]
     pieces = ["▁Hel", "lo", "▁", "wor", "ld", "s"]  # as SentencePiece marks word starts
-    assert token_words(pieces, lambda p: "".join(p).replace("▁", " ").strip()) == [
-        0, 0, 0, 1, 1, 1]
+    pieces_tok = SimpleNamespace(detokenize=lambda p: "".join(p).replace("▁", " ").strip())
+    assert token_words(pieces, pieces_tok) == [0, 0, 0, 1, 1, 1]
+
+
+def test_spacy_token_words_in_one_pass_equal_one_detokenize_a_prefix():
+    # the one-pass form must give what the definition gives, on text and on odd tokens
+    spacy = SpacyTokenizer("de")
+    by_prefix = SimpleNamespace(detokenize=spacy.detokenize)
+    lines = ["Ein Mann (mit Hut) fährt, schnell: 10.000 km/h!", "„Zitat“ -- und ... so.",
+             "x" + MARK + "y", "a  b", ""]
+    cases = [spacy.tokenize(line) for line in lines]
+    rng = random.Random(0)
+    atoms = ["a", "bc", MARK, " ", "", ".", MARK + "x", "x" + MARK, MARK + " " + MARK,
+             "  ", "d e", ESCAPE + "m", MARK + MARK]
+    cases += [[rng.choice(atoms) + rng.choice(atoms) for _ in range(rng.randint(0, 8))]
+              for _ in range(3000)]
+    for toks in cases:
+        assert spacy.token_words(toks) == token_words(toks, by_prefix), toks
 
 
 def test_word_alignment_sums_source_tokens_and_averages_target_tokens():

@@ -121,6 +121,25 @@ class SpacyTokenizer:
             glue = right
         return "".join(out)
 
+    def token_words(self, tokens: Sequence[str]) -> list[int]:
+        """mt.align.token_words for this detokenize, in one pass rather than one detokenize
+        per prefix: the text grows by each token's piece, after a space or not."""
+        out: list[int] = []
+        words, started, glue, in_word = 0, False, False, False  # in_word: text ends a word
+        for tok in tokens:
+            if tok:
+                left, right = tok.startswith(MARK), tok.endswith(MARK)
+                piece = unescape(tok[left:len(tok) - right], MARK)
+                space = started and not (glue or left)
+                started, glue = True, right
+                if parts := piece.split():
+                    words += len(parts) - (in_word and not space and not piece[0].isspace())
+                    in_word = not piece[-1].isspace()
+                elif piece or space:
+                    in_word = False
+            out.append(max(0, words - 1))
+        return out
+
 
 @functools.lru_cache(maxsize=16)
 def _blank(lang: str):
