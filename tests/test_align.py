@@ -81,8 +81,8 @@ def toy_gold_rate(run) -> float:
     weights = cross_attention(run.model, src, [run.tgt_vocab.encode(t) for t in tgt_toks])
     hit = total = 0
     for s, t, w, a, b in zip(src_toks, tgt_toks, weights, src_lines, tgt_lines, strict=True):
-        found = word_alignment(w, token_words(s, run.src_tok.detokenize),
-                               token_words(t, run.tgt_tok.detokenize))
+        found = word_alignment(w, token_words(s, run.src_tok),
+                               token_words(t, run.tgt_tok))
         hit += len(set(found) & gold(a, b))
         total += len(gold(a, b))
     return 100 * hit / total
