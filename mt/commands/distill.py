@@ -31,12 +31,13 @@ from mt.data import corpus_sources
 from mt.ensemble import Paths, as_paths, open_runs
 from mt.errors import ConfigError
 from mt.log import info
+from mt.textio import atomic_write
 from mt.tokenizers import config_problems
 from mt.train.lineage import record, sha256_of
 from mt.train.loop import Trainer
 
 CORPORA = "distilled"  # RUN/distilled: the teachers' translations, a plain corpus each
-PARTIAL = ".partial"  # a target file while it is being written
+PARTIAL = ".partial"  # a target file while it is being written (kept: a rerun resumes it)
 
 
 def distill(config: Path, teachers: Paths, out: Path, options: TranslateOptions,
@@ -98,10 +99,11 @@ def write_sources(pairs: Iterator[tuple[str, str]], src: Path) -> None:
     if src.exists():
         return
     src.parent.mkdir(parents=True, exist_ok=True)
-    tmp = src.with_name(src.name + PARTIAL)
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.writelines(s + "\n" for s, _ in pairs)
-    os.replace(tmp, src)
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.writelines(s + "\n" for s, _ in pairs)
+    atomic_write(src, write)
 
 
 def translate_resumable(teachers: list[Path], src: Path, tgt: Path,
