@@ -69,9 +69,4 @@ def write_binary_output(out: str, data: bytes) -> None:
         except BrokenPipeError:
             raise OutputClosed("stdout closed by its reader") from None
         return
-
-    def to_file(tmp: str) -> None:
-        with open(tmp, "wb") as f:
-            f.write(data)
-
-    atomic_write(Path(out), to_file)
+    atomic_write(Path(out), lambda tmp: Path(tmp).write_bytes(data))
