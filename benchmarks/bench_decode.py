@@ -209,13 +209,24 @@ def more_translators(run, pair: list[Path], decoding, cfgs: dict, device: torch.
     return out, ensemble.model.models[0]
 
 
-def main() -> None:
-    p = parser(__doc__, rounds=3, smoke="the first 16 toy test sentences (en -> de), naive on 4, "
-               "beam 2, no CTranslate2, 1 round; the ensemble is RUN with itself")
+def add_test_set_args(p) -> None:
+    """The run and the test set a decoding benchmark takes (read back by read_test_set)."""
     p.add_argument("run", type=Path, help="run directory (uses best.pt) or checkpoint file")
     p.add_argument("--src", type=Path, default=DATA / "test_2016_flickr.de.gz")
     p.add_argument("--ref", type=Path, default=DATA / "test_2016_flickr.en.gz")
     p.add_argument("--limit", type=int, default=0, help="use the first N sentences (0 = all)")
+
+
+def read_test_set(args) -> tuple[list[str], list[str]]:
+    """The source and reference lines add_test_set_args asked for (the first --limit)."""
+    src, ref = read_parallel(args.src, args.ref)
+    return (src[: args.limit], ref[: args.limit]) if args.limit else (src, ref)
+
+
+def main() -> None:
+    p = parser(__doc__, rounds=3, smoke="the first 16 toy test sentences (en -> de), naive on 4, "
+               "beam 2, no CTranslate2, 1 round; the ensemble is RUN with itself")
+    add_test_set_args(p)
     p.add_argument("--naive-limit", type=int, default=200,
                    help="sentences for the naive decoder (a subset: it is slow; 0 = skip it)")
     p.add_argument("--beam", type=int, default=5)
@@ -240,9 +251,7 @@ def main() -> None:
     device = pick_device(args.device)
     run = load_run(args.run, device)
     inference_layout(run.model)  # as Translator.load lays out what mt translate decodes with
-    src, ref = read_parallel(args.src, args.ref)
-    if args.limit:
-        src, ref = src[: args.limit], ref[: args.limit]
+    src, ref = read_test_set(args)
     n_naive = min(args.naive_limit, len(src)) if args.naive_limit > 0 else 0
     sets = [] if not args.batch_tokens else [f"decode.batch_tokens={args.batch_tokens}"]
 

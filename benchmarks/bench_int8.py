@@ -22,11 +22,10 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.bench_decode import DATA, ct2_translators, timed
+from benchmarks.bench_decode import add_test_set_args, ct2_translators, read_test_set, timed
 from benchmarks.harness import TOY, markdown, parse, parser
 from mt.checkpoint import load_run
 from mt.config import override
-from mt.data import read_parallel
 from mt.device import pick_device
 from mt.engines import inference_layout
 from mt.metrics import score
@@ -36,10 +35,7 @@ from mt.translator import Translator
 def main(argv: list[str] | None = None) -> None:
     p = parser(__doc__, rounds=3, smoke="the first 16 toy test sentences (en -> de), beam 2, "
                "1 round, no CTranslate2")
-    p.add_argument("run", type=Path, help="run directory (uses best.pt) or checkpoint file")
-    p.add_argument("--src", type=Path, default=DATA / "test_2016_flickr.de.gz")
-    p.add_argument("--ref", type=Path, default=DATA / "test_2016_flickr.en.gz")
-    p.add_argument("--limit", type=int, default=0, help="the first N sentences (0 = all)")
+    add_test_set_args(p)
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     p.add_argument("--dtypes", default="float32,bf16,int8", help="mt's decode.dtype contenders")
@@ -51,9 +47,7 @@ def main(argv: list[str] | None = None) -> None:
     device = pick_device("cpu")
     run = load_run(args.run, device)
     inference_layout(run.model)
-    src, ref = read_parallel(args.src, args.ref)
-    if args.limit:
-        src, ref = src[: args.limit], ref[: args.limit]
+    src, ref = read_test_set(args)
     searches = {"greedy": "decode.beam=1", f"beam {args.beam}": f"decode.beam={args.beam}"}
     cfgs = {k: override(run.cfg, ["decode.nbest=1", v], "bench").decode
             for k, v in searches.items()}
