@@ -5,6 +5,7 @@ top or under "translation" (as Hugging Face's translation datasets write them: e
 from __future__ import annotations
 
 import gzip
+import json
 
 import pytest
 
@@ -55,3 +56,46 @@ def test_invalid_utf8_stays_marked_on_the_side_that_had_it(tmp_path):
     ((src, tgt),) = pairs(tmp_path / "u.jsonl")
     assert tgt == "bad \ufffd byte" and isinstance(tgt, Undecoded)
     assert not isinstance(src, Undecoded)
+
+
+def records(n: int, nested: bool = False) -> str:
+    """n varied records: escapes, non-ASCII (some escaped), other keys, CRLF endings."""
+    out = []
+    for i in range(n):
+        pair = {"de": f"Zeile {i} ä \" \t ü" + "x" * (i % 50), "en": f"line {i}"}
+        record = {"translation": pair, "id": i} if nested else {"id": i, **pair}
+        out.append(json.dumps(record, ensure_ascii=i % 3 == 0) + ("\r\n" if i % 7 else "\n"))
+    return "".join(out)
+
+
+@pytest.mark.parametrize("nested", [False, True])
+def test_arrow_blocks_and_the_scanner_give_the_same_pairs(tmp_path, monkeypatch, nested):
+    pytest.importorskip("pyarrow")
+    from mt.corpus_formats import jsonl
+
+    last = {"en": "last", "de": "y" * 300}  # longer than a block, and no final newline
+    text = records(100, nested) + json.dumps({"translation": last} if nested else last)
+    (tmp_path / "a.jsonl").write_text(text, encoding="utf-8")
+    (tmp_path / "a.jsonl.gz").write_bytes(gzip.compress(text.encode()))
+    monkeypatch.setattr(jsonl, "BLOCK", 256)  # many blocks, and a line longer than one
+    want = list(jsonl._scanned_pairs(tmp_path / "a.jsonl", ("en", "de")))
+    assert len(want) == 101 and want[3] == ("line 3", "Zeile 3 ä \" \t üxxx")
+    monkeypatch.setattr(jsonl, "_scan", None)  # a clean file never reaches the scanner
+    assert pairs(tmp_path / "a.jsonl") == pairs(tmp_path / "a.jsonl.gz") == want
+
+
+@pytest.mark.parametrize("arrow", [True, False])
+def test_a_bad_line_in_a_later_block_is_named_after_every_pair_before_it(tmp_path, monkeypatch,
+                                                                         arrow):
+    from mt.corpus_formats import jsonl
+
+    if arrow:
+        pytest.importorskip("pyarrow")
+    else:  # as without pyarrow installed
+        monkeypatch.setitem(__import__("sys").modules, "pyarrow", None)
+    monkeypatch.setattr(jsonl, "BLOCK", 256)
+    (tmp_path / "b.jsonl").write_text(records(60) + "\n" + records(5), encoding="utf-8")
+    got = []
+    with pytest.raises(DataError, match=r"b.jsonl:61: not JSON \(Expecting value"):
+        got.extend(jsonl.iter_jsonl(tmp_path / "b.jsonl", ("en", "de")))
+    assert [en for en, _ in got] == [f"line {i}" for i in range(60)]  # each once, in order
