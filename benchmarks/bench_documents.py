@@ -47,6 +47,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -61,6 +62,8 @@ from mt.document.segment import split
 from mt.metrics import score
 from mt.records import Translation
 from mt.textio import iter_lines
+from mt.token_cache import open_cached_corpora
+from mt.token_cache.starters import learn
 from mt.translator import Translator
 
 NEWS = ROOT.parent / "shared" / "data" / "news-de-en"
@@ -123,6 +126,16 @@ def bleu_row(name: str, hyps: list[str], refs: list[str], base: dict | None = No
     return [name, f"{s['bleu']:.2f}", f"{s['chrf']:.2f}", delta], s
 
 
+def without_starters(translator: Translator, paras: list[str]) -> list[str]:
+    """translate_lines' paragraphs as the sentencizer alone splits them."""
+    cfg = translator.decode_cfg
+    translator.decode_cfg = replace(cfg, split_starters=False)
+    try:
+        return [d.text for d in translate_lines(translator, paras)]
+    finally:
+        translator.decode_cfg = cfg
+
+
 def paragraphs(translator: Translator, data: list[Corpus], seed: int) -> None:
     print("## Paragraphs\n")
     for name, src, ref in data:
@@ -130,9 +143,12 @@ def paragraphs(translator: Translator, data: list[Corpus], seed: int) -> None:
         paras, refs = joined(src, spans), joined(ref, spans)
         lines = joined(translator.translate(src), spans)
         docs = list(translate_lines(translator, paras))
+        plain = without_starters(translator, paras) if translator.run.starters else None
         rows, base = [], None
         for label, hyps in (("one sentence a line, joined", lines),
                             ("paragraphs, split (mt.document)", [d.text for d in docs]),
+                            *([("paragraphs, split without the run's sentence starters",
+                                plain)] if plain else []),
                             ("paragraphs, split, no placeholders", unmasked(translator, paras)),
                             ("paragraphs whole (no splitting)", translator.translate(paras))):
             row, s = bleu_row(label, hyps, refs, base)
@@ -413,10 +429,18 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--examples", type=Path, help="write snippets to judge by hand here")
+    ap.add_argument("--learn-starters", action="store_true",
+                    help="a run trained before checkpoints carried sentence starters: learn "
+                    "them from its training corpora's token cache, as training does")
     toy = [["toy", str(TOY / "toy.test.en"), str(TOY / "toy.test.de")]]
     args = parse(ap, {"rounds": 1, "corpus": toy, "snippets": 30, "speed_lines": 30}, argv)
     torch.set_num_threads(args.threads)
     translator = Translator.load(args.run)
+    if args.learn_starters and not translator.run.starters:
+        run = translator.run
+        translator.run.starters = learn(open_cached_corpora(run.cfg.data, run.files).entries)
+        print(f"sentence starters learned from the training corpora: "
+              f"{len(run.starters)} ({', '.join(run.starters[:8])}, ...)\n")
     data = corpora(args)
     print(f"{args.run}: {', '.join(f'{n} ({len(s)} lines)' for n, s, _ in data)}; beam "
           f"{translator.decode_cfg.beam}; {args.threads} thread(s)\n", flush=True)

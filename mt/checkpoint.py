@@ -11,9 +11,10 @@ A run directory holds:
   metrics.jsonl        one JSON object per log/validation event
 
 Checkpoints are one-file (`run_state`): besides the weights and step they carry the resolved
-config, both vocabularies and any tokenizer files, as plain dicts, lists, strings and
-tensors, so a checkpoint moved out of its run directory still loads. Older checkpoints hold
-weights and step only; `open_run` then reads config and vocab from the run directory.
+config, both vocabularies, any tokenizer files and the sources' sentence starters
+(mt.token_cache.starters), as plain dicts, lists, strings and tensors, so a checkpoint moved
+out of its run directory still loads. Older checkpoints hold weights and step only; `open_run`
+then reads config and vocab from the run directory.
 
 `open_run` is the one way to open a run (translate, eval, tokenize, info, export, and an export
 directory for CTranslate2); `load_run` adds the model.
@@ -144,17 +145,20 @@ def find_checkpoint(run: Path) -> Path:
 
 
 def run_state(weights: dict[str, torch.Tensor], cfg: Config, src_vocab: Vocab, tgt_vocab: Vocab,
-              step: int, files: dict[str, bytes] | None = None) -> dict:
+              step: int, files: dict[str, bytes] | None = None,
+              starters: Sequence[str] = ()) -> dict:
     """A one-file checkpoint: everything needed to rebuild the model, as plain data.
 
     weights is a model state dict (e.g. `model.state_dict()`, or averaged weights). files are
     the tokenizer's files by name (say a SentencePiece model), kept as uint8 tensors because
-    `weights_only` loading accepts tensors, not bytes. Add training state to the result
-    (optimizer, progress, RNG) for a resumable checkpoint.
+    `weights_only` loading accepts tensors, not bytes. starters: the training sources' sentence
+    starters (mt.token_cache.starters). Add training state to the result (optimizer, progress,
+    RNG) for a resumable checkpoint.
     """
     return {"format": FORMAT, "model": weights, "step": step, "config": cfg.to_dict(),
             "vocab": {"src": list(src_vocab.itos), "tgt": list(tgt_vocab.itos)},
-            "files": {name: _as_tensor(data) for name, data in (files or {}).items()}}
+            "files": {name: _as_tensor(data) for name, data in (files or {}).items()},
+            "starters": list(starters)}
 
 
 def _as_tensor(data: bytes) -> torch.Tensor:
@@ -178,6 +182,7 @@ class Run:
     checkpoint: Path | None = None  # the file read; None: a directory's files alone
     format: int = 0  # FORMAT: a one-file checkpoint; 0: config and vocab from its directory
     lineage: dict | None = None  # how its weights were made (mt.train.lineage); None: unknown
+    starters: list[str] = field(default_factory=list)  # its sources' (mt.token_cache.starters)
 
 
 def open_run(path: Path, overrides: Sequence[str] = ()) -> Run:
@@ -226,8 +231,12 @@ def _open(path: Path, overrides: Sequence[str]) -> tuple[Run, dict]:
     for name in tokenizer_files(cfg.data):  # those the checkpoint lacks: its directory's
         if name not in files:
             files[name] = (directory / name).read_bytes()
+    starters = state.get("starters", [])
+    if not (isinstance(starters, list) and all(isinstance(s, str) for s in starters)):
+        raise CheckpointError(f"{ckpt}: damaged one-file checkpoint (its starters are "
+                              f"{type(starters).__name__}, not a list of strings)")
     run = Run(cfg, None, src_vocab, tgt_vocab, int(state.get("step", 0)), src_tok, tgt_tok,
-              files, ckpt, state["format"] if one_file else 0, state.get("lineage"))
+              files, ckpt, state["format"] if one_file else 0, state.get("lineage"), starters)
     return run, state
 
 

@@ -68,6 +68,7 @@ def test_damaged_one_file_checkpoints_are_refused(cli, tiny_run, tmp_path):
         "config": ({**good, "config": {**good["config"], "bogus": 1}}, "bogus"),
         "shape": ({**good, "vocab": {**good["vocab"], "tgt": good["vocab"]["tgt"][:-1]}},
                   "does not match"),
+        "starters": ({**good, "starters": "Today"}, "its starters are str"),
     }
     for name, (state, needle) in cases.items():
         torch.save(state, tmp_path / f"{name}.pt")

@@ -5,6 +5,7 @@ import pytest
 from document_fakes import identity
 
 from conftest import TWO_LINES
+from mt.checkpoint import load_checkpoint
 from mt.document import Document, translate_document, translate_lines
 from mt.document.paragraph import Settings
 
@@ -83,3 +84,17 @@ def test_html_keeps_its_tags_around_the_aligned_words(translator):
 def test_lines_are_translated_in_order_a_chunk_at_a_time(translator):
     lines = TWO_LINES.splitlines() * 3
     assert [d.text for d in translate_lines(translator, lines)] == translator.translate(lines)
+
+
+def test_a_sentence_without_final_punctuation_ends_where_a_starter_follows(tiny_run):
+    starters = load_checkpoint(tiny_run / "best.pt")["starters"]
+    assert {"Today", "Yesterday"} <= set(starters) and "I" not in starters  # "Today I ..."
+    from mt import Translator
+
+    first, second = "Yesterday we saw forty two red dogs", "Today they see nine cats"
+    translator = Translator.load(tiny_run)
+    a, b = translator.translate([first, second])
+    (done,) = translate_lines(translator, [f"{first} {second}"])
+    assert [t.text for _, t in done.sentences] == [a, b] and done.text == f"{a} {b}"
+    off = Translator.load(tiny_run, split_starters=False)
+    assert len(next(translate_lines(off, [f"{first} {second}"])).sentences) == 1

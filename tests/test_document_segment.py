@@ -1,7 +1,14 @@
 """Sentences of a paragraph: spaCy's sentencizer, line breaks, placeholders kept whole, and
 long sentences cut at clause boundaries."""
 
+from collections import Counter
+from types import SimpleNamespace
+
+import numpy as np
+
 from mt.document.segment import Sentence, cut, split
+from mt.token_cache.starters import learn, starts_sentence
+from mt.vocab import SPECIALS, Vocab
 
 
 def texts(text, sentences):
@@ -60,3 +67,41 @@ def test_a_cut_never_falls_inside_a_placeholder():
 
 def test_a_sentence_that_fits_is_left_whole():
     assert cut("short one", Sentence(0, 9), lambda s: False) == [Sentence(0, 9)]
+
+
+def test_a_starter_right_after_a_word_begins_a_sentence():
+    begins = starts_sentence(["Ein", "Zwei"], str.split)
+    text = "Zwei Männer in einer Stadt Ein Mann fährt. Er sagte, Ein Tag. {Ein} Hund Zwei"
+    whole = [(text.index("{"), text.index("}") + 1)]
+    assert texts(text, split(text, "de", whole=whole, begins=begins)) == [
+        "Zwei Männer in einer Stadt", "Ein Mann fährt.", "Er sagte, Ein Tag.", "{Ein} Hund",
+        "Zwei"]  # after a comma, or inside a placeholder: no boundary
+    assert texts(text, split(text, "de", whole=whole)) == [
+        "Zwei Männer in einer Stadt Ein Mann fährt.", "Er sagte, Ein Tag.", "{Ein} Hund Zwei"]
+
+
+class FakeEntry:
+    """What starters.learn reads of a token cache entry: the source ids and offsets, the
+    vocabulary and the counts."""
+
+    def __init__(self, lines: list[list[str]]):
+        self.src_vocab = Vocab(SPECIALS + sorted({t for line in lines for t in line}))
+        ids = [self.src_vocab.stoi[t] for line in lines for t in line]
+        offsets = np.cumsum([0] + [len(line) for line in lines])
+        self.array = SimpleNamespace(ids=np.array(ids), offsets=offsets)
+        self.every = Counter(t for line in lines for t in line)
+
+    def data(self):
+        return SimpleNamespace(src=self.array)
+
+    def counts(self, side):
+        return self.every
+
+
+def test_starters_begin_most_of_their_lines_often_enough_and_are_capitalized():
+    lines = ([["Ein", "Mann"]] * 30 + [["Zwei", "Hunde", "\u2581Drei"]] * 19 + [["Zwei"]]
+             + [["Der", "Hund"]] * 30 + [["sah", "Der"]] * 3 + [["\u2581Drei"]] * 10
+             + [["ein", "x"]] * 40 + [["Selten"]] * 9 + [[]])
+    assert learn([FakeEntry(lines)], share=0.95, least=10) == ["Ein", "Zwei"]
+    # Drei: 10 of 29 begin a line; Der: 30 of 33 (< 0.95); ein: lowercase; Selten: 9 lines
+    assert learn([FakeEntry(lines)], share=0.9, least=9) == ["Der", "Ein", "Zwei", "Selten"]

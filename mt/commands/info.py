@@ -57,6 +57,7 @@ def run_info(path: Path) -> dict:
         "checkpoints": checkpoints,
         "lineage": chain(run.lineage, sha256_of(ckpt), run.step),
         "calibration": calibration_info(ckpt, run.step),
+        "starters": run.starters,
     }
     return info
 
@@ -146,6 +147,10 @@ def format_info(info: dict) -> str:
                       f"{cal['lines']} lines ({cal['data']})" + (
                           "" if cal["applies"] else f"; for {cal['checkpoint']} at step "
                           f"{cal['step']}, not this checkpoint: not used")))
+    if info["starters"]:
+        shown = info["starters"][:10]
+        lines.append(("starters", ", ".join(shown) + (
+            f", ... ({len(info['starters'])})" if len(info["starters"]) > len(shown) else "")))
     for c in info["checkpoints"]:
         lines.append((c["name"], f"{c['bytes'] / 2**20:.1f} MiB, step {c['step']}"))
     width = max(len(name) for name, _ in lines)

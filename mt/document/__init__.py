@@ -19,7 +19,7 @@ import io
 import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from mt.document import docx, markdown, markup, srt
 from mt.document.markup import Block
@@ -28,6 +28,7 @@ from mt.document.placeholders import compile_keep
 from mt.errors import DataError
 from mt.glossary import Glossary, GlossaryLike, as_glossary
 from mt.records import Translation
+from mt.token_cache.starters import starts_sentence
 from mt.translator import CHUNK_LINES, Translator, glossaries_mismatch
 
 FORMATS = ("text", "html", "md", "srt")  # what a text document is written in
@@ -79,7 +80,7 @@ class Document:
         parts, self.notes = parse(text, format, name)
         if format != "text":  # a line break is whitespace; HTML's text escaped
             escape = (lambda s: html.escape(s, quote=False)) if format == "html" else str
-            settings = Settings(settings.lang, False, settings.too_long, settings.keep, escape)
+            settings = replace(settings, lines=False, escape=escape)
         self.parts = [p if isinstance(p, str) else Paragraph(p.text, settings, p.root)
                       for p in parts]
         paragraphs = self.paragraphs
@@ -112,7 +113,7 @@ class DocxDocument:
 
     def __init__(self, data: bytes, settings: Settings, name: str = "document"):
         self.data, self.name, self.notes = data, name, []
-        settings = Settings(settings.lang, False, settings.too_long, settings.keep, docx.clean)
+        settings = replace(settings, lines=False, escape=docx.clean)
         self.paragraphs = []  # one per docx.paragraphs, None where there is no text
         for p in docx.paragraphs(docx.open_docx(data, name)):
             block = docx.read(p)[0]
@@ -157,14 +158,17 @@ def make_document(text: str | bytes, format: str, settings: Settings, name: str 
 
 
 def settings(translator: Translator, keep: Sequence[re.Pattern] = ()) -> Settings:
-    """How a translator's documents are read: its source language's sentence splitter, its
-    longest source (model.max_positions, less a tag's token), and keep."""
+    """How a translator's documents are read: its source language's sentence splitter (and its
+    run's sentence starters, unless decode.split_starters is off), its longest source
+    (model.max_positions, less a tag's token), and keep."""
     room = translator.max_src - bool(translator.decode_cfg.tag)
 
     def too_long(sentence: str) -> bool:  # a token is at least a character, less a mark
         return len(sentence) >= room and len(translator.src_tok.tokenize(sentence)) > room
 
-    return Settings(translator.run.cfg.data.src_lang, True, too_long, tuple(keep))
+    begins = (starts_sentence(translator.run.starters, translator.src_tok.tokenize)
+              if translator.decode_cfg.split_starters else None)
+    return Settings(translator.run.cfg.data.src_lang, True, too_long, tuple(keep), str, begins)
 
 
 def align_options(translator: Translator, documents: Iterable[Document]) -> dict:

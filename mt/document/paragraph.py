@@ -19,13 +19,15 @@ from mt.records import Translation
 class Settings:
     """How paragraphs are read: the source language (its sentence splitter), whether a line
     break ends a sentence (plain text: yes; HTML: no), whether a sentence is too long for the
-    model, the user's --keep patterns, and how translated text is escaped (HTML)."""
+    model, the user's --keep patterns, how translated text is escaped (HTML), and whether a
+    word begins a sentence after another (the run's sentence starters)."""
 
     lang: str
     lines: bool = True
     too_long: Callable[[str], bool] | None = None
     keep: Sequence[re.Pattern] = ()
     escape: Callable[[str], str] = str
+    begins: Callable[[str], bool] | None = None
 
 
 class Paragraph:
@@ -35,7 +37,8 @@ class Paragraph:
     def __init__(self, text: str, settings: Settings, root: Element | None = None):
         self.text, self.escape = text, settings.escape
         spans = find(text, settings.keep)
-        self.sentences = split(text, settings.lang, settings.lines, settings.too_long, spans)
+        self.sentences = split(text, settings.lang, settings.lines, settings.too_long, spans,
+                               settings.begins)
         found = [[(a - s.start, b - s.start) for a, b in spans if s.start <= a < s.end]
                  for s in self.sentences]
         masked = [mask(text[s.start:s.end], spans) for s, spans in zip(self.sentences, found)]

@@ -2,7 +2,9 @@
 between them is kept as it was and only the sentences are translated.
 
 spaCy's rule-based `sentencizer` on `spacy.blank(lang)` splits after sentence-final punctuation
-(docs/documents.md: why, and what it gets wrong). A line break always ends a sentence in plain
+(docs/documents.md: why, and what it gets wrong); where the run learned its sentence starters
+(mt.token_cache.starters), a starter right after a word also begins a sentence, for sentences
+without final punctuation. A line break always ends a sentence in plain
 text (a title, a list item), not in HTML, where it is only whitespace. A sentence longer than
 the model takes is cut at the clause boundary nearest its middle (a comma, semicolon, colon or
 dash before a space), else at the space nearest its middle, until every piece fits; each piece
@@ -18,6 +20,7 @@ from dataclasses import dataclass
 
 CLAUSE = re.compile(r"(?<=[,;:])\s+|\s+(?=[–—-]\s)")  # a cut goes where this whitespace is
 SPACE = re.compile(r"\s+")
+WORD_GAP = re.compile(r"(?<=\w)\s+(?=(\S+))")  # whitespace after a word, and the word after it
 
 
 @dataclass(frozen=True)
@@ -44,16 +47,22 @@ def sentencizer(lang: str):
 
 def split(text: str, lang: str, lines: bool = True,
           too_long: Callable[[str], bool] | None = None,
-          whole: Sequence[tuple[int, int]] = ()) -> list[Sentence]:
+          whole: Sequence[tuple[int, int]] = (),
+          begins: Callable[[str], bool] | None = None) -> list[Sentence]:
     """The sentences of text, in order. lines: a line break ends a sentence. too_long: whether
     a sentence is longer than the model takes (then it is cut). whole: (start, end) spans no
-    sentence boundary may fall in (a placeholder's: a boundary there moves to its start)."""
+    sentence boundary may fall in (a placeholder's: a boundary there moves to its start).
+    begins: whether a word begins a sentence after another word without punctuation between
+    (a sentence starter of the run's, mt.token_cache.starters)."""
     starts: list[int] = []
     for a, b in _line_spans(text) if lines else [(0, len(text))]:
         if text[a:b].strip():
             starts += [a + s.start_char for s in sentencizer(lang)(text[a:b]).sents]
             starts.append(b)
     starts = sorted({next((x for x, y in whole if x < start < y), start) for start in starts})
+    if begins is not None:
+        starts = sorted({*starts, *(m.end() for m in WORD_GAP.finditer(text) if begins(
+            m.group(1)) and not any(x < m.end() < y for x, y in whole))})
     found = [s for a, b in zip(starts, starts[1:]) for s in _stripped(text, a, b)]
     if too_long is None:
         return found

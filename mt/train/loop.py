@@ -157,7 +157,7 @@ class Trainer:
         weights = (self.model.state_dict() if full or self.ema is None
                    else self.ema.weights(self.model))
         state = run_state(weights, self.cfg, d.src_vocab, d.tgt_vocab, self.progress.step,
-                          d.tok_files)
+                          d.tok_files, d.starters)
         state["lineage"] = self.lineage
         if full:
             state.update(resumable_state(self.optimizer, self.progress, self.update.scaler,

@@ -15,6 +15,7 @@ from mt.data import ParallelData, read_pairs, split_source
 from mt.errors import DataError
 from mt.mixing import MixedData
 from mt.token_cache import CachedCorpora, open_cached_corpora
+from mt.token_cache.starters import learn as learn_starters
 from mt.tokenizers import Tokenizer, tokenizer_files
 from mt.train.distributed import Group
 from mt.vocab import Vocab, start_id
@@ -33,6 +34,7 @@ class RunData:
     val_src: list[str]  # the validation text, for BLEU
     val_ref: list[str]
     tok_files: dict[str, bytes]  # what checkpoints carry of the tokenizers (rank 0 only)
+    starters: list[str]  # the training sources' sentence starters (rank 0 only)
     fingerprint: str  # of the training data as tokenized: its token cache entries' names
     mix: list[dict]  # each corpus's pairs, weight, tag and share of an epoch (mix_shares)
 
@@ -76,6 +78,7 @@ def load_run_data(cfg: Config, run_dir: Path, resume: bool, group: Group,
         src_vocab, tgt_vocab = run_vocabs(cache)
     src_tok, tgt_tok = cache.tokenizers()
     tok_files = cache.tok_files if group.main else {}
+    starters = learn_starters(cache.entries) if group.main else []
     train = mixed_data(cache, src_vocab, tgt_vocab, cfg.train.buckets)
     dropped = train.filter_length(d.max_len)
     if not len(train):
@@ -98,7 +101,7 @@ def load_run_data(cfg: Config, run_dir: Path, resume: bool, group: Group,
     if len(train.parts) > 1 or train.parts[0].weight != 1 or train.parts[0].tag:
         log.info(f"data: mix: {format_mix(shares)}")
     return RunData(src_vocab, tgt_vocab, src_tok, tgt_tok, train, val, val_src, val_ref,
-                  tok_files, "+".join(e.path.name for e in cache.entries), shares)
+                  tok_files, starters, "+".join(e.path.name for e in cache.entries), shares)
 
 
 def mix_shares(train: MixedData, sources: list[CorpusSource]) -> list[dict]:
