@@ -109,7 +109,7 @@ def unmasked(translator: Translator, paragraphs: list[str]) -> list[str]:
     """Paragraphs split as mt.document splits them, each sentence translated as it is
     (placeholders left in), put back together with the whitespace between them."""
     ready = settings(translator)
-    found = [split(p, ready.lang, True, ready.too_long) for p in paragraphs]
+    found = [split(p, ready.lang, True, ready.too_long, begins=ready.begins) for p in paragraphs]
     outs = iter(translator.translate([p[s.start:s.end] for p, ss in zip(paragraphs, found)
                                       for s in ss]))
     done = []

@@ -31,7 +31,8 @@ class Slow(Upper):
     bug in mt would."""
 
     decode_cfg, model = DecodeConfig(), None
-    run, max_src = SimpleNamespace(cfg=Config()), 256  # a paragraph's language, its bound
+    # a paragraph's language, no sentence starters; its bound
+    run, max_src = SimpleNamespace(cfg=Config(), starters=[]), 256
 
     def check_options(self, attention=False, **options) -> DecodeConfig:
         return self.decode_cfg

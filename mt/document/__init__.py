@@ -166,8 +166,8 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = ()) -> Setting
     def too_long(sentence: str) -> bool:  # a token is at least a character, less a mark
         return len(sentence) >= room and len(translator.src_tok.tokenize(sentence)) > room
 
-    begins = (starts_sentence(translator.run.starters, translator.src_tok.tokenize)
-              if translator.decode_cfg.split_starters else None)
+    starters = translator.run.starters if translator.decode_cfg.split_starters else []
+    begins = starts_sentence(starters, translator.src_tok.tokenize) if starters else None
     return Settings(translator.run.cfg.data.src_lang, True, too_long, tuple(keep), str, begins)
 
 
