@@ -22,7 +22,7 @@ def test_resume_continues_exactly(tmp_path):
     for name, tensor in a["model"].items():
         assert torch.equal(tensor, b["model"][name]), name
     c = load_checkpoint(tmp_path / "split" / "best.pt")
-    assert set(c) == {"format", "model", "step", "config", "vocab", "files",
+    assert set(c) == {"format", "model", "step", "config", "vocab", "files", "starters",
                       "lineage"}  # no training state
 
 
