@@ -5,6 +5,7 @@ A run directory holds:
   vocab.src.txt        one token a line (ids are line numbers)
   vocab.tgt.txt
   spm*.model           SentencePiece runs only: the tokenizer model(s) (mt.subword)
+  starters.txt         an export's only: the sentence starters (a checkpoint holds its own)
   best.pt, last.pt     checkpoints; last.pt also carries optimizer, progress and RNG state
                        (torch.save's zip archive: every load checks its members' CRC-32s)
   ckpt.STEP.pt         weights at validation steps, the newest train.keep_checkpoints of them
@@ -40,6 +41,7 @@ from mt.vocab import Vocab
 
 CONFIG, SRC_VOCAB, TGT_VOCAB, BEST, LAST = ("config.yaml", "vocab.src.txt", "vocab.tgt.txt",
                                              "best.pt", "last.pt")
+STARTERS = "starters.txt"  # an export's sentence starters, one a line (a checkpoint holds its own)
 FORMAT = 1  # one-file checkpoint layout (`run_state`); files without "format" are weights-only
 
 
@@ -232,6 +234,8 @@ def _open(path: Path, overrides: Sequence[str]) -> tuple[Run, dict]:
         if name not in files:
             files[name] = (directory / name).read_bytes()
     starters = state.get("starters", [])
+    if ckpt is None and (directory / STARTERS).is_file():  # an export's
+        starters = (directory / STARTERS).read_text(encoding="utf-8").splitlines()
     if not (isinstance(starters, list) and all(isinstance(s, str) for s in starters)):
         raise CheckpointError(f"{ckpt}: damaged one-file checkpoint (its starters are "
                               f"{type(starters).__name__}, not a list of strings)")

@@ -142,3 +142,9 @@ def test_the_feed_forward_activation_is_exported(tiny_run, toy_test, ct2_export,
     spec.save(str(tmp_path))
     assert logprob_gap(tmp_path, other, ids[:50], hyps[:50]) < 1e-4
     assert logprob_gap(ct2_export, other, ids[:50], hyps[:50]) > 1e-3
+
+
+def test_an_export_keeps_the_runs_sentence_starters(tiny_run, ct2_export):
+    from mt.checkpoint import open_run
+
+    assert open_run(ct2_export).starters == open_run(tiny_run).starters != []

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, Run
+from mt.checkpoint import CONFIG, SRC_VOCAB, STARTERS, TGT_VOCAB, Run
 from mt.errors import ConfigError, RunError
 from mt.model import MultiHeadAttention, Seq2Seq
 from mt.tokenizers import tokenizer_files
@@ -160,6 +160,8 @@ def write_model(run: Run, dest: Path, quantization: str | None) -> None:
     run.tgt_vocab.save(dest / TGT_VOCAB)
     for name in tokenizer_files(run.cfg.data):
         (dest / name).write_bytes(run.files[name])
+    if run.starters:
+        (dest / STARTERS).write_text("".join(f"{s}\n" for s in run.starters), encoding="utf-8")
     info = {"format": 1, "engine": "ctranslate2", "checkpoint": str(run.checkpoint),
             "step": run.step, "quantization": quantization or "float32"}
     (dest / MARKER).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
