@@ -13,9 +13,11 @@ contenders taking turns:
          --workers tokenizer processes, 0: one per core), into an empty cache each round, with
          one SentencePiece model (--vocab pieces) trained beforehand on the --data split and
          given to every build, so that only the reading differs.
-Each keeps its fastest round (wall and CPU seconds each: CPU, of this process and its tokenizer
-processes, is less blurred by a shared machine's other jobs), the order rotating from round to
-round. The ratios are format / plain, below 1 faster than plain. Everything is written under
+A second copy of the plain corpus ("plain, again") is the control: its ratio is how far apart
+two builds of the same text come out. Each keeps its fastest round (wall and CPU seconds each:
+CPU, of this process and its tokenizer processes, is less blurred by a shared machine's other
+jobs), the order rotating from round to round. The ratios are format / plain, below 1 faster
+than plain. Everything is written under
 a temporary directory in --dir, deleted at the end.
 """
 
@@ -39,7 +41,9 @@ from mt.token_cache import open_cached_corpora
 from mt.token_cache.tokenizer_entries import tokenizer_dir
 from mt.tokenizers import tokenizer_files
 
-FORMATS = ("plain", "tsv", "jsonl", "parquet")
+# "plain, again": a second copy of the plain corpus, the control: how far apart two builds of
+# the same text come out is the spread the other ratios are read against.
+FORMATS = ("plain", "tsv", "jsonl", "parquet", "plain, again")
 
 
 def training_pairs(d: DataConfig, data: str, n: int) -> list[tuple[str, str]]:
@@ -130,9 +134,9 @@ def main() -> None:
         root = Path(tmp)
         configs, sizes = {}, {}
         for fmt in FORMATS:
-            where = root / fmt
+            where = root / fmt.replace(", ", "_")
             where.mkdir()
-            entry = write(fmt, where, pairs, langs)
+            entry = write(fmt.split(",")[0], where, pairs, langs)
             sizes[fmt] = sum(f.stat().st_size for f in where.iterdir())
             configs[fmt] = load_config(args.config, [
                 f"data.dir={args.data}", f"data.train={json.dumps([entry])}",
@@ -149,7 +153,7 @@ def main() -> None:
             next(iter(source.pairs()))  # untimed: the reader's imports (pyarrow's, ...)
             contenders[f"read {fmt}"] = read(configs[fmt])
             contenders[f"cache {fmt}"] = cache(configs[fmt], tok_files, args.workers,
-                                               root / fmt)
+                                               root / fmt.replace(", ", "_"))
         best = alternate(contenders, args.rounds, keep=fastest, rotate=True)
     report(best, sizes, args)
 
