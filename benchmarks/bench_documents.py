@@ -129,7 +129,7 @@ def bleu_row(name: str, hyps: list[str], refs: list[str], base: dict | None = No
 def without_starters(translator: Translator, paras: list[str]) -> list[str]:
     """translate_lines' paragraphs as the sentencizer alone splits them."""
     cfg = translator.decode_cfg
-    translator.decode_cfg = replace(cfg, split_starters=False)
+    translator.decode_cfg = replace(cfg, ignore_starters=True)
     try:
         return [d.text for d in translate_lines(translator, paras)]
     finally:

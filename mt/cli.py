@@ -158,8 +158,8 @@ DECODING = {
                         "occur (docs/terminology.md).",
     "glossary_mode": "With --glossary: constrain (the search holds its terms), annotate (for a "
                      "model trained with data.terminology) or both (docs/terminology.md).",
-    "split_starters": "Paragraphs: a sentence also begins at one of the run's sentence starters "
-                      "right after a word, without punctuation between (docs/documents.md).",
+    "ignore_starters": "Paragraphs: split after punctuation alone, not also where one of the "
+                       "run's sentence starters follows a word (docs/documents.md).",
 }
 
 
@@ -241,7 +241,7 @@ GLOSSARY_HELP = ("A glossary, source term<TAB>target term a line: each output ho
 
 @app.command("eval")
 @_config_overrides(skip=("nbest", "samples", "align", "confidence", "mc_dropout",
-                          "split_starters"))
+                          "ignore_starters"))
 def evaluate(
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     split: str = typer.Option("test", "--split", callback=_one_of("mt.commands.evaluate:SPLITS"),
@@ -316,7 +316,7 @@ def evaluate(
 
 @app.command()
 @_config_overrides(skip=("nbest", "samples", "align", "confidence", "mc_dropout",
-                          "split_starters"))
+                          "ignore_starters"))
 def calibrate(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
     src: str = typer.Option(..., "--src", help="Held-out source lines (not the test set)."),

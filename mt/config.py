@@ -174,9 +174,9 @@ class DecodeConfig:
     # how a glossary is kept: constrain (the search holds its terms), annotate (its terms
     # written into the source, for a model trained with data.terminology), or both
     glossary_mode: GlossaryMode = "constrain"
-    # paragraphs (documents, serve, --split-sentences): a sentence also begins at one of the
-    # run's sentence starters right after a word, where punctuation does not end the one before
-    split_starters: bool = True
+    # paragraphs (documents, serve, --split-sentences) split after punctuation alone; by default
+    # a sentence also begins where one of the run's sentence starters follows a word
+    ignore_starters: bool = False
 
 
 @dataclass

@@ -96,5 +96,5 @@ def test_a_sentence_without_final_punctuation_ends_where_a_starter_follows(tiny_
     a, b = translator.translate([first, second])
     (done,) = translate_lines(translator, [f"{first} {second}"])
     assert [t.text for _, t in done.sentences] == [a, b] and done.text == f"{a} {b}"
-    off = Translator.load(tiny_run, split_starters=False)
+    off = Translator.load(tiny_run, ignore_starters=True)
     assert len(next(translate_lines(off, [f"{first} {second}"])).sentences) == 1
