@@ -27,6 +27,8 @@ def test_both_record_shapes_other_keys_ignored_and_gz(tmp_path):
     want = [("one", "eins"), ("two", "zwei"), ("", "tab\there, ä")]
     assert pairs(tmp_path / "a.jsonl") == pairs(tmp_path / "a.jsonl.gz") == want
     assert pairs(tmp_path / "a.jsonl", ("de", "en"))[0] == ("eins", "one")  # keys, not order
+    (tmp_path / "bom.jsonl").write_bytes(b"\xef\xbb\xbf" + text.encode())  # as Windows tools write
+    assert pairs(tmp_path / "bom.jsonl") == want
 
 
 @pytest.mark.parametrize("line, message", [

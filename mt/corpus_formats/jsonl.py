@@ -94,7 +94,7 @@ def _scanned_pairs(path: Path, langs: tuple[str, ...], skip: int = 0
     n = 0
     lines = iter_lines(path)
     for n, line in enumerate(itertools.islice(lines, skip, None), skip + 1):
-        record = _parsed(line, path, n)
+        record = _parsed(line.removeprefix("\ufeff") if n == 1 else line, path, n)  # Arrow's too
         try:  # the common case, quickly; record_pair says what is wrong with another
             fields = record["translation"] if "translation" in record else record
             pair = fields[src], fields[tgt]
