@@ -86,15 +86,21 @@ def test_lines_are_translated_in_order_a_chunk_at_a_time(translator):
     assert [d.text for d in translate_lines(translator, lines)] == translator.translate(lines)
 
 
-def test_a_sentence_without_final_punctuation_ends_where_a_starter_follows(tiny_run):
-    starters = load_checkpoint(tiny_run / "best.pt")["starters"]
-    assert {"Today", "Yesterday"} <= set(starters) and "I" not in starters  # "Today I ..."
+@pytest.mark.parametrize("fixture", ["tiny_run", "spm_run"])
+def test_a_sentence_without_final_punctuation_ends_where_a_starter_follows(fixture, request):
+    """Word tokens, or SentencePiece pieces (a word's first piece: "▁T" of "Today" with the toy
+    corpus's small vocabulary)."""
     from mt import Translator
 
+    run = request.getfixturevalue(fixture)
+    translator = Translator.load(run)
+    starters = load_checkpoint(run / "best.pt")["starters"]
+    first_token = {w: translator.src_tok.tokenize(w)[0] for w in ("Today", "Yesterday", "I")}
+    assert {first_token["Today"], first_token["Yesterday"]} <= set(starters)
+    assert first_token["I"] not in starters  # "Today I ...": it follows a word
     first, second = "Yesterday we saw forty two red dogs", "Today they see nine cats"
-    translator = Translator.load(tiny_run)
     a, b = translator.translate([first, second])
     (done,) = translate_lines(translator, [f"{first} {second}"])
     assert [t.text for _, t in done.sentences] == [a, b] and done.text == f"{a} {b}"
-    off = Translator.load(tiny_run, ignore_starters=True)
+    off = Translator.load(run, ignore_starters=True)
     assert len(next(translate_lines(off, [f"{first} {second}"])).sentences) == 1
