@@ -86,6 +86,7 @@ def test_lines_are_translated_in_order_a_chunk_at_a_time(translator):
     assert [d.text for d in translate_lines(translator, lines)] == translator.translate(lines)
 
 
+@pytest.mark.slow  # trains its run, which it asks for by name
 @pytest.mark.parametrize("fixture", ["tiny_run", "spm_run"])
 def test_a_sentence_without_final_punctuation_ends_where_a_starter_follows(fixture, request):
     """Word tokens, or SentencePiece pieces (a word's first piece: "▁T" of "Today" with the toy
