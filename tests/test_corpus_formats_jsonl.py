@@ -101,3 +101,9 @@ def test_a_bad_line_in_a_later_block_is_named_after_every_pair_before_it(tmp_pat
     with pytest.raises(DataError, match=r"b.jsonl:61: not JSON \(Expecting value"):
         got.extend(jsonl.iter_jsonl(tmp_path / "b.jsonl", ("en", "de")))
     assert [en for en, _ in got] == [f"line {i}" for i in range(60)]  # each once, in order
+
+
+def test_sides_that_arrow_would_read_as_dates_stay_text(tmp_path):
+    (tmp_path / "d.jsonl").write_text('{"de": "2020-01-01", "en": "2020-01-02"}\n' * 3,
+                                      encoding="utf-8")  # Arrow infers timestamps: the scanner
+    assert pairs(tmp_path / "d.jsonl", ("de", "en")) == [("2020-01-01", "2020-01-02")] * 3
