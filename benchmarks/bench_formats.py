@@ -132,9 +132,9 @@ def main() -> None:
     pairs = training_pairs(base, args.data, args.pairs)
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="bench_formats.") as tmp:
         root = Path(tmp)
-        configs, sizes = {}, {}
+        configs, sizes, dirs = {}, {}, {}
         for fmt in FORMATS:
-            where = root / fmt.replace(", ", "_")
+            where = dirs[fmt] = root / fmt.replace(", ", "_")
             where.mkdir()
             entry = write(fmt.split(",")[0], where, pairs, langs)
             sizes[fmt] = sum(f.stat().st_size for f in where.iterdir())
@@ -153,7 +153,7 @@ def main() -> None:
             next(iter(source.pairs()))  # untimed: the reader's imports (pyarrow's, ...)
             contenders[f"read {fmt}"] = read(configs[fmt])
             contenders[f"cache {fmt}"] = cache(configs[fmt], tok_files, args.workers,
-                                               root / fmt.replace(", ", "_"))
+                                               dirs[fmt])
         best = alternate(contenders, args.rounds, keep=fastest, rotate=True)
     report(best, sizes, args)
 

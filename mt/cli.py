@@ -163,6 +163,10 @@ DECODING = {
 }
 
 
+# What mt eval and mt calibrate, which score one output a line, take no option for.
+SCORING_SKIPS = ("nbest", "samples", "align", "confidence", "mc_dropout", "ignore_starters")
+
+
 def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
@@ -240,8 +244,7 @@ GLOSSARY_HELP = ("A glossary, source term<TAB>target term a line: each output ho
 
 
 @app.command("eval")
-@_config_overrides(skip=("nbest", "samples", "align", "confidence", "mc_dropout",
-                          "ignore_starters"))
+@_config_overrides(skip=SCORING_SKIPS)
 def evaluate(
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     split: str = typer.Option("test", "--split", callback=_one_of("mt.commands.evaluate:SPLITS"),
@@ -315,8 +318,7 @@ def evaluate(
 
 
 @app.command()
-@_config_overrides(skip=("nbest", "samples", "align", "confidence", "mc_dropout",
-                          "ignore_starters"))
+@_config_overrides(skip=SCORING_SKIPS)
 def calibrate(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
     src: str = typer.Option(..., "--src", help="Held-out source lines (not the test set)."),
