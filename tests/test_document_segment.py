@@ -71,13 +71,13 @@ def test_a_sentence_that_fits_is_left_whole():
 
 def test_a_starter_right_after_a_word_begins_a_sentence():
     begins = starts_sentence(["Ein", "Zwei"], str.split)
-    text = "Zwei Männer in einer Stadt Ein Mann fährt. Er sagte, Ein Tag. {Ein} Hund Zwei"
+    text = "Zwei Männer in einer Stadt Ein Mann fährt. Er sagte, Ein Tag. {wir Ein x} Hund Zwei"
     whole = [(text.index("{"), text.index("}") + 1)]
     assert texts(text, split(text, "de", whole=whole, begins=begins)) == [
-        "Zwei Männer in einer Stadt", "Ein Mann fährt.", "Er sagte, Ein Tag.", "{Ein} Hund",
+        "Zwei Männer in einer Stadt", "Ein Mann fährt.", "Er sagte, Ein Tag.", "{wir Ein x} Hund",
         "Zwei"]  # after a comma, or inside a placeholder: no boundary
     assert texts(text, split(text, "de", whole=whole)) == [
-        "Zwei Männer in einer Stadt Ein Mann fährt.", "Er sagte, Ein Tag.", "{Ein} Hund Zwei"]
+        "Zwei Männer in einer Stadt Ein Mann fährt.", "Er sagte, Ein Tag.", "{wir Ein x} Hund Zwei"]
 
 
 class FakeEntry:
