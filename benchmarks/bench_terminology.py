@@ -3,6 +3,7 @@ BLEU, chrF and speed of beam 5 without it, with hard constraints, with annotated
 trained with data.terminology) and both; and a wrong but plausible glossary, with examples.
 
     python -m benchmarks.bench_terminology --build [--data DIR] [--glossaries DIR]
+    python -m benchmarks.bench_terminology --lexicon ALIGNED [--data DIR] [--glossaries DIR]
     python -m benchmarks.bench_terminology RUN [--terms-run RUN] [--glossaries DIR] [--beam 5]
         [--threads 1] [--rounds 3] [--split test_2016_flickr]
     python -m benchmarks.bench_terminology RUN --smoke    # the toy corpus, seconds
@@ -24,6 +25,17 @@ Dinu et al. (ACL 2019) built theirs from dictionaries, from the training pairs o
      target term is in that line's reference (Dinu et al. kept a line's entries whose source
      term is in the line and target term in its reference; one glossary for the whole set,
      as `mt translate --glossary` takes it, needs the entry to hold in each line).
+
+The training lexicon (--lexicon, lexicon.tsv; data.terminology's glossary in the recipes): the
+training pairs' own aligned words, so that an annotation says which of a word's translations
+the reference uses (*Mann -> guy* where it says guy), which the model cannot infer and learns to
+copy. ALIGNED is the training targets forced as prefixes with alignments, e.g.
+`mt translate RUN -i train.de --prefix train.en --align --beam 1`; each link between two words
+(punctuation at their ends dropped, letters only) counts, and a pair is kept when linked in at
+least MIN_PAIRS pairs, in at least 1% of its source word's links (rarer translations are what
+the annotation teaches) and 10% of its target word's (not a function word linked to all); a source
+word's targets, most linked first (annotation takes the first the pair's target holds).
+
 Active entries and occurrences are found as mt does (mt.glossary: whole tokens, longest first).
 
 The measurement: each system translates the set with beam --beam at --threads threads, the
@@ -38,6 +50,7 @@ from __future__ import annotations
 
 import collections
 import sys
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
 
@@ -58,6 +71,8 @@ DATA = Path("data/multi30k")
 GLOSSARIES = Path("data/multi30k/terms")
 MIN_PAIRS = 5  # a candidate pair of words is seen together in at least this many pairs
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9)  # Dice thresholds tried on val
+# a lexicon pair's share of its source word's alignment links, and of its target word's, at least
+LEXICON_SHARE = (0.01, 0.1)
 PRECISION = 0.9  # the active entries' precision on the validation set the threshold must reach
 # Wrong but plausible, per direction: a word and a near-synonym the references rarely use
 WRONG = {("de", "en"): (("Mann", "guy"), ("Frau", "lady"), ("Hund", "puppy"), ("Straße", "road"),
@@ -89,6 +104,34 @@ def dice_candidates(src: list[set[str]], tgt: list[set[str]]) -> list[tuple[str,
             best_s[b] = max(best_s.get(b, (0.0, "")), (d, a))
     out = [(a, b, d) for a, (d, b) in best_t.items() if best_s[b][1] == a]
     return sorted(out, key=lambda x: (-x[2], x[0]))
+
+
+def _word(w: str) -> str | None:
+    """A whitespace word without the punctuation at its ends, if letters are what is left."""
+    while w and unicodedata.category(w[0]).startswith("P"):
+        w = w[1:]
+    while w and unicodedata.category(w[-1]).startswith("P"):
+        w = w[:-1]
+    return w if w.isalpha() else None
+
+
+def lexicon(src: list[str], ref: list[str], aligned: list[str]) -> Glossary:
+    """The training lexicon (above) of pairs and their forced translations with alignments
+    (`text<TAB>i-j ...` a line)."""
+    links: collections.Counter = collections.Counter()
+    for s, r, line in zip(src, ref, aligned, strict=True):
+        sw, tw = s.split(), r.split()
+        for link in line.rpartition("\t")[2].split():
+            i, j = map(int, link.split("-"))
+            if i < len(sw) and j < len(tw) and (a := _word(sw[i])) and (b := _word(tw[j])):
+                links[a, b] += 1
+    by_src, by_tgt = collections.Counter(), collections.Counter()
+    for (a, b), n in links.items():
+        by_src[a] += n
+        by_tgt[b] += n
+    kept = [(a, b) for (a, b), n in links.most_common() if n >= MIN_PAIRS
+            and n >= LEXICON_SHARE[0] * by_src[a] and n >= LEXICON_SHARE[1] * by_tgt[b]]
+    return Glossary(tuple(sorted(kept, key=lambda p: (p[0], -links[p]))))
 
 
 def hits(glossary: Glossary, src: list[str], ref: list[str], src_tok: Tokenizer,
@@ -169,6 +212,9 @@ def main() -> None:
                    help="a run trained with data.terminology: the annotated rows")
     p.add_argument("--build", action="store_true", help="(re)build the glossaries, then stop "
                    "unless RUN is given")
+    p.add_argument("--lexicon", type=Path, default=None, metavar="ALIGNED",
+                   help="build the training lexicon (lexicon.tsv) from the training pairs and "
+                   "these forced alignments, then stop unless RUN is given")
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--glossaries", type=Path, default=GLOSSARIES)
     p.add_argument("--splits", default="train,val,test_2016_flickr",
@@ -183,6 +229,13 @@ def main() -> None:
     glossaries = args.glossaries if not args.smoke else Path(args.glossaries) / "smoke"
     if args.build or not (glossaries / "test.tsv").is_file():
         build(args.data, glossaries, splits, langs)
+    if args.lexicon:
+        train = read_parallel(*(split_path(args.data, splits[0], lang) for lang in langs))
+        lex = lexicon(*train, args.lexicon.read_text(encoding="utf-8").splitlines())
+        (glossaries / "lexicon.tsv").write_text("".join(f"{a}\t{b}\n" for a, b in lex.entries),
+                                                encoding="utf-8")
+        print(f"{glossaries / 'lexicon.tsv'}: {len(lex)} pairs, "
+              f"{len({a for a, _ in lex.entries})} source words")
     if args.run is None:
         return
     torch.set_num_threads(args.threads)

@@ -38,7 +38,7 @@ def run_vocabs(cached: CachedCorpora) -> tuple[Vocab, Vocab]:
     check_tags(cached, tags)
     src = with_tags(src, tags)
     if d.terminology.glossary:
-        src = with_tags(src, reserved_tokens(Glossary.load(d.terminology.glossary),
+        src = with_tags(src, reserved_tokens(Glossary.load(d.terminology.glossary, True),
                                              cached.tokenizers()[1]))
     return (src, src) if d.shared_vocab else (src, tgt)
 
@@ -64,7 +64,7 @@ def terminology(cached: CachedCorpora, src_vocab: Vocab) -> Terminology | None:
     t = cached.data_cfg.terminology
     if not t.glossary:
         return None
-    glossary = Glossary.load(t.glossary)
+    glossary = Glossary.load(t.glossary, alternatives=True)
     check_tags(cached, list(MARKERS))
     if missing := [m for m in MARKERS if m not in src_vocab.stoi]:
         raise DataError(f"data.terminology: {missing[0]} is not in the vocabulary this run "

@@ -27,7 +27,8 @@ EXTENDED_CACHE = 64  # glossaries of lines (Matcher.extended) kept tokenized
 
 @dataclass(frozen=True)
 class Glossary:
-    """Entries (source term, target term), in the order given; no source term twice."""
+    """Entries (source term, target term), in the order given; no source term twice, but in a
+    training lexicon (load(alternatives=True), for data.terminology)."""
 
     entries: tuple[tuple[str, str], ...]
 
@@ -42,10 +43,11 @@ class Glossary:
         return cls(tuple(entries.items()))
 
     @classmethod
-    def load(cls, path: str | Path) -> Glossary:
+    def load(cls, path: str | Path, alternatives: bool = False) -> Glossary:
         """A TSV glossary file: one `source<TAB>target` a line, UTF-8; blank lines and lines
         starting with `#` are skipped. A DataError names the file and line of the first
-        problem (a missing file, invalid UTF-8, not one tab, and as for `of`)."""
+        problem (a missing file, invalid UTF-8, not one tab, and as for `of`). alternatives:
+        a source term may be given several targets (each entry kept once, in file order)."""
         try:
             data = Path(path).read_bytes()
         except FileNotFoundError:
@@ -55,6 +57,7 @@ class Glossary:
         except OSError as e:
             raise FileSystemError(os_error_message(e, path)) from None
         entries: dict[str, str] = {}
+        pairs: dict[tuple[str, str], None] = {}
         for n, raw in enumerate(data.split(b"\n"), 1):
             try:
                 line = raw.decode("utf-8").rstrip("\r")
@@ -67,8 +70,10 @@ class Glossary:
             if len(pair) != 2:
                 raise DataError(f"{path}:{n}: {len(pair) - 1} tabs; give `source term<TAB>"
                                 "target term`, one tab a line")
-            entries.update([_checked(pair, f"{path}:{n}", entries)])
-        return cls(tuple(entries.items()))
+            src, tgt = _checked(pair, f"{path}:{n}", {} if alternatives else entries)
+            entries[src] = tgt
+            pairs[src, tgt] = None
+        return cls(tuple(pairs))
 
     def __len__(self) -> int:
         return len(self.entries)

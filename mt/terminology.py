@@ -7,10 +7,11 @@ marker tokens (the target term in the target tokenizer's tokens):
     ein <term> Mann <as> guy </term> steht          (glossary entry: Mann -> guy)
 
 At training time (data.terminology) an occurrence may be annotated when its target term occurs
-in the pair's target as whole tokens (so the annotation is what the reference does), and each is,
-with probability data.terminology.prob, drawn anew each epoch: a pure function of (train.seed,
-epoch) and the corpus, so a resumed run annotates what the straight one did. A line that
-annotation would take over data.max_len tokens is left as it is. At translation time
+in the pair's target as whole tokens (so the annotation is what the reference does; a source
+term given several targets, as a training lexicon may, takes the first the target holds), and
+each is, with probability data.terminology.prob, drawn anew each epoch: a pure function of
+(train.seed, epoch) and the corpus, so a resumed run annotates what the straight one did. A
+line that annotation would take over data.max_len tokens is left as it is. At translation time
 (decode.glossary_mode annotate or both) every occurrence is annotated, by the same function.
 Occurrences are found as mt.glossary finds active entries: whole tokens, longest first.
 
@@ -71,6 +72,10 @@ class Terminology:
                  tgt_tok: Tokenizer, src_vocab: Vocab):
         self.glossary, self.prob = glossary, prob
         self.sources = src_tok.tokenize_many([s for s, _ in glossary.entries])
+        # each distinct source term's entries, in glossary order (a lexicon's alternatives)
+        self.alternatives: dict[tuple[str, ...], list[int]] = {}
+        for e, term in enumerate(self.sources):
+            self.alternatives.setdefault(tuple(term), []).append(e)
         self.target_tokens = tgt_tok.tokenize_many([t for _, t in glossary.entries])
         self.targets = [src_vocab.encode(t) for t in self.target_tokens]  # run source ids
         self.markers = src_vocab.encode(list(MARKERS))
@@ -85,7 +90,8 @@ class Terminology:
             return [tuple(vocab.stoi[t] for t in term) if all(t in vocab.stoi for t in term)
                     else () for term in terms]  # a token the corpus lacks: never occurs
 
-        index = TermIndex(ids(self.sources, src_vocab))
+        alternatives = list(self.alternatives.values())
+        index = TermIndex(ids([self.sources[a[0]] for a in alternatives], src_vocab))
         tgt_terms = ids(self.target_tokens, tgt_vocab)
         firsts = np.fromiter(index.by_first, dtype=np.int64)
         at = np.flatnonzero(np.isin(data.src.ids, firsts))
@@ -93,8 +99,11 @@ class Terminology:
         found = []
         for i in lines.tolist():  # only the lines where some term may start
             tgt = data.tgt[i]
-            found += [(i, start, stop, e) for start, stop, e in index.find(data.src[i])
-                      if tgt_terms[e] and occurrences(tgt, tgt_terms[e])]
+            for start, stop, k in index.find(data.src[i]):
+                held = (e for e in alternatives[k]
+                        if tgt_terms[e] and occurrences(tgt, tgt_terms[e]))
+                if (e := next(held, None)) is not None:
+                    found.append((i, start, stop, e))
         return Occurrences(*np.array(found, dtype=np.int64).reshape(-1, 4).T)
 
     def chosen(self, occ: Occurrences, src_lens: np.ndarray, max_len: int, key: tuple

@@ -94,6 +94,20 @@ def test_bench_terminology_runs_in_smoke_mode(tiny_run, tmp_path):
     assert "hard constraints / no glossary time" in out and out.count("- src: ") == 5
 
 
+def test_the_training_lexicon_keeps_aligned_words_with_their_alternatives():
+    from benchmarks.bench_terminology import lexicon
+
+    src = ["Ein Mann läuft."] * 90 + ["Der Mann, der läuft."] * 10
+    ref = ["A man runs."] * 90 + ["The guy who runs."] * 10
+    aligned = (["x\t0-0 1-1 2-2"] * 90 + ["x\t0-0 1-1 3-3 9-3"] * 6  # 9: out of range
+               + ["x\t0-0 1-1 3-2"] * 4)
+    # "Mann," and "runs." lose their punctuation; Mann -> guy is 10% of Mann's links and all
+    # of guy's; läuft -> who, 4 links, is under MIN_PAIRS
+    entries = lexicon(src, ref, aligned).entries
+    assert entries == (("Der", "The"), ("Ein", "A"), ("Mann", "man"), ("Mann", "guy"),
+                       ("läuft", "runs"))
+
+
 def test_bench_workers_runs_in_smoke_mode(tiny_run):
     out = run_benchmark("bench_workers", str(tiny_run))
     assert "--workers 2 / --workers 1 speed:" in out and "outputs byte-identical: yes" in out

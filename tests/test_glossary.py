@@ -29,6 +29,13 @@ def test_a_file_with_comments_blank_lines_and_multiword_terms(tmp_path):
     assert Glossary.load(path).entries == (("Vertrag", "agreement"), ("New York", "New York"))
 
 
+def test_a_lexicon_may_give_a_source_term_several_targets(tmp_path):
+    path = tmp_path / "g.tsv"
+    path.write_bytes(b"Mann\tman\nMann\tguy\nFrau\twoman\nMann\tman\n")
+    assert Glossary.load(path, alternatives=True).entries == (
+        ("Mann", "man"), ("Mann", "guy"), ("Frau", "woman"))
+
+
 @pytest.mark.parametrize("content,needle", [
     (b"a\tb\nc d\n", "g.tsv:2: 0 tabs"),
     (b"a\tb\tc\n", "g.tsv:1: 2 tabs"),

@@ -14,6 +14,7 @@ from mt.checkpoint import Run
 from mt.config import load_config
 from mt.engines import ModelEngine
 from mt.errors import ConfigError, DataError
+from mt.glossary import Glossary
 from mt.model import make_model
 from mt.terminology import MARKERS, annotate
 from mt.token_cache import open_cached_corpora
@@ -60,6 +61,20 @@ def test_the_annotated_corpus_is_the_documented_one(tmp_path):
     assert sources(cache) == GOLDEN
     src_vocab, _ = run_vocabs(cache)  # after the counted words: markers, then target terms'
     assert src_vocab.itos[-6:] == [*MARKERS, "Katzen", "alte", "Vögel"]
+
+
+def test_a_lexicon_annotates_the_alternative_the_target_holds(tmp_path):
+    """A training glossary may give a source term several targets: each occurrence gets the
+    first its pair's target holds, none when it holds none; a translation-time glossary may
+    not."""
+    pairs = [("We saw cats.", "Wir sahen Katzen."), ("We saw cats.", "Wir sahen Miezen."),
+             ("We saw cats.", "Wir sahen Tiere."), ("Cats, cats.", "Miezen, Katzen.")]
+    _, cache = corpus(tmp_path, pairs, "cats\tKatzen\ncats\tMiezen\n")
+    assert sources(cache) == ["We saw <term> cats <as> Katzen </term> ￭.",
+                              "We saw <term> cats <as> Miezen </term> ￭.", "We saw cats ￭.",
+                              "Cats ￭, <term> cats <as> Katzen </term> ￭."]
+    with pytest.raises(DataError, match="'cats' again, as 'Miezen'"):
+        Glossary.load(tmp_path / "data" / "g.tsv")
 
 
 def test_annotation_keeps_sources_within_max_len(tmp_path):
