@@ -77,6 +77,9 @@ class Decodable(Protocol):
     def log_probs(self, scores: torch.Tensor) -> torch.Tensor:
         """next_scores' output -> float32 log-probabilities (r, V)."""
 
+    def log_probs_entropy(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """log_probs, and the entropy (r,) of each row's distribution (a trace's)."""
+
     def __call__(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced next_scores for every position (B, T, V)."""
 
@@ -302,7 +305,7 @@ def incremental(model: Decodable, src: torch.Tensor, cfg: DecodeConfig, choose: 
                                                  trace and traced.members is not None)
         scores = model.next_scores(states[:, -1])
         if traced is not None:  # before the constraints change the scores in place
-            step = Step.of(model.log_probs(scores), layers, members)
+            step = Step.of(model.log_probs_entropy(scores), layers, members)
         scores = constraints.apply(scores, t, hyp, rows)
         tok = choose(scores, rows, t)  # (b,)
         hyp = torch.cat([hyp, tok[:, None]], dim=1)
@@ -567,9 +570,11 @@ def beam_search(model: Decodable, src: torch.Tensor, cfg: DecodeConfig,
     for t in range(int(limits.max()) + 1):
         states, cache, layers, members = _decode(model, prev, cache, attend or trace,
                                                  trace and traced.members is not None)
-        lprobs = model.log_probs(model.next_scores(states[:, -1]))  # (b*k, V)
+        nexts = model.next_scores(states[:, -1])
+        scored = model.log_probs_entropy(nexts) if trace else None
+        lprobs = model.log_probs(nexts) if scored is None else scored[0]  # (b*k, V)
         if layers is not None:  # this step's record, before the constraints change lprobs
-            step = Step.of(lprobs if trace else None, layers, members)
+            step = Step.of(scored, layers, members)
         b, k = scores.shape
         lprobs = constraints.apply(lprobs, t, hyp, rows.repeat_interleave(k), state)
         top, tokens, beams = beam_step(lprobs.view(b, k, V), scores, K)  # (b, 2K) each

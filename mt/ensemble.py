@@ -22,6 +22,7 @@ from torch import nn
 
 from mt.checkpoint import Run, open_run
 from mt.errors import ConfigError
+from mt.kernels import log_softmax_entropy
 from mt.model import DecoderCache, Seq2Seq
 
 
@@ -86,6 +87,10 @@ class Ensemble(nn.Module):
     def log_probs(self, scores: torch.Tensor) -> torch.Tensor:
         """next_scores' output as log-probabilities: they are already (see decode)."""
         return scores.float()
+
+    def log_probs_entropy(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """log_probs, and each row's entropy, as a traced search records them (mt.trace)."""
+        return log_softmax_entropy(scores.float(), normalized=True)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced mean log-probabilities (B, T, V), as `decode` gives them."""

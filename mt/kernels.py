@@ -1,5 +1,6 @@
-"""CPU-aware kernels the model is built from: dropout with a cheaper CPU mask, and attention that
-picks torch's fused kernel or the hand-written form by the rule `fused_is_faster`.
+"""CPU-aware kernels the model is built from: dropout with a cheaper CPU mask, attention that
+picks torch's fused kernel or the hand-written form by the rule `fused_is_faster`, and the
+log-softmax with its entropy that a traced search takes (mt.trace).
 
 Shapes: B batch, H heads, T queries, L keys, Dh head dim.
 """
@@ -136,3 +137,33 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
     return dropout(weights, p) @ v, (weights if need_weights else None)
+
+
+ENTROPY_ROWS = 16  # rows at a time: a slice still in the cache when its entropy reads it
+
+
+def log_softmax_entropy(x: torch.Tensor, normalized: bool = False
+                        ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits x (r, V) -> their log-softmax (r, V) and its entropy (r,), in nats (0 * log 0 =
+    0); normalized: x are log-probabilities already, given back as they are.
+
+    On CPU, ENTROPY_ROWS rows at a time: a slice's log-softmax is written, then exp, product
+    and sum read it and one buffer while both are still in the cache, rather than three passes
+    over (r, V) tensors from memory (docs/confidence.md has what it saves)."""
+    r, V = x.shape
+    lp = x if normalized else torch.empty_like(x)
+    h = x.new_empty(r)
+    step = ENTROPY_ROWS if x.device.type == "cpu" else max(r, 1)
+    buf = x.new_empty(min(step, r), V)
+    for i in range(0, r, step):
+        rows = lp[i: i + step]
+        if not normalized:
+            torch.log_softmax(x[i: i + step], -1, out=rows)
+        p = buf[: len(rows)]
+        torch.mul(torch.exp(rows, out=p), rows, out=p)
+        torch.sum(p, -1, out=h[i: i + step])
+    h.neg_()
+    bad = h.isnan()  # a log-probability of -inf: 0 * -inf; rare, so mended only where it is
+    if bad.any():
+        h[bad] = -(lp[bad].exp() * lp[bad]).nan_to_num().sum(-1)
+    return lp, h

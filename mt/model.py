@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mt.config import ModelConfig
-from mt.kernels import Dropout, attention, relu_dropout
+from mt.kernels import Dropout, attention, log_softmax_entropy, relu_dropout
 from mt.vocab import PAD
 
 KV = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, H, L, Dh) each
@@ -352,6 +352,11 @@ class Seq2Seq(nn.Module):
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
         """generator's logits (..., V) -> float32 log-probabilities, as searches score them."""
         return logits.float().log_softmax(-1)
+
+    def log_probs_entropy(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """log_probs of logits (r, V), and each row's entropy (r,), as a traced search
+        records them (mt.trace)."""
+        return log_softmax_entropy(logits.float())
 
     @torch.no_grad()
     def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor,

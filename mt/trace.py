@@ -30,30 +30,6 @@ class Trace:
     members: list[float] | None = None  # an ensemble's: each member's summed log-probability
 
 
-ROWS = 16  # rows of an entropy at a time: their exp stays in the cache for the product
-
-
-def entropy(lprobs: torch.Tensor) -> torch.Tensor:
-    """Log-probabilities (r, V) -> (r,) the entropy of each row, in nats (0 * log 0 = 0).
-
-    On CPU, ROWS rows at a time into one buffer: exp, product and sum then read a slice that
-    is still in the cache rather than three (r, V) tensors from memory, which halves the cost
-    (about half a log_softmax instead of one; the search pays it at every step)."""
-    r, V = lprobs.shape
-    h = lprobs.new_empty(r)
-    step = ROWS if lprobs.device.type == "cpu" else r
-    buf = lprobs.new_empty(min(step, r), V)
-    for i in range(0, r, step):
-        x, p = lprobs[i: i + step], buf[: min(step, r - i)]
-        torch.mul(torch.exp(x, out=p), x, out=p)
-        torch.sum(p, -1, out=h[i: i + step])
-    h.neg_()
-    bad = h.isnan()  # a log-probability of -inf: 0 * -inf; rare, so mended only where it is
-    if bad.any():
-        h[bad] = -(lprobs[bad].exp() * lprobs[bad]).nan_to_num().sum(-1)
-    return h
-
-
 @dataclass
 class Step:
     """What one step of a search gave its live rows, before they move or finish."""
@@ -64,19 +40,21 @@ class Step:
     members: list[torch.Tensor] | None = None  # an ensemble's: each member's (r, V)
 
     @classmethod
-    def of(cls, lprobs: torch.Tensor | None, layers: list[torch.Tensor],
+    def of(cls, scored: tuple[torch.Tensor, torch.Tensor] | None, layers: list[torch.Tensor],
            members: list[torch.Tensor] | None = None) -> Step:
         """A step's record from its log-probabilities (r, V) before any constraint is applied
-        (they may change in place afterwards, except where a token is taken), its decoder
-        layers' cross-attention (r, H, 1, S) each, and an ensemble's members' (r, 1, V) each.
-        lprobs None: the attention alone (beam search's word alignments, untraced)."""
+        (they may change in place afterwards, except where a token is taken) and their
+        entropy (r,) (scored: the model's log_probs_entropy), its decoder layers'
+        cross-attention (r, H, 1, S) each, and an ensemble's members' (r, 1, V) each. scored
+        None: the attention alone (beam search's word alignments, untraced)."""
         last = [w[:, :, -1] for w in layers]  # (r, H, S) each
         if len({w.size(1) for w in last}) == 1:  # the mean of equal-sized means: one mean
             attention = torch.cat(last, 1).float().mean(1)
         else:  # an ensemble of models with different numbers of heads
             attention = torch.stack([w.float().mean(1) for w in last]).mean(0)
         members = None if members is None else [m[:, -1] for m in members]
-        return cls(lprobs, None if lprobs is None else entropy(lprobs), attention, members)
+        lprobs, entropy = (None, None) if scored is None else scored
+        return cls(lprobs, entropy, attention, members)
 
 
 @dataclass

@@ -16,8 +16,8 @@ from mt.config import DecodeConfig, ModelConfig
 from mt.data import pad
 from mt.decode import beam_search, greedy, sample
 from mt.ensemble import Ensemble
+from mt.kernels import log_softmax_entropy
 from mt.model import make_model
-from mt.trace import entropy
 from mt.vocab import BOS, EOS, PAD
 
 V = 14
@@ -107,13 +107,17 @@ def test_an_ensembles_traces_carry_its_members_disagreement():
     assert_same_features(ensemble, src, [y for y, _ in pairs], [t for _, t in pairs])
 
 
-def test_entropy_by_hand_and_where_a_probability_is_zero():
-    lp = torch.randn(40, 30).log_softmax(-1)  # more rows than one buffer of ROWS
-    lp[3, 7] = float("-inf")
+def test_log_softmax_and_entropy_by_hand_and_where_a_probability_is_zero():
+    logits = torch.randn(40, 30)  # more rows than one slice of ENTROPY_ROWS
+    logits[3, 7] = float("-inf")
+    lp, h = log_softmax_entropy(logits)
+    assert torch.equal(lp, logits.log_softmax(-1))
     hand = [-sum(p * q for p, q in zip(r.exp().tolist(), r.tolist(), strict=True) if p > 0)
             for r in lp]
-    assert entropy(lp).tolist() == pytest.approx(hand, abs=1e-5)
-    assert entropy(torch.tensor([[0.0, float("-inf")]])).tolist() == [0.0]
+    assert h.tolist() == pytest.approx(hand, abs=1e-5)
+    same, h2 = log_softmax_entropy(lp, normalized=True)
+    assert same is lp and torch.equal(h2, h)
+    assert log_softmax_entropy(torch.tensor([[0.0, float("-inf")]]))[1].tolist() == [0.0]
 
 
 def dropout_model(seed: int):
