@@ -38,8 +38,8 @@ def run_vocabs(cached: CachedCorpora) -> tuple[Vocab, Vocab]:
     check_tags(cached, tags)
     src = with_tags(src, tags)
     if d.terminology.glossary:
-        src = with_tags(src, reserved_tokens(Glossary.load(d.terminology.glossary, True),
-                                             cached.tokenizers()[1]))
+        lexicon = Glossary.load(d.terminology.glossary, alternatives=True)
+        src = with_tags(src, reserved_tokens(lexicon, cached.tokenizers()[1]))
     return (src, src) if d.shared_vocab else (src, tgt)
 
 
