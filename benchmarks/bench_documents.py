@@ -438,7 +438,7 @@ def main(argv: list[str] | None = None) -> None:
     translator = Translator.load(args.run)
     if args.learn_starters and not translator.run.starters:
         run = translator.run
-        translator.run.starters = learn(open_cached_corpora(run.cfg.data, run.files).entries)
+        run.starters = learn(open_cached_corpora(run.cfg.data, run.files).entries)
         print(f"sentence starters learned from the training corpora: "
               f"{len(run.starters)} ({', '.join(run.starters[:8])}, ...)\n")
     data = corpora(args)

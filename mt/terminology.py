@@ -72,10 +72,11 @@ class Terminology:
                  tgt_tok: Tokenizer, src_vocab: Vocab):
         self.glossary, self.prob = glossary, prob
         self.sources = src_tok.tokenize_many([s for s, _ in glossary.entries])
-        # each distinct source term's entries, in glossary order (a lexicon's alternatives)
-        self.alternatives: dict[tuple[str, ...], list[int]] = {}
+        by_term: dict[tuple[str, ...], list[int]] = {}
         for e, term in enumerate(self.sources):
-            self.alternatives.setdefault(tuple(term), []).append(e)
+            by_term.setdefault(tuple(term), []).append(e)
+        # each distinct source term's entries, in glossary order (a lexicon's alternatives)
+        self.alternatives = list(by_term.values())
         self.target_tokens = tgt_tok.tokenize_many([t for _, t in glossary.entries])
         self.targets = [src_vocab.encode(t) for t in self.target_tokens]  # run source ids
         self.markers = src_vocab.encode(list(MARKERS))
@@ -90,8 +91,7 @@ class Terminology:
             return [tuple(vocab.stoi[t] for t in term) if all(t in vocab.stoi for t in term)
                     else () for term in terms]  # a token the corpus lacks: never occurs
 
-        alternatives = list(self.alternatives.values())
-        index = TermIndex(ids([self.sources[a[0]] for a in alternatives], src_vocab))
+        index = TermIndex(ids([self.sources[a[0]] for a in self.alternatives], src_vocab))
         tgt_terms = ids(self.target_tokens, tgt_vocab)
         firsts = np.fromiter(index.by_first, dtype=np.int64)
         at = np.flatnonzero(np.isin(data.src.ids, firsts))
@@ -100,7 +100,7 @@ class Terminology:
         for i in lines.tolist():  # only the lines where some term may start
             tgt = data.tgt[i]
             for start, stop, k in index.find(data.src[i]):
-                held = (e for e in alternatives[k]
+                held = (e for e in self.alternatives[k]
                         if tgt_terms[e] and occurrences(tgt, tgt_terms[e]))
                 if (e := next(held, None)) is not None:
                     found.append((i, start, stop, e))
