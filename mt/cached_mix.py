@@ -55,7 +55,8 @@ def mixed_data(cached: CachedCorpora, src_vocab: Vocab, tgt_vocab: Vocab,
         parts.append(Part(c.name, variants, c.weight, src_vocab.stoi[c.tag] if c.tag else None,
                           (_remap(e.src_vocab, src_vocab), _remap(e.tgt_vocab, tgt_vocab)),
                           terms and [terms.occurrences(v, *e.vocabs) for v in variants]))
-    return MixedData(parts, buckets, terms)
+    return MixedData(parts, buckets, terms,
+                     counted=not cached.data_cfg.terminology.plain_batches)
 
 
 def terminology(cached: CachedCorpora, src_vocab: Vocab) -> Terminology | None:

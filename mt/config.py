@@ -53,6 +53,9 @@ class TerminologyConfig:
 
     glossary: str = ""  # a glossary file (TSV, as --glossary takes); "" = off
     prob: float = 0.5  # each occurrence that may be annotated is, with this probability, per epoch
+    # batches planned by the pairs' own lengths, the annotations riding on top (over
+    # train.max_tokens by their share): the same pairs per step as the run without them
+    plain_batches: bool = False
 
 
 @dataclass

@@ -10,7 +10,8 @@ says this for users.
 Each corpus keeps its own token-cache entry and vocabulary (mt.token_cache; mt.cached_mix makes
 the Parts of the entries); its ids are looked up in the run's vocabulary as a batch is
 collated, its tag (if any) put first in each source, and with data.terminology the glossary
-terms the epoch annotates written in (mt.terminology; the plan counts their tokens).
+terms the epoch annotates written in (mt.terminology; the plan counts their tokens unless
+data.terminology.plain_batches).
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ class MixedData(Batched):
     """
 
     def __init__(self, parts: list[Part], buckets: bool = False,
-                 terminology: Terminology | None = None):
+                 terminology: Terminology | None = None, counted: bool = True):
         self.parts, self.buckets = parts, buckets  # buckets: plan and collate by mt.buckets
         self.terminology = terminology  # its Parts' terms are annotated
+        self.counted = counted  # the plan counts the annotations' tokens (else they ride on top)
         self.max_len = np.iinfo(np.int64).max  # annotation keeps sources within (filter_length)
         self._chosen: list[dict] = [{} for _ in parts]  # the planned epoch's annotations, by part
         self.start = BOS  # the decoder's first input (mt.vocab.start_id)
@@ -90,7 +92,9 @@ class MixedData(Batched):
                                      for i in range(len(self.parts))])
             src, tgt = self._lens[v]
             if self.terminology is not None:
-                src = src + self._annotations(v, seed, epoch)
+                added = self._annotations(v, seed, epoch)
+                if self.counted:
+                    src = src + added
             local = chosen - v * self.size
             planner = plan_bucketed if self.buckets else plan_batches
             p = planner(src[local], tgt[local], max_tokens, None if seed is None else seed + epoch)

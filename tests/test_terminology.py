@@ -97,6 +97,27 @@ def test_each_epoch_draws_its_own_annotations_from_the_seed(tmp_path):
     assert eligible > 200 and 0.4 < share < 0.6, (eligible, share)
 
 
+def test_plain_batches_plan_the_pairs_as_a_run_without_terminology(tmp_path):
+    """data.terminology.plain_batches: the epoch's batches hold the same pairs as without
+    data.terminology (the annotations ride on top); by default the plan counts them and a
+    batch holds fewer pairs."""
+    def plan(cache, terms: bool):
+        data = mixed_data(cache, *run_vocabs(cache))
+        if not terms:
+            data.terminology = None
+        data.filter_length(100)
+        p = data.plan(300, 3, 0)
+        return p.pairs.tolist(), p.bounds.tolist()
+
+    lines = toy_lines(400)
+    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    _, counted = corpus(tmp_path / "a", lines, "cats\tKatzen\nbirds\tVögel\n")
+    _, plain = corpus(tmp_path / "b", lines, "cats\tKatzen\nbirds\tVögel\n",
+                      "data.terminology.plain_batches=true")
+    assert plan(plain, True) == plan(plain, False) == plan(counted, False)
+    assert len(plan(counted, True)[1]) > len(plan(plain, True)[1])
+
+
 def toy_lines(n: int) -> list[tuple[str, str]]:
     return [tuple((TOY / f"toy.train.{lang}").read_text(encoding="utf-8").splitlines()[i]
                   for lang in ("en", "de")) for i in range(n)]
