@@ -110,7 +110,8 @@ def test_plain_batches_plan_the_pairs_as_a_run_without_terminology(tmp_path):
         return p.pairs.tolist(), p.bounds.tolist()
 
     lines = toy_lines(400)
-    (tmp_path / "a").mkdir(), (tmp_path / "b").mkdir()
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
     _, counted = corpus(tmp_path / "a", lines, "cats\tKatzen\nbirds\tVögel\n")
     _, plain = corpus(tmp_path / "b", lines, "cats\tKatzen\nbirds\tVögel\n",
                       "data.terminology.plain_batches=true")
