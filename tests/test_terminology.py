@@ -109,7 +109,7 @@ def test_plain_batches_plan_the_pairs_as_a_run_without_terminology(tmp_path):
         p = data.plan(300, 3, 0)
         return p.pairs.tolist(), p.bounds.tolist()
 
-    lines = toy_lines(400)
+    lines = toy_lines(150)
     for d in ("a", "b"):
         (tmp_path / d).mkdir()
     _, counted = corpus(tmp_path / "a", lines, "cats\tKatzen\nbirds\tVögel\n")
