@@ -182,7 +182,7 @@ def cost(ckpt: Path, test: list, args) -> None:
                          keep=lambda a, b: (min(a[0], b[0]), min(a[1], b[1])))
         for name, t in best.items():
             total[name] += t
-    print(f"\ncost: {len(lines)} lines of {test[0]}, beam {plain.decode_cfg.beam}, one "
+    print(f"\ncost: {len(lines)} lines of {test[0]}, beam {plain.decoding.beam}, one "
           f"thread, chunks of {args.cost_chunk}, each the fastest of {args.rounds} alternating "
           "rounds; confidence off -> on:")
     for i, what in enumerate(("wall-clock", "CPU time")):
@@ -213,7 +213,7 @@ def search_contenders(translator: Translator, lines: list[str]) -> dict:
     """alternate()'s contenders for one chunk of lines: each measures (wall, CPU) seconds."""
     from mt.data import pad
 
-    model, cfg, engine = translator.model, translator.decode_cfg, translator.engine
+    model, cfg, engine = translator.model, translator.decoding, translator.engine
     toks = translator.src_tok.tokenize_many(lines)
     src = pad([translator.run.src_vocab.encode(t) for t in toks if t])
     with torch.no_grad():

@@ -78,7 +78,7 @@ def naive_translate(translator: Translator, lines: list[str]) -> list[str]:
     out = []
     for line in lines:
         ids = run.src_vocab.encode(translator.src_tok.tokenize(line)[: translator.max_src])
-        hyp = naive_greedy(run.model, ids, translator.decode_cfg, device) if ids else []
+        hyp = naive_greedy(run.model, ids, translator.decoding, device) if ids else []
         out.append(" ".join(translator.tgt_tok.detokenize(run.tgt_vocab.decode(hyp)).split()))
     return out
 

@@ -47,7 +47,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -128,12 +127,8 @@ def bleu_row(name: str, hyps: list[str], refs: list[str], base: dict | None = No
 
 def without_starters(translator: Translator, paras: list[str]) -> list[str]:
     """translate_lines' paragraphs as the sentencizer alone splits them."""
-    cfg = translator.decode_cfg
-    translator.decode_cfg = replace(cfg, ignore_starters=True)
-    try:
-        return [d.text for d in translate_lines(translator, paras)]
-    finally:
-        translator.decode_cfg = cfg
+    plain = translator.with_options(ignore_starters=True)
+    return [d.text for d in translate_lines(plain, paras)]
 
 
 def paragraphs(translator: Translator, data: list[Corpus], seed: int) -> None:
@@ -443,7 +438,7 @@ def main(argv: list[str] | None = None) -> None:
               f"{len(run.starters)} ({', '.join(run.starters[:8])}, ...)\n")
     data = corpora(args)
     print(f"{args.run}: {', '.join(f'{n} ({len(s)} lines)' for n, s, _ in data)}; beam "
-          f"{translator.decode_cfg.beam}; {args.threads} thread(s)\n", flush=True)
+          f"{translator.decoding.beam}; {args.threads} thread(s)\n", flush=True)
     parts = args.parts.split(",")
     for part in parts:
         if part not in ("paragraphs", "markup", "placeholders", "speed"):

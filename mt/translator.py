@@ -114,23 +114,23 @@ class Translator:
         chunk_lines: lines the streams read, sort and translate together (None: CHUNK_LINES);
         1 answers each line as soon as it is read, for someone typing at a terminal."""
         self.run, self.device = run, torch.device(device)
-        self.decode_cfg = decode or run.cfg.decode
+        self._decoding = decode or run.cfg.decode
         if engine is None:
-            engine = ModelEngine(decoding_model(run.model, self.decode_cfg.dtype, self.device))
+            engine = ModelEngine(decoding_model(run.model, self._decoding.dtype, self.device))
         self.engine = engine
         self.streams = streams or Streams()
         self.chunk_lines = chunk_lines
         self.src_tok, self.tgt_tok = run.src_tok, run.tgt_tok
-        self._check_align(self.decode_cfg)
-        if self.decode_cfg.confidence:
+        self._check_align(self._decoding)
+        if self._decoding.confidence:
             self.calibration  # noqa: B018 (read now: a damaged one fails before any work)
         model = self.model  # an ensemble's max_positions is its shortest model's
         self.max_src = (run.cfg.model if model is None else model.cfg).max_positions
         self.truncated = 0  # source lines cut to the model's positions, since the last warning
         self.unkept = 0  # lines whose output misses a glossary term, since the last warning
         self._no_entries: dict[bool, Matcher] = {}  # matcher()'s of an empty glossary
-        if self.decode_cfg.tag:  # refused now, before any work
-            self._tag_id(self.decode_cfg.tag)
+        if self._decoding.tag:  # refused now, before any work
+            self._tag_id(self._decoding.tag)
 
     @classmethod
     def load(cls, path: Paths, device: torch.device | str = "cpu", engine: str = "mt",
@@ -177,6 +177,11 @@ class Translator:
         these over this one's (e.g. a server's batch_tokens), checked as a call's are."""
         return Translator(self.run, self._cfg(decode), self.device, self.engine, self.streams,
                           self.chunk_lines)
+
+    @property
+    def decoding(self) -> DecodeConfig:
+        """The default decoding options of its calls (with_options makes another's)."""
+        return self._decoding
 
     @property
     def model(self) -> Seq2Seq | None:
@@ -238,7 +243,7 @@ class Translator:
         glossary = as_glossary(glossary)
         if glossary is None:
             return None
-        cfg = cfg or self.decode_cfg
+        cfg = cfg or self._decoding
         if cfg.glossary_mode != "annotate":
             if self.model is None:
                 from mt.ct2.search import NO_TERMS
@@ -315,12 +320,12 @@ class Translator:
     def _cfg(self, options: dict) -> DecodeConfig:
         """The decoding config of one call: decode_cfg with its options."""
         if not options:
-            return self.decode_cfg
-        cfg = _with_options(self.run.cfg, self.decode_cfg, options)
+            return self._decoding
+        cfg = _with_options(self.run.cfg, self._decoding, options)
         if cfg.tag:
             self._tag_id(cfg.tag)
         self._check_align(cfg)
-        if cfg.dtype != self.decode_cfg.dtype and isinstance(self.engine, ModelEngine):
+        if cfg.dtype != self._decoding.dtype and isinstance(self.engine, ModelEngine):
             raise ConfigError(f"decode.dtype {cfg.dtype}: the weights' dtype is chosen when the "
                               f"Translator is made; give it to Translator.load(..., "
                               f"dtype={cfg.dtype!r})")

@@ -131,7 +131,7 @@ def test_a_docx_through_translate_document_and_marks_in_the_text_are_text():
     d.save(data)
 
     class Fake:  # what translate_document asks of a Translator
-        decode_cfg = type("Cfg", (), {"tag": "", "ignore_starters": True})()
+        decoding = type("Cfg", (), {"tag": "", "ignore_starters": True})()
         run = type("Run", (), {"cfg": type("Cfg", (), {"data": type("D", (), {
             "src_lang": "en"})()})()})()
         max_src, model = 256, None

@@ -30,12 +30,12 @@ class Slow(Upper):
     """Upper taking its time, with what the app asks of a Translator; the line "bug" fails as a
     bug in mt would."""
 
-    decode_cfg, model = DecodeConfig(), None
+    decoding, model = DecodeConfig(), None
     # a paragraph's language, no sentence starters; its bound
     run, max_src = SimpleNamespace(cfg=Config(), starters=[]), 256
 
     def check_options(self, attention=False, **options) -> DecodeConfig:
-        return self.decode_cfg
+        return self.decoding
 
     def translate_nbest(self, lines, prefix=None, *, attention=False, glossary=None, **options):
         time.sleep(1.5)

@@ -169,16 +169,16 @@ def test_import_mt_is_cheap_and_the_translator_comes_on_first_use():
 
 def test_load_takes_decoding_options_once_and_per_call(tiny_run):
     beam3 = Translator.load(tiny_run, beam=3, nbest=2)
-    assert (beam3.decode_cfg.beam, beam3.decode_cfg.nbest) == (3, 2)
+    assert (beam3.decoding.beam, beam3.decoding.nbest) == (3, 2)
     want = Translator(load_run(tiny_run), DecodeConfig(beam=3, nbest=2)).translate_nbest(LINES)
     got = beam3.translate_nbest(LINES)
     assert all(isinstance(t, Translation) for ts in got for t in ts)
     assert [[t.text for t in ts] for ts in got] == [[t.text for t in ts] for ts in want]
     plain = Translator.load(str(tiny_run))  # a str path too
-    assert plain.decode_cfg == load_run(tiny_run).cfg.decode
+    assert plain.decoding == load_run(tiny_run).cfg.decode
     per_call = plain.translate_nbest(LINES, beam=3, nbest=2)
     assert [[t.text for t in ts] for ts in per_call] == [[t.text for t in ts] for ts in got]
-    assert plain.decode_cfg.beam == 1 and plain.translate(LINES, beam=3) == [
+    assert plain.decoding.beam == 1 and plain.translate(LINES, beam=3) == [
         ts[0].text for ts in got]
     assert list(plain.translate_stream(iter(LINES), beam=3)) == [ts[0].text for ts in got]
     for options, needle in (({"beam": 0}, "decode.beam must be at least 1"),
@@ -219,7 +219,7 @@ def test_no_command_assigns_an_attribute_of_a_translator():
     own = {t.attr for n in ast.walk(cls) if isinstance(n, ast.Assign | ast.AugAssign)
            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
            if isinstance(t, ast.Attribute)}
-    assert {"streams", "chunk_lines", "truncated", "decode_cfg", "engine"} <= own
+    assert {"streams", "chunk_lines", "truncated", "_decoding", "engine"} <= own
     found = []
     for path in [*(ROOT / "mt" / "commands").glob("*.py"), *(ROOT / "mt" / "serve").glob("*.py"),
                  ROOT / "mt" / "cli.py"]:

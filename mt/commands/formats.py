@@ -65,7 +65,7 @@ def formatted(translator: Translator, lines: Iterator[str], output_format: str, 
     elif nbest:
         for i, found in enumerate(translator.translate_nbest_stream(lines, **g), start):
             yield format_nbest(i, found)
-    elif translator.decode_cfg.align:  # text, a tab, the alignment
+    elif translator.decoding.align:  # text, a tab, the alignment
         for found in translator.translate_nbest_stream(lines, False, **g):
             yield f"{found[0].text}\t{found[0].alignment}\n"
     else:

@@ -70,7 +70,7 @@ def serve(runs: Paths, options: TranslateOptions = TranslateOptions(),
         translator = Translator.load(runs, options.device, options.engine, options.overrides)
         if not options.given("decode.batch_tokens"):
             translator = translator.with_options(
-                batch_tokens=CALL_BUDGET * translator.decode_cfg.batch_tokens)
+                batch_tokens=CALL_BUDGET * translator.decoding.batch_tokens)
         about = [model_info(path, translator) for path in runs]
         about = about if server.full_info else [public_info(a, path)
                                                 for a, path in zip(about, runs, strict=True)]

@@ -118,7 +118,7 @@ def translate_file(run_path: Paths, src: str, out: str,
         if own:  # records' glossaries refused now (beam 1, CTranslate2), before any work
             translator.matcher(glossary or Glossary(()))
         chunks = ([text] for text in formatted(translator, lines, options.output_format,
-                                               lists(translator.decode_cfg, nbest),
+                                               lists(translator.decoding, nbest),
                                                prefixes=prefixes, glossary=glossary,
                                                glossaries=glossaries, screen=screen))
     bar = tqdm(desc="translate", unit=" lines", disable=interactive or None, file=sys.stderr)

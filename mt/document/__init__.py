@@ -161,12 +161,12 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = ()) -> Setting
     """How a translator's documents are read: its source language's sentence splitter (and its
     run's sentence starters, unless decode.ignore_starters), its longest source
     (model.max_positions, less a tag's token), and keep."""
-    room = translator.max_src - bool(translator.decode_cfg.tag)
+    room = translator.max_src - bool(translator.decoding.tag)
 
     def too_long(sentence: str) -> bool:  # a token is at least a character, less a mark
         return len(sentence) >= room and len(translator.src_tok.tokenize(sentence)) > room
 
-    starters = [] if translator.decode_cfg.ignore_starters else translator.run.starters
+    starters = [] if translator.decoding.ignore_starters else translator.run.starters
     begins = starts_sentence(starters, translator.src_tok.tokenize) if starters else None
     return Settings(translator.run.cfg.data.src_lang, True, too_long, tuple(keep), str, begins)
 

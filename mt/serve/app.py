@@ -198,7 +198,7 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
         except ClientError as e:
             return error(e.status, str(e), e.headers)
         return JSONResponse({**info, "serve": {
-            "decode": dataclasses.asdict(translator.decode_cfg), "options": list(OPTIONS),
+            "decode": dataclasses.asdict(translator.decoding), "options": list(OPTIONS),
             **dataclasses.asdict(limits), "lines_per_minute": access.lines_per_minute,
             "api_key": bool(access.keys), "attention": translator.model is not None}})
 
