@@ -134,8 +134,8 @@ unzip -p "$out/report.docx" word/document.xml > "$out/doc_report.xml" && rm "$ou
 mt translate "$run" --format html -i "$docs/page.html" -o "$out/format_html.html" --threads 1 \
   2>>"$out/docs.err"
 # Confidence, with a calibration fitted on the validation set.
-mt calibrate "$run" --src data/toy/toy.val.en --ref data/toy/toy.val.de --json --threads 1 \
-  2>/dev/null | python -c 'import json, sys; r = json.load(sys.stdin); r.pop("path"); print(json.dumps(r))' \
+mt calibrate "$run" --src data/toy/toy.val.en --ref data/toy/toy.val.de --threshold 99 --json \
+  --threads 1 2>/dev/null | python -c 'import json, sys; r = json.load(sys.stdin); r.pop("path"); print(json.dumps(r))' \
   > "$out/calibrate.json"
 t confidence "$run" --confidence --format jsonl --beam 3 --nbest 2 --threads 1
 t mc_dropout "$run" --confidence --mc-dropout 2 --format jsonl --threads 1
