@@ -28,12 +28,13 @@ from mt.engines import (
     decoding_model,
     inference_layout,
 )
-from mt.ensemble import Ensemble, Paths, as_paths, check_ensemble, refuse_exports
+from mt.ensemble import Ensemble
 from mt.errors import ConfigError, DataError
 from mt.glossary import Glossary, GlossaryLike, Matcher, as_glossary
 from mt.log import warn
 from mt.model import Seq2Seq
 from mt.records import Attention, AttentionSpec, Translation
+from mt.runs import Paths, as_paths, check_ensemble, refuse_exports
 from mt.terminology import MARKERS, annotate
 from mt.threads import Streams, translation_streams
 from mt.tokenizers import Tokenizer

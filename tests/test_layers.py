@@ -26,7 +26,7 @@ LAYERS = [
     ["data", "buckets", "mixing", "token_cache", "cached_mix", "filters", "audit", "kernels",
      "model", "loss", "decode", "constrained", "glossary", "terminology", "align", "metrics",
      "records", "confidence", "corpora", "trace", "int8"],
-    ["checkpoint", "ensemble", "engines", "translator", "ct2", "hf"],
+    ["checkpoint", "runs", "ensemble", "engines", "translator", "ct2", "hf"],
     ["train", "serve", "document"],
     ["commands"],
     ["cli", "__main__"],

@@ -16,10 +16,10 @@ import torch
 import mt.translator
 from mt.commands.formats import formatted
 from mt.commands.options import TranslateOptions
-from mt.ensemble import Paths
 from mt.errors import MTError
 from mt.glossary import Glossary
 from mt.log import warn
+from mt.runs import Paths
 from mt.threads import threads_for
 from mt.translator import Translator, prefix_mismatch, unkept_message
 
