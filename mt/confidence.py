@@ -39,12 +39,16 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from mt import align
+from mt.attention import Searched
+from mt.config import DecodeConfig, ModelConfig
 from mt.data import pad
 from mt.errors import CheckpointError
 from mt.log import warn
 from mt.textio import atomic_write
+from mt.tokenizers import Tokenizer
 from mt.trace import Trace
-from mt.vocab import EOS, PAD, start_id
+from mt.vocab import EOS, PAD, Vocab, start_id
 
 FEATURES = ("mean_logprob", "min_logprob", "mean_entropy", "length_ratio", "coverage",
             "repetition", "src_tokens")
@@ -148,6 +152,16 @@ def dropout_twin(model: torch.nn.Module) -> torch.nn.Module:
     return copy.deepcopy(model, memo=shared).train()
 
 
+def mc_dropout_twin(model: torch.nn.Module, cfg: ModelConfig) -> torch.nn.Module:
+    """dropout_twin of the model (cfg: its config), for decode.mc_dropout; a warning where
+    the model has no dropout to turn on."""
+    if not any(r for r in (cfg.dropout, cfg.attention_dropout, cfg.activation_dropout)):
+        warn("decode.mc_dropout: the model has no dropout (model.dropout 0), so every pass "
+             "is the same and the variance 0; give the passes some with --set "
+             "model.dropout=0.1")
+    return dropout_twin(model)
+
+
 @torch.no_grad()
 def mc_dropout(twin: torch.nn.Module, src: torch.Tensor, outputs: list[list[int]],
                passes: int, seed: int = 0) -> list[dict[str, float]]:
@@ -171,6 +185,49 @@ def mc_dropout(twin: torch.nn.Module, src: torch.Tensor, outputs: list[list[int]
     per_row = np.array(means).T  # (B, passes)
     return [{"mc_dropout_logprob": float(r.mean()), "mc_dropout_variance": float(r.var())}
             for r in per_row]
+
+
+def confide(model, batch: Searched, cfg: DecodeConfig, calibration: Calibration | None,
+            twin: torch.nn.Module | None, tgt_vocab: Vocab, tgt_tok: Tokenizer) -> None:
+    """Give each translation of a batch its features, its words' probabilities and, with a
+    calibration, its confidence, from what the search recorded of it (mt.trace; a
+    teacher-forced pass over the search's encoder output for an engine that records
+    nothing); with decode.mc_dropout, that many passes more of twin (mc_dropout_twin)."""
+    src, rows, outputs = batch.src, batch.rows, batch.outputs
+    traces = [h.trace for hyps in batch.found for h in hyps]
+    if all(tr is not None for tr in traces):
+        lengths = (src[rows] != PAD).sum(1).tolist()
+        feats, lps = traced_features(traces, outputs, lengths, batch.lead)
+    else:
+        feats, lps = features(model, src[rows], outputs, batch.lead, batch.memory_rows(rows))
+    if cfg.mc_dropout:
+        drawn = mc_dropout(twin, src[rows], outputs, cfg.mc_dropout, cfg.seed)
+        for f, d in zip(feats, drawn, strict=True):
+            f.update(d)
+    probs = calibration.predict(feats) if calibration else [None] * len(feats)
+    for ts in batch.out:
+        if len(ts) > 1:
+            texts = [t.text for t in ts]
+            for t, d in zip(ts, disagreement(texts), strict=True):
+                t.features = {"nbest_disagreement": d}
+    for y, f, lp, p, t in zip(outputs, feats, lps, probs, batch.translations(), strict=True):
+        f.update(t.features or {})
+        t.features, t.confidence = f, p
+        t.flags = calibration.flags(f) if calibration else None
+        at = align.token_words(tgt_vocab.decode(y), tgt_tok)
+        t.words = word_probabilities(t.text, at, lp)
+
+
+def word_probabilities(text: str, at: list[int], logprobs: list[float]) -> list[list]:
+    """[word, probability] for each whitespace word of text: the probability of its least
+    likely token (at: each token's word, logprobs: each token's log-probability, <eos>'s
+    last), rounded to 4 decimals."""
+    words = text.split()
+    least = [0.0] * len(words)  # per word, its least likely token's log-probability
+    for w, v in zip(at, logprobs, strict=False):  # <eos>'s, last, is no word's
+        if w < len(words):
+            least[w] = min(least[w], v)
+    return [[word, round(math.exp(v), 4)] for word, v in zip(words, least)]
 
 
 def model_inputs(rows: list[dict[str, float]]) -> np.ndarray:

@@ -215,6 +215,35 @@ class Matcher:
         return list(dict.fromkeys(e for _, _, e in self.spans(tokens)))
 
 
+class Matchers:
+    """Matchers in one run's tokens (its tokenizers and target vocabulary). The one of an empty
+    glossary is kept (per ignore_case), so that the lines' own glossaries extend one Matcher,
+    which keeps what it made of them (Matcher.extended)."""
+
+    def __init__(self, src_tok: Tokenizer, tgt_tok: Tokenizer, tgt_vocab: Vocab):
+        self._tools = src_tok, tgt_tok, tgt_vocab
+        self._empty: dict[bool, Matcher] = {}  # of an empty glossary, by ignore_case
+
+    def of(self, glossary: Glossary, ignore_case: bool = False) -> Matcher:
+        if glossary.entries:
+            return Matcher(glossary, *self._tools, ignore_case)
+        if ignore_case not in self._empty:
+            self._empty[ignore_case] = Matcher(glossary, *self._tools, ignore_case)
+        return self._empty[ignore_case]
+
+
+def own_glossaries(glossaries: Iterable[GlossaryLike], start: int = 0) -> list[Glossary | None]:
+    """Each line's own glossary (as_glossary; a bad one is a DataError naming `glossaries[i]`,
+    i from start), or None."""
+    return [as_glossary(g, f"glossaries[{i}]") for i, g in enumerate(glossaries, start)]
+
+
+def per_line(matcher: Matcher | None, own: Sequence[Glossary | None]) -> list[Matcher | None]:
+    """Each line's Matcher: matcher (the glossary of all lines) extended by the line's own
+    glossary where it has entries (then matcher is not None)."""
+    return [matcher.extended(g) if g else matcher for g in own]
+
+
 def occurrences(tokens: Sequence, term: Sequence) -> list[int]:
     """Where term occurs in tokens, as whole tokens: every start."""
     n = len(term)

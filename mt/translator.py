@@ -8,18 +8,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
-import math
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import torch
 
-from mt import align, confidence
+from mt import confidence
+from mt.attention import Searched, attend
 from mt.checkpoint import Run, load_run
 from mt.config import Config, DecodeConfig, config_from_dict, corpus_configs
 from mt.constrained import Terms
 from mt.data import group_bounds, pad
-from mt.decode import Hypothesis, Memory
+from mt.decode import Hypothesis
 from mt.engines import (
     ENGINES,
     GREEDY_GLOSSARY,
@@ -28,16 +30,23 @@ from mt.engines import (
     decoding_model,
     inference_layout,
 )
-from mt.ensemble import Ensemble, Paths, as_paths, check_ensemble, refuse_exports
+from mt.ensemble import Ensemble
 from mt.errors import ConfigError, DataError
-from mt.glossary import Glossary, GlossaryLike, Matcher, as_glossary
+from mt.glossary import (
+    Glossary,
+    GlossaryLike,
+    Matcher,
+    Matchers,
+    as_glossary,
+    own_glossaries,
+    per_line,
+)
 from mt.log import warn
 from mt.model import Seq2Seq
-from mt.records import Attention, AttentionSpec, Translation
+from mt.records import AttentionSpec, Translation
+from mt.runs import Paths, as_paths, check_ensemble, refuse_exports
 from mt.terminology import MARKERS, annotate
 from mt.threads import Streams, translation_streams
-from mt.tokenizers import Tokenizer
-from mt.vocab import EOS, PAD, SPECIALS
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
 
@@ -56,20 +65,6 @@ def _lines(lines):
         raise TypeError("Translator: give a list of lines, not one string (for one line: "
                         "translate([text]))")
     return lines
-
-
-def _labels(tokens: list[str], tokenizer: Tokenizer) -> list[str]:
-    """Each token as a reader sees it, detokenized alone: spaCy's joiner marks and
-    SentencePiece's word-start mark removed (a token that is only marks stays as it is)."""
-    return [tokenizer.detokenize([t]).strip() or t for t in tokens]
-
-
-def _rounded(weights: list, decimals: int | None) -> list:
-    if decimals is None:
-        return weights
-    if weights and isinstance(weights[0], list):
-        return [_rounded(w, decimals) for w in weights]
-    return [round(v, decimals) for v in weights]
 
 
 def prefix_mismatch(lines: int, prefixes: int) -> DataError:
@@ -93,9 +88,58 @@ def unkept_message(lines: int, max_src: int) -> str:
             "vocabulary lacks, or (glossary_mode annotate) the model did not copy it")
 
 
-def _rows(memory: Memory, rows: list[int]) -> Memory:
-    """The encoder output (an ensemble's: one per model) of the batch's rows `rows`."""
-    return [m[rows] for m in memory] if isinstance(memory, list) else memory[rows]
+class Warned(NamedTuple):
+    """What a Translator has to warn of (Translator.warnings)."""
+
+    truncated: int  # source lines cut to the model's positions
+    unkept: int  # lines whose output misses a glossary term
+
+
+@dataclass
+class Plan:
+    """A call's lines made ready for the engine (Translator._plan), and batched: `groups`."""
+
+    lead: list[int]  # the ids before each source: decode.tag's, or none
+    matchers: list[Matcher | None]  # each line's glossary
+    ids: list[list[int]] = field(default_factory=list)  # each line's source; [] if empty
+    tokens: list[list[str]] = field(default_factory=list)  # as ids says (no lead)
+    active: list[list[int]] = field(default_factory=list)  # its glossary's active entries
+    forced: list[list[int]] = field(default_factory=list)  # each prefix's ids; [] for none
+
+    def groups(self, rows: int, batch_tokens: int) -> list[list[int]]:
+        """The lines with a source, shortest first, in groups of at most batch_tokens tokens
+        (rows: the rows a line is decoded as)."""
+        order = sorted((i for i in range(len(self.ids)) if self.ids[i]),
+                       key=lambda i: len(self.ids[i]))
+        sizes = np.array([rows * len(self.ids[i]) for i in order], dtype=np.int64)
+        bounds = group_bounds(sizes, np.zeros_like(sizes), batch_tokens)
+        return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+
+    def source(self, group: list[int], device: torch.device) -> torch.Tensor:
+        """The group's source ids, (B, S)."""
+        return pad([self.ids[i] for i in group]).to(device)
+
+    def prefix(self, group: list[int], device: torch.device) -> torch.Tensor | None:
+        """The group's prefix ids, (B, P); None where none of them has one."""
+        if any(self.forced[i] for i in group if self.forced):
+            return pad([self.forced[i] for i in group]).to(device)
+        return None
+
+    def terms(self, group: list[int], cfg: DecodeConfig, device: torch.device) -> Terms | None:
+        """The target terms the group's outputs must hold (glossary_mode constrain or both)."""
+        if any(self.matchers[i] for i in group) and cfg.glossary_mode != "annotate":
+            return Terms.of([self.matchers[i].terms(self.active[i]) if self.matchers[i] else []
+                             for i in group], cfg.glossary_ordered, device)
+        return None
+
+    def mark(self, group: list[int], found: list[list[Hypothesis]],
+             done: list[list[Translation]]) -> None:
+        """Each translation of a line with a glossary: its active entries, its missing terms."""
+        for i, hyps, ts in zip(group, found, done, strict=True):
+            if (matcher := self.matchers[i]) is not None:
+                for h, t in zip(hyps, ts, strict=True):
+                    t.terms = [list(matcher.glossary.entries[e]) for e in self.active[i]]
+                    t.missing = matcher.missing(self.active[i], h.tokens)
 
 
 class Translator:
@@ -126,9 +170,9 @@ class Translator:
             self.calibration  # noqa: B018 (read now: a damaged one fails before any work)
         model = self.model  # an ensemble's max_positions is its shortest model's
         self.max_src = (run.cfg.model if model is None else model.cfg).max_positions
-        self.truncated = 0  # source lines cut to the model's positions, since the last warning
-        self.unkept = 0  # lines whose output misses a glossary term, since the last warning
-        self._no_entries: dict[bool, Matcher] = {}  # matcher()'s of an empty glossary
+        self._truncated = 0  # source lines cut to the model's positions, since the last warning
+        self._unkept = 0  # lines whose output misses a glossary term, since the last warning
+        self._matchers = Matchers(self.src_tok, self.tgt_tok, run.tgt_vocab)
         if self._decoding.tag:  # refused now, before any work
             self._tag_id(self._decoding.tag)
 
@@ -236,7 +280,7 @@ class Translator:
 
     def matcher(self, glossary: GlossaryLike, cfg: DecodeConfig | None = None
                 ) -> Matcher | None:
-        """The glossary in this run's tokens, for translations with cfg (decode_cfg if None);
+        """The glossary in this run's tokens, for translations with cfg (decoding if None);
         None for none. A ConfigError where it cannot be kept: constrained (glossary_mode
         constrain or both) by greedy or sampling (beam 1) or by an engine without lexical
         constraints; annotated by a model trained without data.terminology."""
@@ -244,6 +288,10 @@ class Translator:
         if glossary is None:
             return None
         cfg = cfg or self._decoding
+        self._check_glossary(cfg)
+        return self._matchers.of(glossary, cfg.glossary_ignore_case)
+
+    def _check_glossary(self, cfg: DecodeConfig) -> None:
         if cfg.glossary_mode != "annotate":
             if self.model is None:
                 from mt.ct2.search import NO_TERMS
@@ -256,14 +304,6 @@ class Translator:
             raise ConfigError(f"decode.glossary_mode {cfg.glossary_mode}: this model was "
                               "trained without data.terminology, so it cannot read annotated "
                               "terms; use glossary_mode constrain")
-        if not glossary.entries:  # kept, so that lines' own glossaries extend one Matcher
-            key = cfg.glossary_ignore_case
-            if key not in self._no_entries:
-                self._no_entries[key] = Matcher(glossary, self.src_tok, self.tgt_tok,
-                                                self.run.tgt_vocab, key)
-            return self._no_entries[key]
-        return Matcher(glossary, self.src_tok, self.tgt_tok, self.run.tgt_vocab,
-                       cfg.glossary_ignore_case)
 
     def line_matchers(self, matcher: Matcher | None,
                       glossaries: Iterable[GlossaryLike] | None, lines: int,
@@ -274,10 +314,10 @@ class Translator:
         DataError naming `glossaries[i]`, i from start); refused as matcher() refuses."""
         if glossaries is None:
             return [matcher] * lines
-        given = [as_glossary(g, f"glossaries[{i}]") for i, g in enumerate(glossaries, start)]
-        if matcher is None and any(given):  # a Glossary is true when it has entries
+        own = own_glossaries(glossaries, start)
+        if matcher is None and any(own):  # a Glossary is true when it has entries
             matcher = self.matcher(Glossary(()), cfg)
-        return [matcher.extended(g) if g else matcher for g in given]
+        return per_line(matcher, own)
 
     def check_options(self, attention: bool = False, **decode) -> DecodeConfig:
         """The decoding config a translate_nbest call with these arguments would use; the
@@ -303,14 +343,8 @@ class Translator:
 
     @functools.cached_property
     def _dropout_twin(self) -> torch.nn.Module:
-        """The model with its dropout on, sharing its weights (decode.mc_dropout); a warning
-        where the model has no dropout to turn on."""
-        m = self.run.cfg.model
-        if not any(r for r in (m.dropout, m.attention_dropout, m.activation_dropout)):
-            warn("decode.mc_dropout: the model has no dropout (model.dropout 0), so every pass "
-                 "is the same and the variance 0; give the passes some with --set "
-                 "model.dropout=0.1")
-        return confidence.dropout_twin(self.model)
+        """The model with its dropout on, sharing its weights (decode.mc_dropout)."""
+        return confidence.mc_dropout_twin(self.model, self.run.cfg.model)
 
     def _check_attention(self, what: str) -> None:
         if self.model is None:
@@ -335,68 +369,66 @@ class Translator:
                    prefixes: list[str] | None = None, attention: AttentionSpec | None = None,
                    matchers: list[Matcher | None] | None = None) -> list[list[Translation]]:
         """matchers: each line's glossary (line_matchers), or None for none."""
-        matchers = matchers or [None] * len(lines)
-        ids, tokens, active = [], [], []
-        lead = [self._tag_id(cfg.tag)] if cfg.tag else []
-        room = self.max_src - len(lead)
-        for toks, matcher in zip(self.src_tok.tokenize_many(lines), matchers, strict=True):
-            spans = matcher.spans(toks) if matcher else []
-            active.append(list(dict.fromkeys(e for _, _, e in spans)))
-            if spans and cfg.glossary_mode != "constrain":  # as data.terminology trained it
-                toks = annotate(toks, spans, matcher.target_tokens, MARKERS)
-            if len(toks) > room:
-                self.truncated += 1
-                toks = toks[:room]
-            ids.append(lead + self.run.src_vocab.encode(toks) if toks else [])
-            tokens.append(toks)
-        # A prefix and <eos> must fit the model's positions after <bos>.
-        forced = [self.run.tgt_vocab.encode(toks[: self.max_src - 1])
-                  for toks in self.tgt_tok.tokenize_many(prefixes or [])]
+        plan = self._plan(lines, cfg, prefixes, matchers or [None] * len(lines))
         out = [[Translation("", 0.0, "" if cfg.align else None, terms=empty, missing=empty)]
-               for empty in ([] if m else None for m in matchers)]
-        order = sorted((i for i in range(len(ids)) if ids[i]), key=lambda i: len(ids[i]))
+               for empty in ([] if m else None for m in plan.matchers)]
         # beam search decodes K rows per sentence, sampling one per sample: budget K x tokens
-        K = max(cfg.beam, cfg.samples)
-        sizes = np.array([K * len(ids[i]) for i in order], dtype=np.int64)
-        bounds = group_bounds(sizes, np.zeros_like(sizes), cfg.batch_tokens)
-        groups = [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-
-        def decode(group: list[int]) -> list[list[Translation]]:
-            src = pad([ids[i] for i in group]).to(self.device)
-            prefix = None
-            if any(forced[i] for i in group if forced):
-                prefix = pad([forced[i] for i in group]).to(self.device)
-            terms = None
-            if any(matchers[i] for i in group) and cfg.glossary_mode != "annotate":
-                terms = Terms.of([matchers[i].terms(active[i]) if matchers[i] else []
-                                  for i in group], cfg.glossary_ordered, self.device)
-            memory, more = None, ()
-            if cfg.align or attention or cfg.confidence:  # encoded once: search and passes
-                with torch.no_grad():
-                    memory = self.model.encode(src, self.model.src_mask(src))
-                # the search keeps the alignment's attention and the confidence's record as
-                # it goes (no second pass)
-                more = (memory, cfg.align and not attention, cfg.confidence)
-            found = self.engine.search(src, cfg, scored, prefix, terms, *more)
-            done = [[Translation(self.detokenize(h.tokens), h.score) for h in hyps]
-                    for hyps in found]
-            for i, hyps, ts in zip(group, found, done, strict=True):
-                if (matcher := matchers[i]) is not None:
-                    for h, t in zip(hyps, ts, strict=True):
-                        t.terms = [list(matcher.glossary.entries[e]) for e in active[i]]
-                        t.missing = matcher.missing(active[i], h.tokens)
-            if cfg.align or attention:
-                self._attend(src, [tokens[i] for i in group], found, done, len(lead),
-                             cfg.align, attention, memory)
-            if cfg.confidence:
-                self._confide(src, found, done, len(lead), memory, cfg)
-            return done
-
+        groups = plan.groups(max(cfg.beam, cfg.samples), cfg.batch_tokens)
+        decode = functools.partial(self._decode, plan, cfg, scored, attention)
         for group, done in zip(groups, self.streams.map(decode, groups), strict=True):
             for i, translations in zip(group, done, strict=True):
                 out[i] = translations
-                self.unkept += bool(translations[0].missing)
+                self._unkept += bool(translations[0].missing)
         return out
+
+    def _plan(self, lines: list[str], cfg: DecodeConfig, prefixes: list[str] | None,
+              matchers: list[Matcher | None]) -> Plan:
+        """The lines tokenized (their glossaries' terms annotated but for glossary_mode
+        constrain, as data.terminology trained the model; cut to the model's positions) and
+        their prefixes, as ids."""
+        plan = Plan([self._tag_id(cfg.tag)] if cfg.tag else [], matchers)
+        room = self.max_src - len(plan.lead)
+        for toks, matcher in zip(self.src_tok.tokenize_many(lines), matchers, strict=True):
+            spans = matcher.spans(toks) if matcher else []
+            plan.active.append(list(dict.fromkeys(e for _, _, e in spans)))
+            if spans and cfg.glossary_mode != "constrain":  # as data.terminology trained it
+                toks = annotate(toks, spans, matcher.target_tokens, MARKERS)
+            if len(toks) > room:
+                self._truncated += 1
+                toks = toks[:room]
+            plan.ids.append(plan.lead + self.run.src_vocab.encode(toks) if toks else [])
+            plan.tokens.append(toks)
+        # A prefix and <eos> must fit the model's positions after <bos>.
+        plan.forced = [self.run.tgt_vocab.encode(toks[: self.max_src - 1])
+                       for toks in self.tgt_tok.tokenize_many(prefixes or [])]
+        return plan
+
+    def _decode(self, plan: Plan, cfg: DecodeConfig, scored: bool,
+                attention: AttentionSpec | None, group: list[int]) -> list[list[Translation]]:
+        """One group of the plan's lines through the engine, and their translations with what
+        the call asked for: glossary terms, word alignments, attention, confidence."""
+        src, prefix = plan.source(group, self.device), plan.prefix(group, self.device)
+        terms = plan.terms(group, cfg, self.device)
+        memory, more = None, ()
+        if cfg.align or attention or cfg.confidence:  # encoded once: search and passes
+            with torch.no_grad():
+                memory = self.model.encode(src, self.model.src_mask(src))
+            # the search keeps the alignment's attention and the confidence's record as
+            # it goes (no second pass)
+            more = (memory, cfg.align and not attention, cfg.confidence)
+        found = self.engine.search(src, cfg, scored, prefix, terms, *more)
+        done = [[Translation(self.detokenize(h.tokens), h.score) for h in hyps]
+                for hyps in found]
+        plan.mark(group, found, done)
+        batch = Searched(src, len(plan.lead), memory, found, done)
+        if cfg.align or attention:
+            attend(self.model, batch, [plan.tokens[i] for i in group], cfg.align, attention,
+                   self.src_tok, self.tgt_tok, self.run.tgt_vocab)
+        if cfg.confidence:
+            twin = self._dropout_twin if cfg.mc_dropout else None
+            confidence.confide(self.model, batch, cfg, self.calibration, twin,
+                               self.run.tgt_vocab, self.tgt_tok)
+        return done
 
     def _tag_id(self, tag: str) -> int:
         """The id of a corpus tag the model was trained with; ConfigError for any other."""
@@ -405,84 +437,6 @@ class Translator:
             have = f"its tags are {', '.join(tags)}" if tags else "it was trained without tags"
             raise ConfigError(f"decode.tag {tag}: not a tag of this model ({have})")
         return self.run.src_vocab.stoi[tag]
-
-    def _attend(self, src: torch.Tensor, tokens: list[list[str]], found: list[list[Hypothesis]],
-                out: list[list[Translation]], lead: int, alignment: bool,
-                attention: AttentionSpec | None, memory: Memory) -> None:
-        """Give each translation of a batch (src (B, S), each row's source tokens after `lead`
-        tag tokens, memory: the model's encode(src)) its word alignment (mt.align) and/or its
-        cross-attention, from one more teacher-forced pass of the decoder over all of them
-        (two when the attention asked for is not the alignment's)."""
-        rows = [b for b, hyps in enumerate(found) for _ in hyps]
-        memory = _rows(memory, rows)
-        outputs = [h.tokens for hyps in found for h in hyps]
-        averaged = shown = [None] * len(rows)  # one teacher-forced pass each, where needed
-        kept = [h.attention for hyps in found for h in hyps]
-        lengths = (src[rows] != PAD).sum(1).tolist()
-        if alignment and attention is None and all(a is not None for a in kept):
-            averaged = [a[:, :n].cpu() for a, n in zip(kept, lengths, strict=True)]  # the search's
-        elif alignment or (attention is not None and attention.averaged):
-            averaged = shown = align.cross_attention(self.model, src[rows], outputs,
-                                                     memory=memory)
-        if attention is not None and not attention.averaged:
-            shown = align.cross_attention(self.model, src[rows], outputs, attention.layer,
-                                          attention.heads, attention.end, memory)
-        words = [align.token_words(t, self.src_tok) for t in tokens] if alignment else []
-        labels = [_labels(t, self.src_tok) for t in tokens] if attention is not None else []
-        translations = (t for ts in out for t in ts)
-        for b, y, w, a, t in zip(rows, outputs, averaged, shown, translations, strict=True):
-            out_tokens = self.run.tgt_vocab.decode(y)
-            if alignment:
-                tgt = align.token_words(out_tokens, self.tgt_tok)
-                t.alignment = align.pharaoh(align.word_alignment(w[:, lead:], words[b], tgt))
-            if attention is not None:  # (..., T, S) without the tag's columns
-                a = a[..., lead:]
-                ends = [SPECIALS[EOS]] if attention.end else []
-                t.attention = Attention(tokens[b], out_tokens + ends,
-                                        _rounded(a.tolist(), attention.decimals),
-                                        labels[b],
-                                        _labels(out_tokens, self.tgt_tok) + ends)
-
-    def _confide(self, src: torch.Tensor, found: list[list[Hypothesis]],
-                 out: list[list[Translation]], lead: int, memory: Memory,
-                 cfg: DecodeConfig) -> None:
-        """Give each translation of a batch its features, its words' probabilities and, with
-        a calibration, its confidence (mt.confidence), from what the search recorded of it
-        (mt.trace; a teacher-forced pass over memory, the search's encoder output, for an
-        engine that records nothing); with decode.mc_dropout, N passes more."""
-        rows = [b for b, hyps in enumerate(found) for _ in hyps]
-        outputs = [h.tokens for hyps in found for h in hyps]
-        traces = [h.trace for hyps in found for h in hyps]
-        if all(tr is not None for tr in traces):
-            lengths = (src[rows] != PAD).sum(1).tolist()
-            feats, lps = confidence.traced_features(traces, outputs, lengths, lead)
-        else:
-            feats, lps = confidence.features(self.model, src[rows], outputs, lead,
-                                             _rows(memory, rows))
-        if cfg.mc_dropout:
-            drawn = confidence.mc_dropout(self._dropout_twin, src[rows], outputs,
-                                          cfg.mc_dropout, cfg.seed)
-            for f, d in zip(feats, drawn, strict=True):
-                f.update(d)
-        cal = self.calibration
-        probs = cal.predict(feats) if cal else [None] * len(feats)
-        for ts in out:
-            if len(ts) > 1:
-                texts = [t.text for t in ts]
-                for t, d in zip(ts, confidence.disagreement(texts), strict=True):
-                    t.features = {"nbest_disagreement": d}
-        translations = (t for ts in out for t in ts)
-        for y, f, lp, p, t in zip(outputs, feats, lps, probs, translations, strict=True):
-            f.update(t.features or {})
-            t.features, t.confidence = f, p
-            t.flags = cal.flags(f) if cal else None
-            words = t.text.split()
-            least = [0.0] * len(words)  # per word, its least likely token's log-probability
-            at = align.token_words(self.run.tgt_vocab.decode(y), self.tgt_tok)
-            for w, v in zip(at, lp, strict=False):  # <eos>'s, last, is no word's
-                if w < len(words):
-                    least[w] = min(least[w], v)
-            t.words = [[word, round(math.exp(v), 4)] for word, v in zip(words, least)]
 
     def detokenize(self, ids: list[int]) -> str:
         """Output ids to one line of text."""
@@ -528,13 +482,18 @@ class Translator:
             yield from self._translate(chunk, scored, cfg, forced, matchers=matchers)
         self.report()
 
+    def warnings(self) -> Warned:
+        """What report() would warn of now: the lines since the last report that were cut to
+        the model's positions, and those that miss a glossary term."""
+        return Warned(self._truncated, self._unkept)
+
     def report(self) -> None:
         """Warn of the lines since the last report that miss a glossary term or were cut to
         the model's positions (one line each), and count afresh."""
-        if self.unkept:
-            warn(unkept_message(self.unkept, self.max_src))
-            self.unkept = 0
-        if self.truncated:
-            warn(f"{self.truncated} source line(s) longer than model.max_positions "
+        if self._unkept:
+            warn(unkept_message(self._unkept, self.max_src))
+            self._unkept = 0
+        if self._truncated:
+            warn(f"{self._truncated} source line(s) longer than model.max_positions "
                  f"({self.max_src} tokens) were truncated")
-            self.truncated = 0
+            self._truncated = 0

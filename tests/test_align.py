@@ -164,7 +164,7 @@ def test_beam_search_keeps_the_alignments_attention_as_it_goes(tiny_run, monkeyp
         def no_pass(*args, **kwargs):
             raise AssertionError("a second, teacher-forced pass")
 
-        monkeypatch.setattr("mt.translator.align.cross_attention", no_pass)
+        monkeypatch.setattr("mt.attention.align.cross_attention", no_pass)
         found = translator.translate_nbest(lines, align=True, **options)
         monkeypatch.undo()
         assert [[(t.text, t.alignment) for t in ts] for ts in found] == [

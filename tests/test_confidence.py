@@ -24,6 +24,7 @@ from mt.confidence import (
     for_run,
     model_inputs,
     spearman,
+    word_probabilities,
 )
 from mt.data import pad
 from mt.errors import CheckpointError
@@ -199,3 +200,11 @@ def test_nbest_disagreement_is_one_minus_the_mean_chrf_of_the_others():
     assert d[0] == pytest.approx(1 - mine)
     assert d[2] > d[0] and d[2] > d[1]  # the odd one out disagrees most
     assert disagreement(["same", "same"]) == [0.0, 0.0]
+
+
+def test_a_words_probability_is_its_least_likely_tokens():
+    # tokens: "New" "Yo" "rk" "now" <eos>; <eos>'s log-probability belongs to no word
+    at, lps = [0, 1, 1, 2], [math.log(0.9), math.log(0.5), math.log(0.25), 0.0, math.log(0.1)]
+    assert word_probabilities("New York now", at, lps) == [["New", 0.9], ["York", 0.25],
+                                                           ["now", 1.0]]
+    assert word_probabilities("", [], [math.log(0.1)]) == []

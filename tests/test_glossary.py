@@ -6,7 +6,16 @@ from __future__ import annotations
 import pytest
 
 from mt.errors import DataError
-from mt.glossary import MAX_TERM_CHARS, Glossary, Matcher, as_glossary, occurrences
+from mt.glossary import (
+    MAX_TERM_CHARS,
+    Glossary,
+    Matcher,
+    Matchers,
+    as_glossary,
+    occurrences,
+    own_glossaries,
+    per_line,
+)
 from mt.vocab import UNK, Vocab
 
 
@@ -103,3 +112,18 @@ def test_a_lines_own_glossary_adds_entries_and_overrides_a_source_terms_target()
     assert again is own  # a glossary that lines repeat is tokenized once
     assert matcher([["a", "b"]], ignore_case=True).extended(
         Glossary.of([["NEW", "new"]])).active(["new"]) == [1]
+
+
+def test_matchers_keep_one_of_an_empty_glossary_for_lines_to_extend():
+    vocab = Vocab(["<pad>", "<unk>", "<bos>", "<eos>", "new", "york"])
+    made = Matchers(Words(), Words(), vocab)
+    empty = made.of(Glossary(()))
+    assert made.of(Glossary(())) is empty and made.of(Glossary(()), True) is not empty
+    full = made.of(Glossary.of([["York", "york"]]))
+    assert full is not made.of(Glossary.of([["York", "york"]])) and full.active(["York"]) == [0]
+    own = own_glossaries([None, [["New", "new"]], Glossary(())], start=5)
+    lines = per_line(empty, own)
+    assert lines[0] is empty and lines[2] is empty and lines[1].active(["New"]) == [0]
+    assert per_line(None, [None, Glossary(())]) == [None, None]
+    with pytest.raises(DataError, match=r"glossaries\[6\]: entry 1"):
+        own_glossaries([None, [["a"]]], start=5)

@@ -120,10 +120,10 @@ def test_translate_stream_keeps_count_and_order_across_chunks(translator, lines,
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(min_value=257, max_value=400))
 def test_lines_over_the_positions_are_truncated_not_fatal(translator, n):
-    before = translator.truncated
+    before = translator.warnings().truncated
     out = translator.translate([" ".join(WORDS[i % 10] for i in range(n)), "one"])
     assert len(out) == 2 and all(one_line(h) for h in out)
-    assert translator.truncated == before + 1
+    assert translator.warnings().truncated == before + 1
 
 
 KEYS = ["model.d_model", "model.n_heads", "model.dropout", "train.lr", "train.max_tokens",

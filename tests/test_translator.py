@@ -206,20 +206,30 @@ def test_the_readme_python_example_runs(tiny_run):
     assert 1 <= len(printed[1:]) <= 2 and all(float(line.split()[0]) < 0 for line in printed[1:])
 
 
+def _translator_class():
+    import ast
+
+    source = (ROOT / "mt" / "translator.py").read_text(encoding="utf-8")
+    return next(n for n in ast.walk(ast.parse(source))
+                if isinstance(n, ast.ClassDef) and n.name == "Translator")
+
+
+def _outside_the_translator() -> list:
+    """Every module of mt/ but mt/translator.py, and the benchmarks."""
+    return [p for p in [*(ROOT / "mt").rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")]
+            if p != ROOT / "mt" / "translator.py"]
+
+
 def test_no_command_assigns_an_attribute_of_a_translator():
     """Translator.load sets up what a command needs (streams, chunk size, decoding defaults):
     no module above the translator assigns one of a Translator's attributes afterwards."""
     import ast
 
-    from conftest import ROOT
-
-    source = (ROOT / "mt" / "translator.py").read_text(encoding="utf-8")
-    cls = next(n for n in ast.walk(ast.parse(source))
-               if isinstance(n, ast.ClassDef) and n.name == "Translator")
+    cls = _translator_class()
     own = {t.attr for n in ast.walk(cls) if isinstance(n, ast.Assign | ast.AugAssign)
            for t in (n.targets if isinstance(n, ast.Assign) else [n.target])
            if isinstance(t, ast.Attribute)}
-    assert {"streams", "chunk_lines", "truncated", "_decoding", "engine"} <= own
+    assert {"streams", "chunk_lines", "_truncated", "_decoding", "engine"} <= own
     found = []
     for path in [*(ROOT / "mt" / "commands").glob("*.py"), *(ROOT / "mt" / "serve").glob("*.py"),
                  ROOT / "mt" / "cli.py"]:
@@ -230,6 +240,38 @@ def test_no_command_assigns_an_attribute_of_a_translator():
                       if isinstance(t, ast.Attribute) and t.attr in own
                       and not (isinstance(t.value, ast.Name) and t.value.id == "self")]
     assert found == []
+
+
+def private_uses(paths, names: set[str]) -> list[str]:
+    """Each read or assignment of an attribute in names of something other than self or cls,
+    as `path:line .name`."""
+    import ast
+
+    return [f"{p.relative_to(p.parents[1])}:{n.lineno} .{n.attr}" for p in paths
+            for n in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+            if isinstance(n, ast.Attribute) and n.attr in names
+            and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))]
+
+
+def test_nothing_outside_the_translator_reads_or_assigns_its_inside(tmp_path):
+    """A Translator's private attributes and methods, and decode_cfg (now the read-only
+    `decoding`), are read or set by no module of mt/ outside mt/translator.py nor by a benchmark:
+    what they need is a public method or property. The check finds a planted use."""
+    import ast
+
+    cls = _translator_class()
+    names = {n.attr for n in ast.walk(cls) if isinstance(n, ast.Attribute)
+             and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    names |= {n.name for n in cls.body if isinstance(n, ast.FunctionDef)}
+    private = {x for x in names if x.startswith("_") and not x.endswith("__")} | {"decode_cfg"}
+    assert {"_decoding", "_truncated", "_unkept", "_cfg", "_translate", "_dropout_twin"} <= private
+    assert private_uses(_outside_the_translator(), private) == []
+    planted = tmp_path / "mt" / "planted.py"
+    planted.parent.mkdir()
+    planted.write_text("def f(translator, d):\n    n = translator._unkept\n"
+                       "    translator.decode_cfg = d\n    return self._cfg(n)\n")
+    assert private_uses([planted], private) == ["mt/planted.py:2 ._unkept",
+                                                "mt/planted.py:3 .decode_cfg"]
 
 
 def test_one_string_instead_of_a_list_of_lines_is_a_type_error_naming_the_fix(tiny_run):

@@ -28,9 +28,9 @@ from mt.commands.options import TranslateOptions
 from mt.config import Config, CorpusConfig, corpus_configs, load_config, override
 from mt.corpus_formats import corpus_format
 from mt.data import corpus_sources
-from mt.ensemble import Paths, as_paths, open_runs
 from mt.errors import ConfigError
 from mt.log import info
+from mt.runs import Paths, as_paths, open_runs
 from mt.textio import atomic_write
 from mt.tokenizers import config_problems
 from mt.train.lineage import record, sha256_of

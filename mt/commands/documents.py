@@ -30,10 +30,10 @@ from mt.document import (
     translate_lines,
 )
 from mt.document.docx import open_docx
-from mt.ensemble import Paths
 from mt.errors import UsageError
 from mt.glossary import Glossary
 from mt.log import warn
+from mt.runs import Paths
 from mt.textio import iter_lines, read_error
 
 DOC_FORMATS = ("auto", "txt", "md", "html", "srt", "docx")  # --doc-format; auto: by EXTENSIONS

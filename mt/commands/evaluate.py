@@ -13,11 +13,11 @@ from mt.commands.options import TranslateOptions
 from mt.commands.output import check_output_path, write_output
 from mt.corpus_formats import FORMATS, CorpusSource, corpus_format, format_of
 from mt.data import read_pairs, split_source
-from mt.ensemble import Paths
 from mt.errors import DataError, UsageError
 from mt.log import info
 from mt.metrics import compare, full_score
 from mt.records import Translation
+from mt.runs import Paths
 from mt.textio import read_lines
 
 SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming that split

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mt.config import override_keys
-from mt.ensemble import Paths
 from mt.glossary import Glossary
+from mt.runs import Paths
 from mt.translator import Translator
 
 

@@ -16,10 +16,10 @@ import torch
 import mt.translator
 from mt.commands.formats import formatted
 from mt.commands.options import TranslateOptions
-from mt.ensemble import Paths
 from mt.errors import MTError
 from mt.glossary import Glossary
 from mt.log import warn
+from mt.runs import Paths
 from mt.threads import threads_for
 from mt.translator import Translator, prefix_mismatch, unkept_message
 
@@ -90,7 +90,7 @@ def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bo
     glossaries, or None), its
     truncated line count, its count of lines missing a glossary term, and the model's
     max_positions (for the warning)."""
-    before = _translator.truncated, _translator.unkept
+    before = _translator.warnings()
     # Exactly one output per line, leaving the stream unfinished: it would warn about its
     # truncated lines and those missing a term (and count afresh) for every chunk; the main
     # process warns once for the whole input.
@@ -98,5 +98,6 @@ def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bo
                                             start, forced and iter(forced), glossary,
                                             glossaries=own and iter(own)),
                                   len(chunk)))
-    return (texts, _translator.truncated - before[0], _translator.unkept - before[1],
+    after = _translator.warnings()
+    return (texts, after.truncated - before.truncated, after.unkept - before.unkept,
             _translator.max_src)

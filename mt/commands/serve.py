@@ -10,9 +10,9 @@ import torch
 
 from mt.commands.info import run_info, tokenizer_info
 from mt.commands.options import TranslateOptions
-from mt.ensemble import Paths, as_paths
 from mt.errors import MTError
 from mt.log import info
+from mt.runs import Paths, as_paths
 from mt.serve import require
 from mt.threads import follow_load
 from mt.translator import Translator

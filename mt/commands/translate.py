@@ -14,11 +14,11 @@ from mt.commands.formats import Screen, formatted
 from mt.commands.heatmap import Pictures, translate_with_attention
 from mt.commands.options import TranslateOptions
 from mt.commands.output import check_input_path, check_output_path, write_output
-from mt.ensemble import Paths, as_paths, open_runs
 from mt.errors import ConfigError, DataError, UsageError
 from mt.glossary import Glossary
 from mt.log import info
 from mt.records import lists
+from mt.runs import Paths, as_paths, open_runs
 from mt.textio import iter_lines
 
 FORMATS = ("text", "jsonl", "html")  # `mt translate --format`; html: mt.commands.documents
