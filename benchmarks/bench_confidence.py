@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.cost:
             cost(ckpt, tests[0], args)
             return
-        options = TranslateOptions("cpu", threads=1)
+        options = TranslateOptions(device="cpu", threads=1)
         r = calibrate(ckpt, str(args.cal[0]), str(args.cal[1]), options, args.threshold)
         print(f"calibrated on {args.cal[0]}: {r['lines']} lines, {100 * r['positives']:.1f}% "
               f"good; in-sample ECE {r['ece']:.3f}, Spearman {r['spearman']:.3f}")

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import functools
+import contextlib
+import dataclasses
 import importlib
-import inspect
 import json
 import os
 import signal
@@ -36,7 +36,24 @@ app.add_typer(data_app, name="data")
 import_app = typer.Typer(no_args_is_help=True, help="Bring in models trained elsewhere.")
 app.add_typer(import_app, name="import")
 
+# Options several commands take, each declared once (the help where it differs is the
+# command's own part).
 DEVICE = typer.Option("auto", "--device", help="auto (CUDA if present), cpu or cuda.")
+JSON = typer.Option(False, "--json", help="Print one JSON object.")
+
+
+def set_option(help: str = "Override a value of the run's config: --set decode.beam=4 (any "
+               "key, as for mt train; the options below are shortcuts for decode.KEY)."):
+    return typer.Option([], "--set", help=help)
+
+
+def threads_option(help: str):
+    return typer.Option(0, "--threads", min=0, max=MAX_THREADS, help=help)
+
+
+def workers_option(default: int, help: str):
+    """--workers, at least default (0: a command's own choice; else 1, this process alone)."""
+    return typer.Option(default, "--workers", min=default, max=MAX_WORKERS, help=help)
 
 
 @app.callback()
@@ -55,8 +72,7 @@ def _device(name: str) -> str:
 @app.command()
 def train(
     config: Path = typer.Argument(None, help="YAML config (see configs/); optional with --resume."),
-    set_: list[str] = typer.Option([], "--set",
-                                   help="Override a config value: --set train.lr=3e-4"),
+    set_: list[str] = set_option("Override a config value: --set train.lr=3e-4"),
     out: Path = typer.Option(None, "--out", help="Run directory (default: runs/CONFIG_NAME)."),
     device: str = DEVICE,
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from last.pt."),
@@ -81,8 +97,8 @@ def distill(
                                           "an ensemble.", metavar="TEACHER..."),
     out: Path = typer.Option(..., "--out", help="The student's run directory; the distilled "
                              "corpora go in OUT/distilled. Run again to resume."),
-    set_: list[str] = typer.Option([], "--set", help="Override a value of the student's "
-                                   "config: --set train.max_minutes=60"),
+    set_: list[str] = set_option("Override a value of the student's config: --set "
+                                 "train.max_minutes=60"),
     original: float = typer.Option(0.0, "--original", min=0.0, max=100.0,
                                    help="Also train on the original corpora, at this weight "
                                    "times theirs (0: the distilled corpora only)."),
@@ -92,12 +108,10 @@ def distill(
     batch_tokens: int = typer.Option(None, "--batch-tokens", min=1,
                                      help="The teachers' source tokens per batch (x beam)."),
     device: str = DEVICE,
-    workers: int = typer.Option(1, "--workers", min=1, max=MAX_WORKERS,
-                                help="Processes translating chunks of the corpora (as mt "
-                                "translate --workers)."),
-    threads: int = typer.Option(0, "--threads", min=0, max=MAX_THREADS,
-                                help="torch threads of each translating process (as mt "
-                                "translate --threads)."),
+    workers: int = workers_option(1, "Processes translating chunks of the corpora (as mt "
+                                  "translate --workers)."),
+    threads: int = threads_option("torch threads of each translating process (as mt "
+                                  "translate --threads)."),
 ) -> None:
     """Distil teachers into a student: translate the student's training sources with the
     teachers (beam search), audit the translations, train the student on them
@@ -105,19 +119,19 @@ def distill(
     from mt.commands.distill import distill as run_distill
     from mt.commands.options import TranslateOptions
 
-    decode = [f"decode.{k}={v}" for k, v in
-              (("beam", beam), ("dtype", dtype), ("batch_tokens", batch_tokens)) if v is not None]
-    options = TranslateOptions(_device(device), "mt", tuple(decode), threads, workers)
-    print(json.dumps(run_distill(config, teachers, out, options, set_, original)))
+    given = {"beam": beam, "dtype": dtype, "batch_tokens": batch_tokens}
+    decode = {key: value for key, value in given.items() if value is not None}
+    options = TranslateOptions(device=_device(device), decode=decode, threads=threads,
+                               workers=workers)
+    with _flags_named(decode):
+        print(json.dumps(run_distill(config, teachers, out, options, set_, original)))
 
 
 @app.command()
 def prepare(
     config: Path = typer.Argument(..., help="YAML config whose training split to prepare."),
-    set_: list[str] = typer.Option([], "--set",
-                                   help="Override a config value: --set data.min_freq=2"),
-    workers: int = typer.Option(0, "--workers", min=0, max=MAX_WORKERS,
-                                help="Tokenizer processes (default: one per available core)."),
+    set_: list[str] = set_option("Override a config value: --set data.min_freq=2"),
+    workers: int = workers_option(0, "Tokenizer processes (default: one per available core)."),
 ) -> None:
     """Tokenize the training corpora into the token cache now (docs/data.md);
     `mt train` on the same data then starts at once. Prints each corpus's cache entry."""
@@ -127,90 +141,68 @@ def prepare(
         print(entry.path)
 
 
-# Decoding options: `--KEY VALUE` is `--set decode.KEY=VALUE` (docs/decoding.md), typed as
-# DecodeConfig types KEY; `-` in the flag for `_` in the key. Adding one is one entry here.
-DECODING = {
-    "beam": "Beam size; 1 is greedy.",
-    "nbest": "Write the N best per input line as index<TAB>score<TAB>text lines (N <= beam).",
-    "length_norm": "Beam scores: gnmt, average or none.",
-    "length_penalty": "GNMT alpha (0 = no penalty).",
-    "min_len": "No end of sentence before this many tokens.",
-    "max_len_a": "Output at most a * source length + b tokens.",
-    "max_len_b": "See --max-len-a.",
-    "batch_tokens": "Source tokens per batch (x beam).",
-    "dtype": "float32; bf16 where the CPU or GPU has native bf16; int8 on a CPU with VNNI/AMX "
-             "(docs/decoding.md).",
-    "no_repeat_ngram": "No output repeats an n-gram of this size (0 = off).",
-    "sampling": "none, or draw each token (back-translation): topk or topp (docs/decoding.md).",
-    "temperature": "Sampling: divide the logits by this (lower is closer to greedy).",
-    "topk": "Sampling topk: draw from the K most likely tokens.",
-    "topp": "Sampling topp: draw from the fewest tokens whose probability reaches P.",
-    "samples": "Sampling: N outputs per input line, in the n-best format when N > 1.",
-    "tag": "Put this corpus tag (e.g. <2de>) before each source line (docs/data.md#tags).",
-    "seed": "Sampling: the seed; one seed gives one set of outputs (on CPU).",
-    "align": "Add Pharaoh i-j word alignments: a tab after each translation (docs/decoding.md).",
-    "confidence": "With --format jsonl: each translation's confidence (0-1, with the run's "
-                  "calibration) and its features (docs/confidence.md).",
-    "mc_dropout": "With --confidence: N more passes with dropout on; each translation gets the "
-                  "mean and variance of its log-probability over them (slow; docs/confidence.md).",
-    "glossary_ignore_case": "With --glossary: match its source terms whatever their case.",
-    "glossary_ordered": "With --glossary: its target terms in the order their source terms "
-                        "occur (docs/terminology.md).",
-    "glossary_mode": "With --glossary: constrain (the search holds its terms), annotate (for a "
-                     "model trained with data.terminology) or both (docs/terminology.md).",
-    "ignore_starters": "Paragraphs: split after punctuation alone, not also where one of the "
-                       "run's sentence starters follows a word (docs/documents.md).",
-}
-
-
-# What mt eval and mt calibrate, which score one output a line, take no option for.
-SCORING_SKIPS = ("nbest", "samples", "align", "confidence", "mc_dropout", "ignore_starters")
-
-
 def _flag(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def _config_overrides(skip: tuple[str, ...] = (), helps: dict[str, str] | None = None):
-    """Give a command that opens a run `--set KEY=VALUE` and the DECODING options (but skip;
-    helps: the command's own text for some), after its --device option. The command gets them
-    as one list, `overrides`: the --set items, then the options given, as items. An error in
-    an option's value names the option."""
+class Decoding(typer.core.TyperCommand):
+    """A command that opens runs to translate. After its --set, it takes a flag --KEY for each
+    DecodeConfig field whose metadata names the command (as --set decode.KEY, typed as the
+    field; docs/decoding.md#options). The command reads those given as one dict,
+    `decoding(ctx)`; a value's ConfigError names its flag."""
+
+    def __init__(self, name: str, *, params: list, **kwargs):
+        at = [p.name for p in params].index("set_") + 1
+        super().__init__(name, params=params[:at] + _decoding_flags(name) + params[at:],
+                         **kwargs)
+
+    def invoke(self, ctx):
+        from mt.config import DecodeConfig
+
+        given = {f.name: ctx.params.pop(f.name) for f in dataclasses.fields(DecodeConfig)
+                 if f.name in ctx.params}
+        ctx.meta["decode"] = {key: value for key, value in given.items() if value is not None}
+        with _flags_named(ctx.meta["decode"]):
+            return super().invoke(ctx)
+
+
+def decoding(ctx: typer.Context) -> dict[str, object]:
+    """The decoding options given to a Decoding command, {"beam": 5}."""
+    return ctx.meta["decode"]
+
+
+def _decoding_flags(command: str) -> list:
+    """The flags of the DecodeConfig fields that name command, made as Typer makes an option
+    from a parameter `KEY: TYPE | None = typer.Option(None, "--KEY", help=...)`."""
+    from typer.models import ParamMeta
+
     from mt.config import DecodeConfig
 
     types = typing.get_type_hints(DecodeConfig)
-    kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    added = [inspect.Parameter("set_", kind, annotation=list[str], default=typer.Option(
-        [], "--set", help="Override a value of the run's config: --set decode.beam=4 (any "
-        "key, as for mt train; the options below are shortcuts for decode.KEY)."))]
-    # A Literal key's values are checked by mt.config, as any --set item's (exit 3), not by Typer
-    plain = {key: str if typing.get_origin(t) is typing.Literal else t for key, t in types.items()}
-    added += [inspect.Parameter(key, kind, annotation=plain[key] | None,
-                                default=typer.Option(None, _flag(key), help=text))
-              for key, text in {**DECODING, **(helps or {})}.items() if key not in skip]
+    make = getattr(typer.main, "_get_param", None) or (  # its name before Typer 0.2x
+        lambda meta: typer.main.get_click_param(meta)[0])
+    flags = []
+    for f in dataclasses.fields(DecodeConfig):
+        if command in f.metadata["commands"]:
+            # a Literal's values are checked by mt.config, as any --set item's (exit 3)
+            kind = str if typing.get_origin(types[f.name]) is typing.Literal else types[f.name]
+            text = f.metadata["serve_help" if command == "serve" else "help"]
+            flags.append(make(ParamMeta(name=f.name, annotation=kind | None, default=typer.Option(
+                None, _flag(f.name), help=text))))
+    return flags
 
-    def decorate(command):
-        own = [p for p in inspect.signature(command).parameters.values()
-               if p.name != "overrides"]
-        at = [p.name for p in own].index("device") + 1
 
-        @functools.wraps(command)
-        def with_overrides(set_: list[str], **options):
-            given = {key: options.pop(key) for key in DECODING if key in options}
-            shortcuts = {f"decode.{key}={value}": f"{_flag(key)} {value}"
-                         for key, value in given.items() if value is not None}
-            try:
-                return command(overrides=[*set_, *shortcuts], **options)
-            except ConfigError as e:  # mt.config blames `--set ITEM: ...`: name the option
-                for item, option in shortcuts.items():
-                    if str(e).startswith(f"--set {item}: "):
-                        raise ConfigError(option + str(e)[len(f"--set {item}"):]) from None
-                raise
+@contextlib.contextmanager
+def _flags_named(decode: dict[str, object]):
+    """An OptionError about an option given as a flag names the flag: `--beam 0: ...`."""
+    from mt.config import OptionError
 
-        with_overrides.__signature__ = inspect.Signature(own[:at] + added + own[at:])
-        return with_overrides
-
-    return decorate
+    try:
+        yield
+    except OptionError as e:
+        if e.key not in decode:
+            raise
+        raise ConfigError(f"{_flag(e.key)} {decode[e.key]}: {e.problem}") from None
 
 
 def _one_of(allowed: str):
@@ -243,9 +235,9 @@ GLOSSARY_HELP = ("A glossary, source term<TAB>target term a line: each output ho
                  "docs/terminology.md).")
 
 
-@app.command("eval")
-@_config_overrides(skip=SCORING_SKIPS)
+@app.command("eval", cls=Decoding)
 def evaluate(
+    ctx: typer.Context,
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     split: str = typer.Option("test", "--split", callback=_one_of("mt.commands.evaluate:SPLITS"),
                               help="val or test split of the run's data."),
@@ -256,14 +248,14 @@ def evaluate(
                               "format; .gz allowed but for parquet), keyed by the run's "
                               "languages."),
     output: str = typer.Option(None, "--output", help="Also write the translations here."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = JSON,
     device: str = DEVICE,
+    set_: list[str] = set_option(),
     engine: str = ENGINE,
     metrics: list[str] = typer.Option([], "--metrics", callback=_one_of("mt.metrics:EXTRA_METRICS"),
                                       help="Add a metric: ter."),
-    threads: int = typer.Option(0, "--threads", min=0, max=MAX_THREADS,
-                                help="torch threads, fixed, in one stream; 0: one stream of "
-                                "one thread per core, decoding batches side by side."),
+    threads: int = threads_option("torch threads, fixed, in one stream; 0: one stream of one "
+                                  "thread per core, decoding batches side by side."),
     glossary: str = typer.Option(None, "--glossary", help=GLOSSARY_HELP + " Adds the term "
                                  "use rate."),
     compare: bool = typer.Option(False, "--compare", help="Each RUN a system (not an "
@@ -277,7 +269,6 @@ def evaluate(
     hyps: list[str] = typer.Option([], "--hyp", help="--compare: a system already "
                                    "translated, one line per source line (an ensemble, "
                                    "another beam, another toolkit's), after the RUNs."),
-    overrides: list[str] = (),
 ) -> None:
     """Translate a test set and score it with sacreBLEU (BLEU, chrF and variants).
 
@@ -285,53 +276,30 @@ def evaluate(
     extra) on lowercased Moses tokens, each with its signature; --metrics ter adds TER.
     Several RUNs are one ensemble; with --compare, each is a system of its own.
     """
-    from mt.commands.evaluate import compare_runs, compare_table
-    from mt.commands.evaluate import evaluate as run_eval
+    from mt.commands.evaluate import eval_command, report
     from mt.commands.options import TranslateOptions
 
-    options = TranslateOptions(_device(device), engine, tuple(overrides), threads,
-                               glossary=glossary)
-    if hyps and not compare:
-        raise UsageError("eval", "'--hyp'", "it gives a system to compare: add --compare")
-    if compare:
-        if len(runs) + len(hyps) < 2:
-            raise UsageError("eval", "'--compare'", "give two or more systems (RUNs, then "
-                             "--hyp files), the first the baseline")
-        if output or metrics:
-            raise UsageError("eval", "'--compare'", "not with --output or --metrics")
-        r = compare_runs(runs, split, src, ref, options, resamples, bootstrap_seed, hyps,
-                         pairs)
-        print(json.dumps(r) if as_json else compare_table(r))
-        return
-    r = run_eval(runs, split, src, ref, output, options, metrics, pairs)
-    if as_json:
-        print(json.dumps(r))
-        return
-    for key, name in (("bleu", "BLEU"), ("chrf", "chrF"), ("bleu_lc", "BLEU lowercased"),
-                      ("bleu_tok_lc", "BLEU tokenized lowercased"),
-                      ("bleu_moses_lc", "BLEU Moses-tokenized lowercased"), ("ter", "TER")):
-        if key in r:
-            print(f"{name} = {r[key]:.2f}  {r[key + '_signature']}")
-    if "term_use" in r:
-        print(f"term use rate = {r['term_use']:.2f}%  ({r['terms_active']} active glossary "
-              "entries)")
+    options = TranslateOptions(device=_device(device), engine=engine, overrides=tuple(set_),
+                               decode=decoding(ctx), threads=threads, glossary=glossary)
+    r = eval_command(runs, split, src, ref, pairs, output, options, metrics, compare,
+                     resamples, bootstrap_seed, hyps)
+    print(json.dumps(r) if as_json else report(r))
 
 
-@app.command()
-@_config_overrides(skip=SCORING_SKIPS)
+@app.command(cls=Decoding)
 def calibrate(
+    ctx: typer.Context,
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
     src: str = typer.Option(..., "--src", help="Held-out source lines (not the test set)."),
     ref: str = typer.Option(..., "--ref", help="Their reference translations."),
     threshold: float = typer.Option(50.0, "--threshold", help="Sentence chrF a line must "
                                     "reach to count as good: the confidence is P(chrF >= "
                                     "this)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = JSON,
     device: str = DEVICE,
-    threads: int = typer.Option(0, "--threads", min=0, max=MAX_THREADS,
-                                help="torch threads, fixed, in one stream; 0: one stream of "
-                                "one thread per core."),
-    overrides: list[str] = (),
+    set_: list[str] = set_option(),
+    threads: int = threads_option("torch threads, fixed, in one stream; 0: one stream of one "
+                                  "thread per core."),
 ) -> None:
     """Fit the run's confidence on a held-out set and keep it in the run directory.
 
@@ -340,21 +308,18 @@ def calibrate(
     as calibration.json beside the checkpoint (docs/confidence.md).
     """
     from mt.commands.calibrate import calibrate as run_calibrate
+    from mt.commands.calibrate import report
     from mt.commands.options import TranslateOptions
 
-    options = TranslateOptions(_device(device), "mt", tuple(overrides), threads)
+    options = TranslateOptions(device=_device(device), overrides=tuple(set_),
+                               decode=decoding(ctx), threads=threads)
     r = run_calibrate(run, src, ref, options, threshold)
-    if as_json:
-        print(json.dumps(r))
-        return
-    print(f"calibration: {r['path']} ({r['lines']} lines, {100 * r['positives']:.1f}% at or "
-          f"above chrF {r['threshold']:g}; on those lines: ECE {r['ece']:.3f}, Spearman "
-          f"{r['spearman']:.3f} with chrF)")
+    print(json.dumps(r) if as_json else report(r))
 
 
-@app.command()
-@_config_overrides()
+@app.command(cls=Decoding)
 def translate(
+    ctx: typer.Context,
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     input: str = typer.Option("-", "-i", "--input",
                               help="Source text, one sentence a line; - is stdin."),
@@ -367,6 +332,7 @@ def translate(
                                      "term in both)."),
     output: str = typer.Option("-", "-o", "--output", help="Where translations go; - is stdout."),
     device: str = DEVICE,
+    set_: list[str] = set_option(),
     attention: Path = typer.Option(None, "--attention", help="Also draw each line's "
                                    "cross-attention as DIR/NNNN.png (line NNNN; at most 100 "
                                    "lines; needs matplotlib)."),
@@ -396,19 +362,16 @@ def translate(
                                "line (empty: none): each output starts with its prefix, "
                                "forced and scored (docs/decoding.md)."),
     glossary: str = typer.Option(None, "--glossary", help=GLOSSARY_HELP),
-    workers: int = typer.Option(1, "--workers", min=1, max=MAX_WORKERS,
-                                help="Processes translating chunks of the input, each with "
-                                "the available cores shared out as torch threads; output in "
-                                "order. Not with --engine ctranslate2."),
+    workers: int = workers_option(1, "Processes translating chunks of the input, each with the "
+                                  "available cores shared out as torch threads; output in "
+                                  "order. Not with --engine ctranslate2."),
     min_confidence: float = typer.Option(None, "--min-confidence", min=0.0, max=1.0,
                                          help="Write an empty line for each line whose "
                                          "confidence (the run's calibration, mt calibrate) "
                                          "is below this; count them on stderr."),
-    threads: int = typer.Option(0, "--threads", min=0, max=MAX_THREADS,
-                                help="torch threads of each process, fixed; 0: with one "
-                                "process one stream of one thread per core, decoding batches "
-                                "side by side; with workers the cores shared out."),
-    overrides: list[str] = (),
+    threads: int = threads_option("torch threads of each process, fixed; 0: with one process "
+                                  "one stream of one thread per core, decoding batches side "
+                                  "by side; with workers the cores shared out."),
 ) -> None:
     """Translate line by line: exactly one output line per input line, in order.
 
@@ -420,35 +383,29 @@ def translate(
     from mt.commands.options import TranslateOptions
     from mt.commands.translate import translate as run_translate
 
-    options = TranslateOptions(_device(device), engine, tuple(overrides), threads, workers,
-                               output_format, prefix, glossary, split_sentences,
-                               tuple(keep), doc_format, min_confidence, input_format)
+    options = TranslateOptions(
+        device=_device(device), engine=engine, overrides=tuple(set_), decode=decoding(ctx),
+        threads=threads, workers=workers, output_format=output_format, prefix=prefix,
+        glossary=glossary, split=split_sentences, keep=tuple(keep), doc_format=doc_format,
+        min_confidence=min_confidence, input_format=input_format)
     pictures = None if attention is None else Pictures(attention, attention_layer,
                                                        attention_heads)
     run_translate(runs, input, output, options, pictures)
 
 
-# What a server's answer holds, where `mt translate` writes lines (docs/serve.md).
-SERVE_HELPS = {
-    "nbest": 'Give the N best per line as a JSON list, "nbest" (N <= beam).',
-    "samples": 'Sampling: N outputs per line, as a JSON list ("nbest") when N > 1.',
-    "align": 'Add Pharaoh i-j word alignments: "alignment" beside each translation.',
-}
-
-
-@app.command()
-@_config_overrides(helps=SERVE_HELPS)
+@app.command(cls=Decoding)
 def serve(
+    ctx: typer.Context,
     runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; 0.0.0.0: "
                              "every interface (reachable from other machines)."),
     port: int = typer.Option(8000, "--port", min=0, max=65535,
                              help="Port to listen on; 0: one the system picks (printed)."),
     device: str = DEVICE,
+    set_: list[str] = set_option(),
     engine: str = ENGINE,
-    threads: int = typer.Option(0, "--threads", min=0, max=MAX_THREADS,
-                                help="torch threads, fixed; 0: the cores, fewer while other "
-                                "processes keep some busy."),
+    threads: int = threads_option("torch threads, fixed; 0: the cores, fewer while other "
+                                  "processes keep some busy."),
     max_lines: int = typer.Option(100, "--max-lines", min=1, max=10**6,
                                   help="Lines one request may hold (413 beyond)."),
     max_chars: int = typer.Option(20_000, "--max-chars", min=1, max=10**9,
@@ -471,7 +428,6 @@ def serve(
     full_info: bool = typer.Option(False, "--full-info", help="GET /info and the page also "
                                    "tell where the model is on this host (its paths, data and "
                                    "lineage), as `mt info --json` does."),
-    overrides: list[str] = (),
 ) -> None:
     """Keep the model loaded and translate over HTTP: POST /translate (JSON), GET /health,
     GET /info, and a page at / to try it (docs/serve.md).
@@ -484,7 +440,9 @@ def serve(
     from mt.commands.serve import ServeOptions
     from mt.commands.serve import serve as run_server
 
-    run_server(runs, TranslateOptions(_device(device), engine, tuple(overrides), threads),
+    options = TranslateOptions(device=_device(device), engine=engine, overrides=tuple(set_),
+                               decode=decoding(ctx), threads=threads)
+    run_server(runs, options,
                ServeOptions(host, port, max_lines, max_chars, batch_wait_ms, api_key_file,
                             lines_per_minute, grace, full_info))
 
@@ -597,7 +555,7 @@ def plot(
 @app.command()
 def info(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = JSON,
 ) -> None:
     """Describe a run or checkpoint: model, parameters, vocabularies, steps, best result.
 
@@ -683,9 +641,6 @@ def data_sacrebleu(
     if list_:
         print(list_test_sets(langs))
         return
-    for option, value in (("'-t'", test_set), ("'-l'", langs)):
-        if value is None:
-            raise UsageError("data sacrebleu", option, "needed (or --list)")
     print(json.dumps(sacrebleu_test_set(test_set, langs, dest)))
 
 
@@ -693,8 +648,8 @@ def data_sacrebleu(
 def data_check(
     config: Path = typer.Argument(None, help="YAML config: audit its training split against "
                                   "its val and test sets. Or give --src and --tgt."),
-    set_: list[str] = typer.Option([], "--set", help="Override a config value: --set "
-                                   "data.max_len=50 --set data.filter.max_ratio=2"),
+    set_: list[str] = set_option("Override a config value: --set data.max_len=50 --set "
+                                 "data.filter.max_ratio=2"),
     src: Path = typer.Option(None, "--src", help="Training source file (instead of CONFIG)."),
     tgt: Path = typer.Option(None, "--tgt", help="Training target file, with --src."),
     val_src: Path = typer.Option(None, "--val-src", help="A validation source file, to count "
@@ -702,7 +657,7 @@ def data_check(
     val_tgt: Path = typer.Option(None, "--val-tgt", help="Its target file."),
     test_src: Path = typer.Option(None, "--test-src", help="A test source file, likewise."),
     test_tgt: Path = typer.Option(None, "--test-tgt", help="Its target file."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    as_json: bool = JSON,
 ) -> None:
     """Audit a parallel corpus: empty sides, over-long pairs, length-ratio outliers, duplicates,
     copies, invalid UTF-8, control characters, overlap with val and test (docs/data.md)."""

@@ -8,7 +8,7 @@ import math
 import re
 import types
 import typing
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -80,6 +80,19 @@ class DataConfig:
     filter: FilterConfig = field(default_factory=FilterConfig)
     terminology: TerminologyConfig = field(default_factory=TerminologyConfig)
 
+    def problems(self) -> Iterator[Problem]:
+        """Its own ranges (its tokenizer's and corpora's are checked on their own)."""
+        yield from _failed([
+            ("data.max_len", self.max_len > 0, "data.max_len must be positive"),
+            ("data.filter.max_ratio", self.filter.max_ratio == 0 or self.filter.max_ratio >= 1,
+             "data.filter.max_ratio must be 0 (off) or at least 1"),
+            ("data.min_freq", self.min_freq >= 1, "data.min_freq must be at least 1"),
+            ("data.terminology.prob", 0.0 < self.terminology.prob <= 1.0,
+             "data.terminology.prob must be in (0, 1]"),
+            ("data.max_size", self.max_size >= 0,
+             "data.max_size must be 0 (no limit) or positive"),
+        ])
+
 
 @dataclass
 class ModelConfig:
@@ -106,6 +119,29 @@ class ModelConfig:
     logits_bias: bool = False  # a fixed (untrained) bias on the output logits, Marian's
     # The decoder's first input: <bos>, or <pad> (Marian's, whose vocabularies have no <bos>)
     decoder_start: Literal["bos", "pad"] = "bos"
+
+    def problems(self) -> Iterator[Problem]:
+        heads = max(self.n_heads, 1)
+        yield from _failed([
+            ("model.d_model", self.d_model > 0, "model.d_model must be positive"),
+            ("model.n_heads", self.n_heads > 0, "model.n_heads must be positive"),
+            (("model.d_model", "model.n_heads"), self.d_model % heads == 0,
+             f"model.d_model ({self.d_model}) must be divisible by model.n_heads "
+             f"({self.n_heads})"),
+            (("model.n_enc_layers", "model.n_dec_layers"),
+             self.n_enc_layers > 0 and self.n_dec_layers > 0,
+             "model.n_enc_layers and model.n_dec_layers must be positive"),
+            ("model.d_ff", self.d_ff > 0, "model.d_ff must be positive"),
+            ("model.dropout", 0.0 <= self.dropout < 1.0, "model.dropout must be in [0, 1)"),
+            ("model.attention_dropout",
+             self.attention_dropout is None or 0.0 <= self.attention_dropout < 1.0,
+             "model.attention_dropout must be in [0, 1), or null for model.dropout"),
+            ("model.activation_dropout",
+             self.activation_dropout is None or 0.0 <= self.activation_dropout < 1.0,
+             "model.activation_dropout must be in [0, 1), or null for model.dropout"),
+            ("model.max_positions", self.max_positions > 0,
+             "model.max_positions must be positive"),
+        ])
 
 
 @dataclass
@@ -143,43 +179,178 @@ class TrainConfig:
     # best.pt and ckpt.STEP.pt use the average; last.pt keeps the raw weights and the average.
     ema_decay: float = 0.0
 
+    def problems(self) -> Iterator[Problem]:
+        t = self
+        yield from _failed([
+            ("train.max_tokens", t.max_tokens > 0, "train.max_tokens must be positive"),
+            ("train.max_epochs", t.max_epochs > 0, "train.max_epochs must be positive"),
+            ("train.max_steps", t.max_steps >= 0,
+             "train.max_steps must be 0 (no limit) or positive"),
+            ("train.lr", t.lr > 0, "train.lr must be positive"),
+            ("train.warmup", t.warmup >= 0, "train.warmup must be 0 or positive"),
+            (("train.schedule", "train.max_steps", "train.max_minutes", "train.warmup"),
+             t.schedule == "inverse_sqrt" or t.max_steps > t.warmup or t.max_minutes > 0,
+             f"train.schedule: {t.schedule} decays to zero at train.max_steps or "
+             "train.max_minutes: set max_steps above train.warmup, or max_minutes"),
+            ("train.label_smoothing", 0.0 <= t.label_smoothing < 1.0,
+             "train.label_smoothing must be in [0, 1)"),
+            ("train.clip_norm", t.clip_norm >= 0, "train.clip_norm must be 0 (off) or positive"),
+            ("train.eval_every", t.eval_every > 0, "train.eval_every must be positive"),
+            ("train.log_every", t.log_every > 0, "train.log_every must be positive"),
+            ("train.patience", t.patience >= 0, "train.patience must be 0 (off) or positive"),
+            (("train.metric", "train.eval_bleu"), t.metric != "bleu" or t.eval_bleu,
+             "train.metric: bleu needs train.eval_bleu: true"),
+            ("train.threads", t.threads >= 0, "train.threads must be 0 (default) or positive"),
+            ("train.accum_steps", t.accum_steps >= 1, "train.accum_steps must be at least 1"),
+            ("train.keep_checkpoints", t.keep_checkpoints >= 0,
+             "train.keep_checkpoints must be 0 (off) or positive"),
+            ("train.max_minutes", t.max_minutes >= 0,
+             "train.max_minutes must be 0 (no budget) or positive"),
+            ("train.ema_decay", 0.0 <= t.ema_decay < 1.0,
+             "train.ema_decay must be in [0, 1) (0 = off; e.g. 0.9999)"),
+        ])
+
+
+# What a check finds wrong: the keys whose values it is about, and the message. The error is
+# blamed on the last `--set` item that gave one of those values, else on the config file.
+Problem = tuple[str | tuple[str, ...], str]
+
+
+# Who takes a decoding option besides `--set decode.KEY` (docs/decoding.md#options): the
+# commands with its flag --KEY, and REQUEST, a field of `mt serve`'s requests. The options
+# about the outputs of a line (several, aligned, scored) are not for eval and calibrate,
+# which score one output a line; batch_tokens and dtype stay the server's (its memory, and
+# the weights' dtype chosen when the model loads).
+REQUEST = "request"
+EVERYWHERE = ("translate", "serve", "eval", "calibrate", REQUEST)
+LINES = ("translate", "serve", REQUEST)
+COMMANDS = ("translate", "serve", "eval", "calibrate")
+
+
+def option(default: object, help: str, *, serve_help: str | None = None,
+           commands: tuple[str, ...] = EVERYWHERE, **bounds: object) -> typing.Any:
+    """A DecodeConfig field: its default, and as metadata its flag's help (serve_help: mt
+    serve's, where its answer differs from the lines mt translate writes), who takes it
+    (commands) and its range, checked by DecodeConfig.problems: ge, gt, le; off: a value
+    outside them meaning off; must: the range's words in the error where they are not the
+    plain ones; limit: the largest value, since it sizes what is allocated (with the other
+    bounds of docs/configuration.md#bounds)."""
+    return field(default=default, metadata={"help": help, "serve_help": serve_help or help,
+                                            "commands": commands, **bounds})
+
+
+def _range_words(m: typing.Mapping[str, object]) -> str:
+    """What a value outside a field's range must be, as its error says it."""
+    if "must" in m:
+        return str(m["must"])
+    if "gt" in m and "le" in m:
+        return f"in ({m['gt']}, {m['le']}]"
+    if "gt" in m:
+        return "positive" if m["gt"] == 0 else f"above {m['gt']}"
+    return "0 or positive" if m["ge"] == 0 else f"at least {m['ge']}"
+
+
+def _in_range(value: float, m: typing.Mapping[str, object]) -> bool:
+    return ("off" in m and value == m["off"]) or (
+        value >= m.get("ge", -math.inf) and value > m.get("gt", -math.inf)
+        and value <= m.get("le", math.inf))
+
 
 @dataclass
 class DecodeConfig:
-    beam: int = 1  # 1 = greedy
-    nbest: int = 1  # hypotheses kept per sentence, best first (at most beam)
-    length_norm: LengthNorm = "gnmt"  # gnmt: score / ((5 + len) / 6) ** alpha; average: / len; none
-    length_penalty: float = 0.6  # alpha of gnmt (0 = none); larger favours longer outputs
-    min_len: int = 0  # no <eos> before this many output tokens (the max length still wins)
-    max_len_a: float = 1.5  # output at most a * src_len + b tokens
-    max_len_b: int = 10
-    batch_tokens: int = 4096  # source tokens per decoding batch, times beam (bounds memory)
-    dtype: DecodeDtype = "float32"  # weights and activations while decoding (mt.int8 for int8)
-    no_repeat_ngram: int = 0  # no output repeats an n-gram of this size (0 = off)
-    sampling: Sampling = "none"  # draw each token: from the topk best, or the topp nucleus
-    temperature: float = 1.0  # sampling: logits / temperature (lower is closer to greedy)
-    topk: int = 10
-    topp: float = 0.9
-    samples: int = 1  # sampling: outputs per line (n-best format when > 1)
-    seed: int = 0  # sampling: one seed, one set of outputs (docs/decoding.md)
-    tag: str = ""  # put before each source line: one of the model's corpus tags, e.g. <2de>
-    align: bool = False  # Pharaoh word alignments with each translation (docs/decoding.md)
+    """How a run translates. Each field is one decoding option: `--set decode.KEY`, the flag
+    --KEY of the commands its metadata names, a field of mt serve's requests (docs/decoding.md's
+    table lists them; docs/development.md: adding one)."""
+
+    beam: int = option(1, "Beam size; 1 is greedy.", ge=1, limit=1024)
+    # hypotheses kept per sentence, best first (at most beam)
+    nbest: int = option(1, "Write the N best per input line as index<TAB>score<TAB>text lines "
+                        "(N <= beam).", serve_help='Give the N best per line as a JSON list, '
+                        '"nbest" (N <= beam).', commands=LINES)
+    # gnmt: score / ((5 + len) / 6) ** alpha; average: / len; none
+    length_norm: LengthNorm = option("gnmt", "Beam scores: gnmt, average or none.")
+    # alpha of gnmt (0 = none); larger favours longer outputs
+    length_penalty: float = option(0.6, "GNMT alpha (0 = no penalty).", ge=0)
+    # no <eos> before this many output tokens (the max length still wins)
+    min_len: int = option(0, "No end of sentence before this many tokens.", ge=0)
+    max_len_a: float = option(1.5, "Output at most a * source length + b tokens.")
+    max_len_b: int = option(10, "See --max-len-a.")
+    # source tokens per decoding batch, times beam (bounds memory)
+    batch_tokens: int = option(4096, "Source tokens per batch (x beam).", gt=0,
+                               commands=COMMANDS)
+    # weights and activations while decoding (mt.int8 for int8)
+    dtype: DecodeDtype = option("float32", "float32; bf16 where the CPU or GPU has native "
+                                "bf16; int8 on a CPU with VNNI/AMX (docs/decoding.md).",
+                                commands=COMMANDS)
+    no_repeat_ngram: int = option(0, "No output repeats an n-gram of this size (0 = off).",
+                                  ge=0, must="0 (off) or positive")
+    # draw each token: from the topk best, or the topp nucleus
+    sampling: Sampling = option("none", "none, or draw each token (back-translation): topk or "
+                                "topp (docs/decoding.md).")
+    temperature: float = option(1.0, "Sampling: divide the logits by this (lower is closer to "
+                                "greedy).", gt=0)
+    topk: int = option(10, "Sampling topk: draw from the K most likely tokens.", gt=0)
+    topp: float = option(0.9, "Sampling topp: draw from the fewest tokens whose probability "
+                         "reaches P.", gt=0, le=1)
+    samples: int = option(1, "Sampling: N outputs per input line, in the n-best format when "
+                          "N > 1.", serve_help='Sampling: N outputs per line, as a JSON list '
+                          '("nbest") when N > 1.', commands=LINES, ge=1, limit=1024)
+    seed: int = option(0, "Sampling: the seed; one seed gives one set of outputs (on CPU).")
+    # one of the model's corpus tags
+    tag: str = option("", "Put this corpus tag (e.g. <2de>) before each source line "
+                      "(docs/data.md#tags).")
+    align: bool = option(False, "Add Pharaoh i-j word alignments: a tab after each "
+                         "translation (docs/decoding.md).", serve_help="Add Pharaoh i-j word "
+                         'alignments: "alignment" beside each translation.', commands=LINES)
     # per-sentence features and (with the run's calibration) a confidence, recorded by the
     # search (docs/confidence.md)
-    confidence: bool = False
-    # with confidence: N teacher-forced passes with dropout on give each output the mean and
-    # the variance of its mean token log-probability (Monte Carlo dropout); 0 = off
-    mc_dropout: int = 0
-    # with a glossary (docs/terminology.md): its source terms match whatever their case; its
-    # target terms must come in the order their source terms occur in the line
-    glossary_ignore_case: bool = False
-    glossary_ordered: bool = False
-    # how a glossary is kept: constrain (the search holds its terms), annotate (its terms
-    # written into the source, for a model trained with data.terminology), or both
-    glossary_mode: GlossaryMode = "constrain"
-    # paragraphs (documents, serve, --split-sentences) split after punctuation alone; by default
-    # a sentence also begins where one of the run's sentence starters follows a word
-    ignore_starters: bool = False
+    confidence: bool = option(False, "With --format jsonl: each translation's confidence (0-1, "
+                              "with the run's calibration) and its features "
+                              "(docs/confidence.md).", commands=LINES)
+    # Monte Carlo dropout: N teacher-forced passes with dropout on
+    mc_dropout: int = option(0, "With --confidence: N more passes with dropout on; each "
+                             "translation gets the mean and variance of its log-probability "
+                             "over them (slow; docs/confidence.md).", commands=LINES, ge=2,
+                             off=0, must="0 (off) or at least 2 passes (a variance needs two)",
+                             limit=1024)
+    glossary_ignore_case: bool = option(False, "With --glossary: match its source terms "
+                                        "whatever their case.")
+    glossary_ordered: bool = option(False, "With --glossary: its target terms in the order "
+                                    "their source terms occur (docs/terminology.md).")
+    # annotate: the terms written into the source, for a model trained with data.terminology
+    glossary_mode: GlossaryMode = option("constrain", "With --glossary: constrain (the search "
+                                         "holds its terms), annotate (for a model trained with "
+                                         "data.terminology) or both (docs/terminology.md).")
+    # paragraphs (documents, serve, --split-sentences): by default a sentence also begins
+    # where one of the run's sentence starters follows a word
+    ignore_starters: bool = option(False, "Paragraphs: split after punctuation alone, not also "
+                                   "where one of the run's sentence starters follows a word "
+                                   "(docs/documents.md).", commands=LINES)
+
+    def problems(self) -> Iterator[Problem]:
+        """Each field's range (its metadata), then the options that need each other."""
+        for f in dataclasses.fields(self):
+            if not any(k in f.metadata for k in ("ge", "gt", "le")):
+                continue
+            if not _in_range(getattr(self, f.name), f.metadata):
+                yield f"decode.{f.name}", f"decode.{f.name} must be {_range_words(f.metadata)}"
+        checks = [
+            (("decode.nbest", "decode.beam"), 1 <= self.nbest <= self.beam,
+             f"decode.nbest ({self.nbest}) must be between 1 and decode.beam ({self.beam})"),
+            (("decode.max_len_a", "decode.max_len_b"), self.max_len_a >= 0 and self.max_len_b >= 0,
+             "decode.max_len_a and decode.max_len_b must be non-negative"),
+            (("decode.max_len_a", "decode.max_len_b"), self.max_len_a > 0 or self.max_len_b > 0,
+             "decode.max_len_a and decode.max_len_b are both 0; make one positive"),
+            (("decode.mc_dropout", "decode.confidence"), self.mc_dropout == 0 or self.confidence,
+             "decode.mc_dropout needs decode.confidence (--confidence): its passes are "
+             "confidence features"),
+            (("decode.samples", "decode.sampling"), self.samples == 1 or self.sampling != "none",
+             "decode.samples > 1 needs decode.sampling topk or topp (for several beam outputs, "
+             "decode.nbest)"),
+            (("decode.sampling", "decode.beam"), self.sampling == "none" or self.beam == 1,
+             "decode.sampling draws one token at a time: it needs decode.beam 1"),
+        ]
+        yield from _failed(checks)
 
 
 @dataclass
@@ -199,9 +370,6 @@ class Config:
         Path(path).write_text(yaml.safe_dump(self.to_dict(), sort_keys=False), encoding="utf-8")
 
 
-# What a check finds wrong: the keys whose values it is about, and the message. The error is
-# blamed on the last `--set` item that gave one of those values, else on the config file.
-Problem = tuple[str | tuple[str, ...], str]
 Check = Callable[[Config], Iterable[Problem]]
 
 
@@ -252,6 +420,34 @@ def override(cfg: Config, overrides: Sequence[str], where: str) -> Config:
     for item in overrides:
         _apply_override(raw, item)
     return _checked(raw, blamer(where, overrides))
+
+
+class OptionError(ConfigError):
+    """A decoding option's value refused by with_decode: its message blames `where`; key: the
+    option blamed (None where the error is about none of those given)."""
+
+    def __init__(self, where: str, problem: str, key: str | None):
+        super().__init__(f"{where}: {problem}")
+        self.problem, self.key = problem, key
+
+
+def with_decode(decode: DecodeConfig, options: Mapping[str, object],
+                where: str = "Translator options") -> DecodeConfig:
+    """decode with the options' fields replaced (`beam=5`), each typed as its field, then
+    checked as a config's decode section is; a wrong key, type or range is an OptionError
+    blamed on the last option given among those its check reads."""
+    fields = {}
+    for key, value in options.items():
+        try:
+            fields.update(_fields_from(DecodeConfig, {key: value}, lambda _: where, "decode."))
+        except ConfigError as e:
+            raise OptionError(where, str(e).removeprefix(f"{where}: "), key) from None
+    decode = dataclasses.replace(decode, **fields)
+    for keys, message in list(_bound_problems(decode, "decode.")) or decode.problems():
+        keys = (keys,) if isinstance(keys, str) else keys
+        given = [key for key in options if f"decode.{key}" in keys]
+        raise OptionError(where, message, given[-1] if given else None)
+    return decode
 
 
 def override_keys(overrides: Sequence[str]) -> set[str]:
@@ -341,6 +537,11 @@ def _dataclass_from(cls, raw: object, blame: Callable[[str], str], prefix: str):
     if not isinstance(raw, dict):
         raise ConfigError(f"{blame(section)}: '{section}' must be a section (a mapping); "
                           "see configs/ for examples")
+    return cls(**_fields_from(cls, raw, blame, prefix))
+
+
+def _fields_from(cls, raw: dict, blame: Callable[[str], str], prefix: str) -> dict:
+    """The fields of the config dataclass cls that a mapping gives, every value type-checked."""
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     kwargs = {}
@@ -353,7 +554,7 @@ def _dataclass_from(cls, raw: object, blame: Callable[[str], str], prefix: str):
             kwargs[key] = _dataclass_from(kind, value, blame, f"{prefix}{key}.")
         else:
             kwargs[key] = _coerce(value, kind, blame, f"{prefix}{key}")
-    return cls(**kwargs)
+    return kwargs
 
 
 def _coerce(value: object, kind: type, blame: Callable[[str], str], key: str):
@@ -403,8 +604,8 @@ def _coerce(value: object, kind: type, blame: Callable[[str], str], key: str):
 # value reaches torch or numpy arithmetic that overflows; the keys in LIMITS have lower bounds,
 # since their values size what is allocated (docs/configuration.md#bounds).
 INT_MAX = 2**31 - 1
-LIMITS = {"decode.beam": 1024, "decode.samples": 1024, "decode.mc_dropout": 1024,
-          "data.train.weight": 100.0}
+LIMITS = {**{f"decode.{f.name}": f.metadata["limit"] for f in dataclasses.fields(DecodeConfig)
+             if "limit" in f.metadata}, "data.train.weight": 100.0}
 
 
 def _bound_problems(value: object, key: str) -> Iterator[Problem]:
@@ -431,99 +632,32 @@ def _bound_problems(value: object, key: str) -> Iterator[Problem]:
 
 
 def _range_problems(cfg: Config) -> list[Problem]:
-    """What types alone cannot express: ranges and settings that need each other."""
+    """What types alone cannot express: ranges and settings that need each other, each
+    section's (its problems()), then those across sections."""
     bounds = [(key, message) for section in dataclasses.fields(cfg)
               for key, message in _bound_problems(getattr(cfg, section.name),
                                                   f"{section.name}.")]
     if bounds:  # before the checks below compare or compute with them
         return bounds
-    d, m, t, dec = cfg.data, cfg.model, cfg.train, cfg.decode
-    checks = [
-        ("model.d_model", m.d_model > 0, "model.d_model must be positive"),
-        ("model.n_heads", m.n_heads > 0, "model.n_heads must be positive"),
-        (("model.d_model", "model.n_heads"), m.d_model % max(m.n_heads, 1) == 0,
-         f"model.d_model ({m.d_model}) must be divisible by model.n_heads ({m.n_heads})"),
-        (("model.n_enc_layers", "model.n_dec_layers"), m.n_enc_layers > 0 and m.n_dec_layers > 0,
-         "model.n_enc_layers and model.n_dec_layers must be positive"),
-        ("model.d_ff", m.d_ff > 0, "model.d_ff must be positive"),
-        ("model.dropout", 0.0 <= m.dropout < 1.0, "model.dropout must be in [0, 1)"),
-        ("model.attention_dropout",
-         m.attention_dropout is None or 0.0 <= m.attention_dropout < 1.0,
-         "model.attention_dropout must be in [0, 1), or null for model.dropout"),
-        ("model.activation_dropout",
-         m.activation_dropout is None or 0.0 <= m.activation_dropout < 1.0,
-         "model.activation_dropout must be in [0, 1), or null for model.dropout"),
-        ("model.max_positions", m.max_positions > 0, "model.max_positions must be positive"),
+    d, m = cfg.data, cfg.model
+    across = [
         (("model.tie_all", "data.shared_vocab"), not m.tie_all or d.shared_vocab,
          "model.tie_all needs data.shared_vocab: true"),
         (("model.decoder_start", "data.tokenizer"),
          d.tokenizer.kind != "marian" or m.decoder_start == "pad",
          "model.decoder_start must be pad with a marian tokenizer (its vocabulary has no <bos>)"),
-        ("data.max_len", d.max_len > 0, "data.max_len must be positive"),
-        ("data.filter.max_ratio", d.filter.max_ratio == 0 or d.filter.max_ratio >= 1,
-         "data.filter.max_ratio must be 0 (off) or at least 1"),
         (("data.max_len", "model.max_positions"), d.max_len <= m.max_positions - 2,
          f"data.max_len ({d.max_len}) must leave room for <bos>/<eos> within "
          f"model.max_positions ({m.max_positions})"),
-        ("data.min_freq", d.min_freq >= 1, "data.min_freq must be at least 1"),
-        ("data.terminology.prob", 0.0 < d.terminology.prob <= 1.0,
-         "data.terminology.prob must be in (0, 1]"),
-        ("data.max_size", d.max_size >= 0, "data.max_size must be 0 (no limit) or positive"),
-        ("train.max_tokens", t.max_tokens > 0, "train.max_tokens must be positive"),
-        ("train.max_epochs", t.max_epochs > 0, "train.max_epochs must be positive"),
-        ("train.max_steps", t.max_steps >= 0, "train.max_steps must be 0 (no limit) or positive"),
-        ("train.lr", t.lr > 0, "train.lr must be positive"),
-        ("train.warmup", t.warmup >= 0, "train.warmup must be 0 or positive"),
-        (("train.schedule", "train.max_steps", "train.max_minutes", "train.warmup"),
-         t.schedule == "inverse_sqrt" or t.max_steps > t.warmup or t.max_minutes > 0,
-         f"train.schedule: {t.schedule} decays to zero at train.max_steps or train.max_minutes: "
-         "set max_steps above train.warmup, or max_minutes"),
-        ("train.label_smoothing", 0.0 <= t.label_smoothing < 1.0,
-         "train.label_smoothing must be in [0, 1)"),
-        ("train.clip_norm", t.clip_norm >= 0, "train.clip_norm must be 0 (off) or positive"),
-        ("train.eval_every", t.eval_every > 0, "train.eval_every must be positive"),
-        ("train.log_every", t.log_every > 0, "train.log_every must be positive"),
-        ("train.patience", t.patience >= 0, "train.patience must be 0 (off) or positive"),
-        (("train.metric", "train.eval_bleu"), t.metric != "bleu" or t.eval_bleu,
-         "train.metric: bleu needs train.eval_bleu: true"),
-        ("train.threads", t.threads >= 0, "train.threads must be 0 (default) or positive"),
-        ("train.accum_steps", t.accum_steps >= 1, "train.accum_steps must be at least 1"),
-        ("train.keep_checkpoints", t.keep_checkpoints >= 0,
-         "train.keep_checkpoints must be 0 (off) or positive"),
-        ("train.max_minutes", t.max_minutes >= 0,
-         "train.max_minutes must be 0 (no budget) or positive"),
-        ("train.ema_decay", 0.0 <= t.ema_decay < 1.0,
-         "train.ema_decay must be in [0, 1) (0 = off; e.g. 0.9999)"),
-        ("decode.beam", dec.beam >= 1, "decode.beam must be at least 1"),
-        (("decode.nbest", "decode.beam"), 1 <= dec.nbest <= dec.beam,
-         f"decode.nbest ({dec.nbest}) must be between 1 and decode.beam ({dec.beam})"),
-        ("decode.length_penalty", dec.length_penalty >= 0,
-         "decode.length_penalty must be 0 or positive"),
-        ("decode.min_len", dec.min_len >= 0, "decode.min_len must be 0 or positive"),
-        (("decode.max_len_a", "decode.max_len_b"), dec.max_len_a >= 0 and dec.max_len_b >= 0,
-         "decode.max_len_a and decode.max_len_b must be non-negative"),
-        (("decode.max_len_a", "decode.max_len_b"), dec.max_len_a > 0 or dec.max_len_b > 0,
-         "decode.max_len_a and decode.max_len_b are both 0; make one positive"),
-        ("decode.batch_tokens", dec.batch_tokens > 0, "decode.batch_tokens must be positive"),
-        ("decode.no_repeat_ngram", dec.no_repeat_ngram >= 0,
-         "decode.no_repeat_ngram must be 0 (off) or positive"),
-        ("decode.temperature", dec.temperature > 0, "decode.temperature must be positive"),
-        ("decode.topk", dec.topk > 0, "decode.topk must be positive"),
-        ("decode.topp", 0 < dec.topp <= 1, "decode.topp must be in (0, 1]"),
-        ("decode.samples", dec.samples >= 1, "decode.samples must be at least 1"),
-        ("decode.mc_dropout", dec.mc_dropout == 0 or dec.mc_dropout >= 2,
-         "decode.mc_dropout must be 0 (off) or at least 2 passes (a variance needs two)"),
-        (("decode.mc_dropout", "decode.confidence"), dec.mc_dropout == 0 or dec.confidence,
-         "decode.mc_dropout needs decode.confidence (--confidence): its passes are confidence "
-         "features"),
-        (("decode.samples", "decode.sampling"), dec.samples == 1 or dec.sampling != "none",
-         "decode.samples > 1 needs decode.sampling topk or topp (for several beam outputs, "
-         "decode.nbest)"),
-        (("decode.sampling", "decode.beam"), dec.sampling == "none" or dec.beam == 1,
-         "decode.sampling draws one token at a time: it needs decode.beam 1"),
     ]
-    problems = [(keys, message) for keys, ok, message in checks if not ok]
-    return problems + list(d.tokenizer.problems()) + _corpus_problems(d)
+    return [*m.problems(), *d.problems(), *cfg.train.problems(), *cfg.decode.problems(),
+            *_failed(across),
+            *d.tokenizer.problems(), *_corpus_problems(d)]
+
+
+def _failed(checks: Iterable[tuple[str | tuple[str, ...], bool, str]]) -> Iterator[Problem]:
+    """The problems of (keys, holds, message) checks that do not hold."""
+    return ((keys, message) for keys, ok, message in checks if not ok)
 
 
 TAG = re.compile(r"<[^\s<>]+>")  # a corpus tag: one token in angle brackets, no spaces

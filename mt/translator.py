@@ -5,7 +5,6 @@ mt.ct2.search); what a translation is and how it is written: mt.records."""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
@@ -18,7 +17,7 @@ import torch
 from mt import confidence
 from mt.attention import Searched, attend
 from mt.checkpoint import Run, load_run
-from mt.config import Config, DecodeConfig, config_from_dict, corpus_configs
+from mt.config import DecodeConfig, corpus_configs, with_decode
 from mt.constrained import Terms
 from mt.data import group_bounds, pad
 from mt.decode import Hypothesis
@@ -49,14 +48,6 @@ from mt.terminology import MARKERS, annotate
 from mt.threads import Streams, translation_streams
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
-
-
-def _with_options(cfg: Config, decode: DecodeConfig, options: dict) -> DecodeConfig:
-    """decode with some of its fields replaced (`beam=5`), checked as the config is: a wrong
-    key, type or range is a ConfigError naming it."""
-    raw = cfg.to_dict()
-    raw["decode"] = {**dataclasses.asdict(decode), **options}
-    return config_from_dict(raw, "Translator options").decode
 
 
 def _lines(lines):
@@ -202,7 +193,7 @@ class Translator:
             check_ensemble(runs, paths)
             for r in runs:  # loaded here to decode, never to train
                 inference_layout(r.model)
-            run, cfg = runs[0], _with_options(runs[0].cfg, runs[0].cfg.decode, decode)
+            run, cfg = runs[0], with_decode(runs[0].cfg.decode, decode)
             if len(runs) == 1:
                 return cls(run, cfg, device, **made)
             model = Ensemble([r.model for r in runs]).eval()
@@ -214,7 +205,7 @@ class Translator:
         from mt.ct2.search import open_ctranslate2  # an extra: imported only when asked for
 
         run, ct2 = open_ctranslate2(paths[0], device, overrides)
-        return cls(run, _with_options(run.cfg, run.cfg.decode, decode), device, ct2, **made)
+        return cls(run, with_decode(run.cfg.decode, decode), device, ct2, **made)
 
     def with_options(self, **decode) -> Translator:
         """A Translator of the same run, engine and streams whose default decoding options are
@@ -355,7 +346,7 @@ class Translator:
         """The decoding config of one call: decode_cfg with its options."""
         if not options:
             return self._decoding
-        cfg = _with_options(self.run.cfg, self._decoding, options)
+        cfg = with_decode(self._decoding, options)
         if cfg.tag:
             self._tag_id(cfg.tag)
         self._check_align(cfg)

@@ -75,12 +75,14 @@ def test_every_decode_config_field_has_one_row_with_its_default():
 
 def test_each_option_is_its_keys_flag_on_the_commands_that_take_it():
     translate, serve, evaluate = flags("translate"), flags("serve"), flags("eval")
+    fields = {f.name: f for f in dataclasses.fields(DecodeConfig)}
     for key, row in options_table().items():
         flag = re.match(r"`(--[a-z-]+)", row["option"])
         assert flag and flag[1] == "--" + key.replace("_", "-"), (key, row["option"])
         assert flag[1] in translate and flag[1] in serve, flag[1]
         not_eval = "(not `mt eval`)" in row["option"]
         assert (flag[1] in evaluate) != not_eval, (flag[1], "mt eval", row["option"])
+        assert ("eval" in fields[key].metadata["commands"]) != not_eval, (key, "metadata")
 
 
 @pytest.mark.parametrize("page", LINKING)

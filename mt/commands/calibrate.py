@@ -52,3 +52,10 @@ def calibrate(run_path: Path, src: str, ref: str, options: TranslateOptions = Tr
     return {"path": str(path), "lines": cal.lines, "threshold": threshold,
             "positives": cal.positives, "ece": confidence.ece(probs, np.array(scores) >= threshold),
             "spearman": confidence.spearman(probs, np.array(scores))}
+
+
+def report(r: dict) -> str:
+    """calibrate's result as one line (without --json)."""
+    return (f"calibration: {r['path']} ({r['lines']} lines, {100 * r['positives']:.1f}% at or "
+            f"above chrF {r['threshold']:g}; on those lines: ECE {r['ece']:.3f}, Spearman "
+            f"{r['spearman']:.3f} with chrF)")

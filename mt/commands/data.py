@@ -133,11 +133,14 @@ def opus_corpus(corpus: str, pair: str, dest: Path, version: str = "latest",
             "prefix": str(prefix)}
 
 
-def sacrebleu_test_set(name: str, pair: str, dest: Path) -> dict:
+def sacrebleu_test_set(name: str | None, pair: str | None, dest: Path) -> dict:
     """`mt data sacrebleu`: the test set's source and reference for the pair, through
     sacreBLEU's download and cache (mt.corpora.testsets), written to dest as
     {name}.{src}-{tgt}.{src} and .{tgt} ("/" in a name becomes "_"); further references as
-    {name}.{src}-{tgt}.ref2.{tgt}, ..."""
+    {name}.{src}-{tgt}.ref2.{tgt}, ...; a UsageError without a name or a pair."""
+    for option, value in (("'-t'", name), ("'-l'", pair)):
+        if value is None:
+            raise UsageError("data sacrebleu", option, "needed (or --list)")
     src_lang, tgt_lang = _pair(pair, "sacrebleu")
     source, references = testsets.fetch(name, pair)
     prefix = Path(dest) / f"{_file_stem(name)}.{pair}"

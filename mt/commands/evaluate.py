@@ -23,6 +23,41 @@ from mt.textio import read_lines
 SPLITS = ("val", "test")  # `mt eval --split`: each the DataConfig key naming that split
 
 
+def eval_command(runs: Sequence[Path], split: str, src: str | None, ref: str | None,
+                 pairs: str | None, output: str | None, options: TranslateOptions,
+                 metrics: Sequence[str], compare: bool, resamples: int, seed: int,
+                 hyps: Sequence[str]) -> dict:
+    """`mt eval`: evaluate, or with compare compare_runs; the options that cannot go together
+    are a UsageError first."""
+    if hyps and not compare:
+        raise UsageError("eval", "'--hyp'", "it gives a system to compare: add --compare")
+    if not compare:
+        return evaluate(runs, split, src, ref, output, options, metrics, pairs)
+    if len(runs) + len(hyps) < 2:
+        raise UsageError("eval", "'--compare'", "give two or more systems (RUNs, then --hyp "
+                         "files), the first the baseline")
+    if output or metrics:
+        raise UsageError("eval", "'--compare'", "not with --output or --metrics")
+    return compare_runs(runs, split, src, ref, options, resamples, seed, hyps, pairs)
+
+
+SCORES = (("bleu", "BLEU"), ("chrf", "chrF"), ("bleu_lc", "BLEU lowercased"),
+          ("bleu_tok_lc", "BLEU tokenized lowercased"),
+          ("bleu_moses_lc", "BLEU Moses-tokenized lowercased"), ("ter", "TER"))
+
+
+def report(r: dict) -> str:
+    """eval_command's result as text (without --json): compare_table's, or a line per score."""
+    if "systems" in r:
+        return compare_table(r)
+    lines = [f"{name} = {r[key]:.2f}  {r[key + '_signature']}" for key, name in SCORES
+             if key in r]
+    if "term_use" in r:
+        lines.append(f"term use rate = {r['term_use']:.2f}%  ({r['terms_active']} active "
+                     "glossary entries)")
+    return "\n".join(lines)
+
+
 def evaluate(run_path: Paths, split: str = "test", src: str | None = None,
              ref: str | None = None, output: str | None = None,
              options: TranslateOptions = TranslateOptions(), metrics: Sequence[str] = (),

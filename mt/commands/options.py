@@ -3,21 +3,23 @@ line besides their files: parsed once by mt.cli into one record."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from mt.config import override_keys
+from mt.config import DecodeConfig, override_keys, with_decode
 from mt.glossary import Glossary
 from mt.runs import Paths
 from mt.translator import Translator
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TranslateOptions:
     device: str = "cpu"
     engine: str = "mt"  # mt.engines.ENGINES
-    # `key=value` items over each run's saved config: the --set items, then the decoding
-    # options given (`--beam 5` is decode.beam=5), as mt.config.override reads them
+    # `key=value` items over each run's saved config (--set), as mt.config.override reads them
     overrides: tuple[str, ...] = ()
+    # the decoding options given (`--beam 5`: {"beam": 5}), DecodeConfig fields over the
+    # run's decode section with its overrides
+    decode: dict[str, object] = field(default_factory=dict)
     threads: int = 0  # torch threads of each process; 0: mt.threads.translation_streams
     workers: int = 1  # processes translating chunks of the input (mt.commands.parallel)
     output_format: str = "text"  # mt.commands.translate.FORMATS
@@ -41,9 +43,15 @@ class TranslateOptions:
 
     def given(self, key: str) -> bool:
         """Whether the command line set this config key (`decode.nbest`)."""
-        return key in override_keys(self.overrides)
+        return key in override_keys(self.overrides) or key.removeprefix("decode.") in self.decode
 
-    def load(self, run_path: Paths, **kwargs) -> Translator:
-        """The Translator these options make, for this process (its threads set)."""
+    def decoding(self, run: DecodeConfig) -> DecodeConfig:
+        """A run's decode section (with the overrides) with the decoding options given."""
+        return with_decode(run, self.decode)
+
+    def load(self, run_path: Paths, chunk_lines: int | None = None, **decode) -> Translator:
+        """The Translator these options make, for this process (its threads set); decode:
+        more decoding options, over those given."""
         return Translator.load(run_path, self.device, self.engine, self.overrides,
-                               threads=self.threads, **kwargs)
+                               threads=self.threads, chunk_lines=chunk_lines,
+                               **{**self.decode, **decode})

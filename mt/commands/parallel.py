@@ -40,7 +40,7 @@ def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterat
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_worker,
                                initargs=(run_path, options.device, options.engine,
-                                         options.overrides,
+                                         options.overrides, options.decode,
                                          threads_for(options.threads, workers)))
     pending: collections.deque = collections.deque()
     size = mt.translator.CHUNK_LINES  # the chunks one process would translate
@@ -75,11 +75,11 @@ def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterat
 
 
 def _start_worker(run_path: Paths, device: str, engine: str, overrides: tuple[str, ...],
-                  threads: int) -> None:
+                  decode: dict, threads: int) -> None:
     global _translator
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process handles Ctrl-C
     torch.set_num_threads(threads)
-    _translator = Translator.load(run_path, device, engine, overrides)
+    _translator = Translator.load(run_path, device, engine, overrides, **decode)
 
 
 def _translate_chunk(chunk: list[str], start: int, output_format: str, nbest: bool,

@@ -46,9 +46,9 @@ def serve(runs: Paths, options: TranslateOptions = TranslateOptions(),
     API keys are read, and the port taken, before the model loads (a ServerError, exit 8, if
     it cannot be); then one line says where the server listens: `serving RUN on
     http://HOST:PORT/ ...`.
-    options.overrides are the server's decoding defaults (a request may change them for
-    itself; decode.batch_tokens is CALL_BUDGET times the run's unless given); options.threads:
-    torch threads (0: mt.threads.follow_load).
+    options.overrides and options.decode are the server's decoding defaults (a request may
+    change them for itself; decode.batch_tokens is CALL_BUDGET times the run's unless given);
+    options.threads: torch threads (0: mt.threads.follow_load).
     """
     require()  # the missing extra: one line, before anything else
     from mt.serve.access import Access, read_keys
@@ -67,7 +67,8 @@ def serve(runs: Paths, options: TranslateOptions = TranslateOptions(),
         # translation, docs/serve.md#threads). The model loads on one thread here.
         cap = torch.get_num_threads()
         torch.set_num_threads(1)
-        translator = Translator.load(runs, options.device, options.engine, options.overrides)
+        translator = Translator.load(runs, options.device, options.engine, options.overrides,
+                                    **options.decode)
         if not options.given("decode.batch_tokens"):
             translator = translator.with_options(
                 batch_tokens=CALL_BUDGET * translator.decoding.batch_tokens)

@@ -102,7 +102,7 @@ def translate_file(run_path: Paths, src: str, out: str,
         from mt.commands.parallel import parallel_formatted
 
         # The workers load the model; this process only checks the run and reads its config.
-        decode = open_runs(run_path, options.overrides)[0].cfg.decode
+        decode = options.decoding(open_runs(run_path, options.overrides)[0].cfg.decode)
         chunks = parallel_formatted(run_path, options, lines, lists(decode, nbest), prefixes,
                                     glossary, glossaries)
     else:

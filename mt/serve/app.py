@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from mt.config import DecodeConfig
+from mt.config import REQUEST, DecodeConfig
 from mt.errors import MTError
 from mt.glossary import Glossary, as_glossary
 from mt.records import lists, record
@@ -40,10 +40,11 @@ from mt.serve.batcher import Batcher, Job
 from mt.serve.documents import FORMATS
 from mt.translator import Translator
 
-# Decoding options that stay the server's: batch_tokens bounds its memory, and the weights'
-# dtype is chosen when the model loads. A request may give every other DecodeConfig field.
-SERVER_ONLY = ("batch_tokens", "dtype")
-OPTIONS = tuple(k for k in typing.get_type_hints(DecodeConfig) if k not in SERVER_ONLY)
+# The decoding options a request may give: the DecodeConfig fields whose metadata names
+# REQUEST; the others (batch_tokens, bounding its memory, and the weights' dtype, chosen when
+# the model loads) stay the server's.
+OPTIONS = tuple(f.name for f in dataclasses.fields(DecodeConfig)
+                if REQUEST in f.metadata["commands"])
 
 
 @dataclass

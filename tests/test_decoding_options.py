@@ -1,0 +1,92 @@
+"""A decoding option is declared once, as a DecodeConfig field with metadata (mt.config.option):
+its flags (mt.cli.Decoding), the server's request fields (mt.serve.app.OPTIONS), its range
+check and docs/decoding.md's table row all come from that field. docs/development.md's recipe
+"A decoding option", as a worked example over every field."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+
+import pytest
+import typer
+
+from mt.cli import app
+from mt.config import REQUEST, ConfigError, DecodeConfig, option, with_decode
+
+FIELDS = dataclasses.fields(DecodeConfig)
+COMMANDS = ("translate", "serve", "eval", "calibrate")
+
+
+def flags(command: str) -> dict[str, str]:
+    """A command's options: --FLAG -> help."""
+    params = typer.main.get_command(app).commands[command].params
+    return {opt: p.help for p in params for opt in p.opts if opt.startswith("--")}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_field_is_a_flag_of_the_commands_its_metadata_names(command):
+    given = flags(command)
+    for f in FIELDS:
+        flag = "--" + f.name.replace("_", "-")
+        assert (flag in given) == (command in f.metadata["commands"]), (command, flag)
+        if flag in given:
+            key = "serve_help" if command == "serve" else "help"
+            assert given[flag] == f.metadata[key], (command, flag)
+
+
+def test_a_field_is_a_request_field_where_its_metadata_says():
+    pytest.importorskip("fastapi")
+    from mt.serve.app import OPTIONS, TranslateRequest
+
+    assert OPTIONS == tuple(f.name for f in FIELDS if REQUEST in f.metadata["commands"])
+    assert set(OPTIONS) <= set(TranslateRequest.model_fields)
+    assert not {"batch_tokens", "dtype"} & set(OPTIONS)  # the server's own
+
+
+def changed(f: dataclasses.Field) -> str:
+    """A value of the field other than its default, as a flag's argument ("" for a bool)."""
+    kind = typing.get_type_hints(DecodeConfig)[f.name]
+    if typing.get_origin(kind) is typing.Literal:
+        return typing.get_args(kind)[-1]
+    return {bool: "", int: "2", float: "0.5", str: "<x>"}[kind]
+
+
+def test_mt_translate_flags_reach_the_decode_config(cli, monkeypatch, tmp_path):
+    """Every option of mt translate, given as its flag, is in the DecodeConfig the command
+    decodes with, typed as the field."""
+    import mt.commands.translate
+
+    seen = {}
+    monkeypatch.setattr(mt.commands.translate, "translate",
+                        lambda runs, src, out, options, pictures: seen.update(options.decode))
+    args = []
+    for f in FIELDS:
+        value = changed(f)
+        args += ["--" + f.name.replace("_", "-"), *([value] if value else [])]
+    assert cli("translate", tmp_path, *args).code == 0
+    assert list(seen) == [f.name for f in FIELDS]
+    for f in FIELDS:
+        got = getattr(dataclasses.replace(DecodeConfig(), **seen), f.name)
+        assert got != f.default and type(got) is type(f.default), (f.name, got)
+
+
+def test_with_decode_types_and_checks_a_field_by_its_metadata():
+    assert with_decode(DecodeConfig(), {"temperature": 2}).temperature == 2.0  # an int: float
+    with pytest.raises(ConfigError, match=r"^Translator options: decode\.topp must be in "
+                                          r"\(0, 1\]$") as e:
+        with_decode(DecodeConfig(), {"topp": 1.5})
+    assert e.value.key == "topp"
+    with pytest.raises(ConfigError, match="decode.nbest .3. must be between 1 and decode.beam"):
+        with_decode(DecodeConfig(beam=4), {"nbest": 3, "beam": 2})
+
+
+def test_a_new_field_with_metadata_is_range_checked_as_declared():
+    """What a new option's declaration gives: its range checked, in the words of its bounds."""
+    @dataclasses.dataclass
+    class WithNew(DecodeConfig):
+        diversity: float = option(0.0, "Diverse beam: the penalty.", ge=0, limit=10)
+
+    assert list(WithNew(diversity=-1.0).problems()) == [
+        ("decode.diversity", "decode.diversity must be 0 or positive")]
+    assert not list(WithNew(diversity=1.0).problems())
