@@ -10,12 +10,19 @@ import json
 
 import pytest
 import torch
-from test_decode import random_src, small_model, teacher_forced_logprob
+from test_decoding_rules import (
+    beam_search,
+    greedy,
+    random_src,
+    sample,
+    small_model,
+    teacher_forced_logprob,
+)
 
 from conftest import assert_user_error
 from mt.checkpoint import Run
 from mt.config import Config, DecodeConfig
-from mt.decode import beam_search, greedy, length_penalty, sample, sequence_scores
+from mt.decoding.scores import length_penalty, sequence_scores
 from mt.ensemble import Ensemble, check_ensemble
 from mt.errors import ConfigError
 from mt.translator import Translator
