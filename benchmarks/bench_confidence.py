@@ -212,13 +212,16 @@ def searches(translator: Translator, lines: list[str], args) -> None:
 def search_contenders(translator: Translator, lines: list[str]) -> dict:
     """alternate()'s contenders for one chunk of lines: each measures (wall, CPU) seconds."""
     from mt.data import pad
+    from mt.decoding.request import SearchRequest
 
     model, cfg, engine = translator.model, translator.decoding, translator.engine
     toks = translator.src_tok.tokenize_many(lines)
     src = pad([translator.run.src_vocab.encode(t) for t in toks if t])
     with torch.no_grad():
         memory = model.encode(src, model.src_mask(src))
-    outputs = [h.tokens for hyps in engine.search(src, cfg, False, memory=memory) for h in hyps]
+    plain, traced = SearchRequest(src, cfg, memory=memory), SearchRequest(src, cfg, memory=memory,
+                                                                         trace=True)
+    outputs = [h.tokens for hyps in engine.search(plain) for h in hyps]
 
     def timed(fn):
         def run(r: int) -> tuple[float, float]:
@@ -228,11 +231,11 @@ def search_contenders(translator: Translator, lines: list[str]) -> dict:
         return run
 
     def forced() -> None:
-        engine.search(src, cfg, False, memory=memory)
+        engine.search(plain)
         features(model, src, outputs, 0, memory)
 
-    return {"plain": timed(lambda: engine.search(src, cfg, False, memory=memory)),
-            "traced": timed(lambda: engine.search(src, cfg, False, memory=memory, trace=True)),
+    return {"plain": timed(lambda: engine.search(plain)),
+            "traced": timed(lambda: engine.search(traced)),
             "plain + teacher-forced pass": timed(forced)}
 
 if __name__ == "__main__":

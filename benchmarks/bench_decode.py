@@ -38,9 +38,9 @@ from benchmarks.harness import TOY, alternate, parse, parser
 from mt.checkpoint import load_run
 from mt.config import DecodeConfig, override
 from mt.data import read_parallel
-from mt.decode import max_lengths
+from mt.decoding.constraints import max_lengths
+from mt.decoding.precision import inference_layout
 from mt.device import pick_device
-from mt.engines import inference_layout
 from mt.metrics import score
 from mt.model import Seq2Seq
 from mt.translator import Translator

@@ -19,7 +19,7 @@ lines) and Multi30k's test_2016_flickr (or val), de -> en; --corpus NAME SRC REF
   documents in one batch as mt serve does. Well-formed: every input tag once in the output,
   properly nested, nothing else. Placement judged by the reference: the reference is
   teacher-forced through the model and aligned as decode.align aligns a translation
-  (mt.align); a tag is right when the words it wraps in the output are the reference words
+  (mt.decoding.align); a tag is right when the words it wraps in the output are the reference words
   aligned to the source words it wrapped (compared lowercased, without punctuation), and
   "comparable" when the output holds all of those words. The same translations placed without
   alignments (words taken to follow in order, as with CTranslate2) are the contrast. BLEU of
@@ -53,8 +53,8 @@ from pathlib import Path
 import torch
 
 from benchmarks.harness import MULTI30K, ROOT, TOY, alternate, markdown, parse, parser
-from mt import align
 from mt.data import pad
+from mt.decoding import align
 from mt.document import Document, align_options, settings, translate_lines
 from mt.document.placeholders import KINDS, find
 from mt.document.segment import split

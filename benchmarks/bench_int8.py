@@ -26,8 +26,8 @@ from benchmarks.bench_decode import add_test_set_args, ct2_translators, read_tes
 from benchmarks.harness import TOY, markdown, parse, parser
 from mt.checkpoint import load_run
 from mt.config import override
+from mt.decoding.precision import inference_layout
 from mt.device import pick_device
-from mt.engines import inference_layout
 from mt.metrics import score
 from mt.translator import Translator
 

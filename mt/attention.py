@@ -1,7 +1,7 @@
-"""What a batch's translations looked at in their source: each one's word alignment (mt.align)
-and its cross-attention (records.Attention), given to the translations after the search, from
-what the search kept or one teacher-forced pass of the decoder. `Searched` is the batch as the
-search left it, which this and mt.confidence read.
+"""What a batch's translations looked at in their source: each one's word alignment
+(mt.decoding.align) and its cross-attention (records.Attention), given to the translations
+after the search, from what the search kept or one teacher-forced pass of the decoder.
+`Searched` is the batch as the search left it, which this and mt.confidence read.
 
 Shapes: B rows of the batch, S source tokens, T target tokens, H heads.
 """
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import torch
 
-from mt import align
-from mt.decode import Hypothesis, Memory
+from mt.decoding import align
+from mt.decoding.request import Hypothesis, Memory
 from mt.records import Attention, AttentionSpec, Translation
 from mt.tokenizers import Tokenizer
 from mt.vocab import EOS, PAD, SPECIALS, Vocab
@@ -69,7 +69,7 @@ def attend(model, batch: Searched, tokens: list[list[str]], alignment: bool,
            attention: AttentionSpec | None, src_tok: Tokenizer, tgt_tok: Tokenizer,
            tgt_vocab: Vocab) -> None:
     """Give each translation of a batch (tokens: each row's source tokens, after the lead tag
-    tokens) its word alignment (mt.align) and/or its cross-attention, from one more
+    tokens) its word alignment (mt.decoding.align) and/or its cross-attention, from one more
     teacher-forced pass of the decoder over all of them (two when the attention asked for is
     not the alignment's), or from the attention the search kept."""
     src, lead, rows, outputs = batch.src, batch.lead, batch.rows, batch.outputs

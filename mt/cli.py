@@ -225,7 +225,7 @@ def _one_of(allowed: str):
 
 RUNS_HELP = ("Run directory (uses best.pt) or checkpoint file; several: an ensemble, averaging "
              "the models' log-probabilities (docs/decoding.md).")
-ENGINE = typer.Option("mt", "--engine", callback=_one_of("mt.engines:ENGINES"),
+ENGINE = typer.Option("mt", "--engine", callback=_one_of("mt.decoding.engines:ENGINES"),
                       help="mt, or ctranslate2: RUN may then be an `mt export` directory (a run "
                       "is exported on the fly); see docs/ctranslate2.md.")
 

@@ -3,13 +3,13 @@ regression) that maps them to the probability that the line is good.
 
 The features (per sentence, docs/confidence.md) are defined by one teacher-forced pass of the
 output with its source (`features`); the searches record the same quantities as they decode
-(mt.trace), and `traced_features` reads them from that record, with no second pass:
+(mt.decoding.record), and `traced_features` reads them from that record, with no second pass:
 
 - mean_logprob, min_logprob: the log-probabilities of the output's tokens, <eos> included;
 - mean_entropy: the entropy (nats) of the distribution at each of those steps, averaged;
 - length_ratio: output tokens over source tokens;
 - coverage: each source token's cross-attention received over all steps (layers and heads
-  averaged, as mt.align reads them), capped at 1, averaged over the source: below 1 where a
+  averaged, as mt.decoding.align reads them), capped at 1, averaged over the source: below 1 where a
   source token was barely looked at, the classic sign of an omission;
 - repetition: the share of the output's token bigrams that occurred earlier in it;
 - src_tokens: the source's length in tokens (short lines vary most);
@@ -39,15 +39,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from mt import align
 from mt.attention import Searched
 from mt.config import DecodeConfig, ModelConfig
 from mt.data import pad
+from mt.decoding import align
+from mt.decoding.record import Trace
 from mt.errors import CheckpointError
 from mt.log import warn
 from mt.textio import atomic_write
 from mt.tokenizers import Tokenizer
-from mt.trace import Trace
 from mt.vocab import EOS, PAD, Vocab, start_id
 
 FEATURES = ("mean_logprob", "min_logprob", "mean_entropy", "length_ratio", "coverage",
@@ -60,7 +60,7 @@ FORMAT = 1
 
 def summary(y: list[int], logprobs: list[float], entropy: list[float],
             received: list[float], members: list[float] | None = None) -> dict[str, float]:
-    """One output's features from what its steps gave (mt.trace.Trace, or a teacher-forced
+    """One output's features from what its steps gave (mt.decoding.record.Trace, or a teacher-forced
     pass): y its ids (no <eos>); per step (its tokens, <eos> last) the log-probability and
     the entropy; the attention each source token (no tag, no padding) received over the steps;
     an ensemble's members' summed log-probabilities of the steps' tokens."""
@@ -84,8 +84,8 @@ def summary(y: list[int], logprobs: list[float], entropy: list[float],
 def traced_features(traces: list[Trace], outputs: list[list[int]], lengths: list[int],
                     lead: int = 0) -> tuple[list[dict[str, float]], list[list[float]]]:
     """The features of outputs (ids, no <eos>) from what the search recorded of them
-    (mt.trace), each with the length of its source row (tag tokens and all, no padding) and
-    `lead` tag tokens at its start -> as `features` gives them."""
+    (mt.decoding.record), each with the length of its source row (tag tokens and all, no
+    padding) and `lead` tag tokens at its start -> as `features` gives them."""
     found = [summary(y, tr.logprobs, tr.entropy, tr.received[lead:n], tr.members)
              for tr, y, n in zip(traces, outputs, lengths, strict=True)]
     return found, [tr.logprobs for tr in traces]
@@ -190,7 +190,7 @@ def mc_dropout(twin: torch.nn.Module, src: torch.Tensor, outputs: list[list[int]
 def confide(model, batch: Searched, cfg: DecodeConfig, calibration: Calibration | None,
             twin: torch.nn.Module | None, tgt_vocab: Vocab, tgt_tok: Tokenizer) -> None:
     """Give each translation of a batch its features, its words' probabilities and, with a
-    calibration, its confidence, from what the search recorded of it (mt.trace; a
+    calibration, its confidence, from what the search recorded of it (mt.decoding.record; a
     teacher-forced pass over the search's encoder output for an engine that records
     nothing); with decode.mc_dropout, that many passes more of twin (mc_dropout_twin)."""
     src, rows, outputs = batch.src, batch.rows, batch.outputs

@@ -278,7 +278,7 @@ class DecodeConfig:
     # source tokens per decoding batch, times beam (bounds memory)
     batch_tokens: int = option(4096, "Source tokens per batch (x beam).", gt=0,
                                commands=COMMANDS)
-    # weights and activations while decoding (mt.int8 for int8)
+    # weights and activations while decoding (mt.decoding.precision for int8)
     dtype: DecodeDtype = option("float32", "float32; bf16 where the CPU or GPU has native "
                                 "bf16; int8 on a CPU with VNNI/AMX (docs/decoding.md).",
                                 commands=COMMANDS)

@@ -1,5 +1,5 @@
-"""Several models as one for mt.decode: an Ensemble is Decodable (mt.decode), as Seq2Seq is,
-so greedy, sampling and beam search run over it unchanged.
+"""Several models as one for mt.decoding: an Ensemble is Decodable (mt.decoding.search), as
+Seq2Seq is, so greedy, sampling and beam search run over it unchanged.
 
 At each step it gives the mean of its models' log-probabilities (of their log-softmax), not
 renormalised: so an ensemble of a model with itself is that model, scores included. Each model
@@ -54,7 +54,7 @@ class Ensemble(nn.Module):
 
     @property
     def members(self) -> int:
-        """The number of models (mt.decode: a trace records each one's log-probabilities)."""
+        """The number of models (mt.decoding: a trace records each one's log-probabilities)."""
         return len(self.models)
 
     def decode(self, tgt: torch.Tensor, cache: EnsembleCache, need_weights: bool = False,
@@ -85,7 +85,8 @@ class Ensemble(nn.Module):
         return scores.float()
 
     def log_probs_entropy(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """log_probs, and each row's entropy, as a traced search records them (mt.trace)."""
+        """log_probs, and each row's entropy, as a traced search records them
+        (mt.decoding.record)."""
         return log_softmax_entropy(scores.float(), normalized=True)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,7 @@ An entry is active for a line when its source term occurs in the line as whole t
 run's source tokenizer (optionally ignoring case). Occurrences that overlap are resolved longest
 first (in tokens; a tie goes to the one that starts first, then to the entry given first): of
 "New York" and "York" in "New York City", only "New York" is active. Each active entry's
-target term, in the target tokenizer's tokens, is what the search must hold (mt.constrained),
+target term, in the target tokenizer's tokens, is what the search must hold (mt.decoding.lexical),
 in the order the source terms occur.
 """
 

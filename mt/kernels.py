@@ -1,6 +1,6 @@
 """CPU-aware kernels the model is built from: dropout with a cheaper CPU mask, attention that
 picks torch's fused kernel or the hand-written form by the rule `fused_is_faster`, and the
-log-softmax with its entropy that a traced search takes (mt.trace).
+log-softmax with its entropy that a traced search takes (mt.decoding.record).
 
 Shapes: B batch, H heads, T queries, L keys, Dh head dim.
 """

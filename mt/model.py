@@ -343,7 +343,8 @@ class Seq2Seq(nn.Module):
         return self.generator.out_features
 
     def next_scores(self, states: torch.Tensor) -> torch.Tensor:
-        """Decoder states (..., D) -> the generator's logits (..., V) (mt.decode.Decodable)."""
+        """Decoder states (..., D) -> the generator's logits (..., V)
+        (mt.decoding.search.Decodable)."""
         if self.logits_bias is None:
             return self.generator(states)
         # the bias added inside the matrix product: no second pass over the (..., V) logits
@@ -355,7 +356,7 @@ class Seq2Seq(nn.Module):
 
     def log_probs_entropy(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """log_probs of logits (r, V), and each row's entropy (r,), as a traced search
-        records them (mt.trace)."""
+        records them (mt.decoding.record)."""
         return log_softmax_entropy(logits.float())
 
     @torch.no_grad()

@@ -14,7 +14,7 @@ from mt.config import DecodeConfig
 @dataclass
 class Attention:
     """The cross-attention behind one translation: weights (T, S), row j the step that predicts
-    output token j; layers and heads averaged (as mt.align uses it) unless an AttentionSpec
+    output token j; layers and heads averaged (as mt.decoding.align uses it) unless an AttentionSpec
     asked for one layer or every head ((H, T, S))."""
 
     src_tokens: list[str]  # the source's tokens (after a tag), as the tokenizer wrote them
@@ -42,11 +42,12 @@ class AttentionSpec:
 @dataclass
 class Translation:
     text: str  # detokenized, on one line
-    score: float  # length-penalised log-probability (see mt.decode); 0.0 for an empty input
-    alignment: str | None = None  # with decode.align: Pharaoh `i-j` word pairs (mt.align)
+    # length-penalised log-probability (mt.decoding.scores); 0.0 for an empty input
+    score: float
+    alignment: str | None = None  # with decode.align: Pharaoh `i-j` word pairs (mt.decoding.align)
     attention: Attention | None = None  # with translate_nbest(..., attention=...)
     # with a glossary: the entries active for the line [source, target], and the target terms
-    # the output does not hold (the length limit cut it short: mt.constrained)
+    # the output does not hold (the length limit cut it short: mt.decoding.lexical)
     terms: list[list[str]] | None = None
     missing: list[str] | None = None
     # with decode.confidence (mt.confidence): the features, and the probability (0-1) that the

@@ -1,6 +1,6 @@
 """Translating lines, lists and streams: tokenize, length-sorted token-budget batches, an
 engine's search, detokenize, restore the input order. The engine is mt's own search
-(mt.engines.ModelEngine) or another that keeps the Engine protocol (CTranslate2's,
+(mt.decoding.engines.ModelEngine) or another that keeps the Engine protocol (CTranslate2's,
 mt.ct2.search); what a translation is and how it is written: mt.records."""
 
 from __future__ import annotations
@@ -18,17 +18,11 @@ from mt import confidence
 from mt.attention import Searched, attend
 from mt.checkpoint import Run, load_run
 from mt.config import DecodeConfig, corpus_configs, with_decode
-from mt.constrained import Terms
 from mt.data import group_bounds, pad
-from mt.decode import Hypothesis
-from mt.engines import (
-    ENGINES,
-    GREEDY_GLOSSARY,
-    Engine,
-    ModelEngine,
-    decoding_model,
-    inference_layout,
-)
+from mt.decoding.engines import ENGINES, GREEDY_GLOSSARY, Engine, ModelEngine, search_with
+from mt.decoding.lexical import Terms
+from mt.decoding.precision import decoding_model, inference_layout
+from mt.decoding.request import Hypothesis, SearchRequest
 from mt.ensemble import Ensemble
 from mt.errors import ConfigError, DataError
 from mt.glossary import (
@@ -400,14 +394,15 @@ class Translator:
         the call asked for: glossary terms, word alignments, attention, confidence."""
         src, prefix = plan.source(group, self.device), plan.prefix(group, self.device)
         terms = plan.terms(group, cfg, self.device)
-        memory, more = None, ()
+        memory = None
         if cfg.align or attention or cfg.confidence:  # encoded once: search and passes
             with torch.no_grad():
                 memory = self.model.encode(src, self.model.src_mask(src))
-            # the search keeps the alignment's attention and the confidence's record as
-            # it goes (no second pass)
-            more = (memory, cfg.align and not attention, cfg.confidence)
-        found = self.engine.search(src, cfg, scored, prefix, terms, *more)
+        # the search keeps the alignment's attention and the confidence's record as it goes
+        # (no second pass), where the engine can
+        found = search_with(self.engine, SearchRequest(
+            src, cfg, prefix, terms, memory, scored,
+            attention=bool(cfg.align and not attention), trace=cfg.confidence))
         done = [[Translation(self.detokenize(h.tokens), h.score) for h in hyps]
                 for hyps in found]
         plan.mark(group, found, done)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 from mt.attention import Searched, labels, rounded
-from mt.decode import Hypothesis
+from mt.decoding.request import Hypothesis
 from mt.records import Translation
 
 

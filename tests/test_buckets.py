@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 import torch
-from test_decode import small_model
+from test_decoding_rules import small_model
 
 from mt.buckets import LADDER, bucket, plan_bucketed, rows_for, widen
 from mt.data import ParallelData, plan_batches

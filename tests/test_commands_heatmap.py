@@ -33,15 +33,15 @@ def test_attention_pictures_for_two_lines(cli, tiny_run, tmp_path):
 
 def test_attention_decodes_in_the_chosen_dtype(tiny_run, tmp_path, monkeypatch):
     """--dtype bf16 with --attention: the same bf16 model as `mt translate --dtype bf16`."""
-    import mt.align
+    import mt.decoding.align
     seen = []
 
     def spy(model, *args):
         seen.append(next(model.parameters()).dtype)
         return attend(model, *args)
 
-    attend = mt.align.cross_attention
-    monkeypatch.setattr(mt.align, "cross_attention", spy)
+    attend = mt.decoding.align.cross_attention
+    monkeypatch.setattr(mt.decoding.align, "cross_attention", spy)
     src, out = tmp_path / "in.txt", tmp_path / "out.txt"
     src.write_text(TWO_LINES)
     translate_with_attention(tiny_run, str(src), str(out), Pictures(tmp_path / "att"),

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from test_decode import small_model
+from test_decoding_rules import small_model
 
 from mt.confidence import (
     CALIBRATION,

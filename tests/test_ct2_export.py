@@ -15,11 +15,13 @@ from conftest import ROOT, TOY, assert_user_error, run_mt
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 
+from test_decoding_rules import greedy  # noqa: E402
+
 from mt.checkpoint import load_run  # noqa: E402
 from mt.ct2.export import QUANTIZATIONS, build_spec  # noqa: E402
 from mt.ct2.search import CTranslate2Engine  # noqa: E402
 from mt.data import pad, read_parallel  # noqa: E402
-from mt.decode import greedy  # noqa: E402
+from mt.decoding.request import SearchRequest  # noqa: E402
 from mt.vocab import BOS, EOS  # noqa: E402
 
 
@@ -55,7 +57,7 @@ def test_greedy_ids_and_log_probs_match_mt(toy_test, ct2_export):
     run, ids, hyps = toy_test
     search = CTranslate2Engine(ct2_export, run.src_vocab, run.tgt_vocab,
                                run.cfg.model.max_positions, threads=1)
-    found = search.search(pad(ids), run.cfg.decode, scored=False)
+    found = search.search(SearchRequest(pad(ids), run.cfg.decode))
     assert [h[0].tokens for h in found] == hyps
     assert len(hyps) == 300 and sum(map(len, hyps)) > 1000
     assert logprob_gap(ct2_export, run, ids, hyps) < 1e-4

@@ -10,10 +10,17 @@ import json
 
 import pytest
 import torch
-from test_decode import random_src, small_model, teacher_forced_logprob
+from test_decoding_rules import (
+    beam_search,
+    greedy,
+    random_src,
+    sample,
+    small_model,
+    teacher_forced_logprob,
+)
 
 from mt.config import DecodeConfig
-from mt.decode import beam_search, greedy, length_penalty, sample, sequence_scores
+from mt.decoding.scores import length_penalty, sequence_scores
 from mt.ensemble import Ensemble
 from mt.vocab import EOS, PAD
 

@@ -12,7 +12,8 @@ H200; scripts/gpu_check.sh runs this module and prints its table):
 6. a glossary's terms kept by constrained beam search on CUDA, agreeing with the CPU, and its
    cost against plain beam 5.
 7. an imported Marian model decoding on CUDA as transformers' generate does there.
-8. decode.dtype int8 on CUDA: one warning, float32's translations (mt.int8 has no CUDA kernel).
+8. decode.dtype int8 on CUDA: one warning, float32's translations (mt.decoding.precision has no
+   CUDA kernel).
 
 Marked gpu; skipped without CUDA. Multi30k is read from $MT_GPU_DATA (default
 ../shared/data/multi30k). The measurements go to one table, printed when the module ends.
@@ -297,7 +298,7 @@ def test_beam_search_alignments_on_cuda(resumed, data):
 
 
 def test_int8_on_cuda_warns_once_and_decodes_in_float32(resumed, data, capsys):
-    """No int8 kernel on CUDA (mt.int8): one warning, and float32's translations."""
+    """No int8 kernel on CUDA (mt.decoding.precision): one warning, and float32's translations."""
     run_dir = resumed("bf16")
     src, _ = read_parallel(split_path(data, "test_2016_flickr", "de"),
                            split_path(data, "test_2016_flickr", "en"))

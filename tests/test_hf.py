@@ -15,13 +15,13 @@ import torch
 pytest.importorskip("transformers")
 
 from hf_models import build_marian, hf_model, hf_tokenizer  # noqa: E402
+from test_decoding_rules import greedy  # noqa: E402
 
 from conftest import MULTI30K, TOY, assert_user_error  # noqa: E402
 from mt.checkpoint import load_run  # noqa: E402
 from mt.commands.import_hf import import_hf  # noqa: E402
 from mt.config import DecodeConfig  # noqa: E402
 from mt.data import pad  # noqa: E402
-from mt.decode import greedy  # noqa: E402
 from mt.hf.export import orders, write_export  # noqa: E402
 from mt.translator import Translator  # noqa: E402
 from mt.vocab import PAD, start_id  # noqa: E402

@@ -14,6 +14,7 @@ import torch
 pytest.importorskip("transformers")
 
 from hf_models import build_marian, hf_model  # noqa: E402
+from test_decoding_rules import beam_search, greedy  # noqa: E402
 from test_hf import batch, hf_generate, run_orders, toy_lines  # noqa: E402
 from test_serve_app import assert_same, jsonl  # noqa: E402
 
@@ -21,7 +22,6 @@ from benchmarks.bench_serve import Client, Served  # noqa: E402
 from conftest import ROOT, THREADS, TOY, mt_here  # noqa: E402
 from mt.checkpoint import load_run  # noqa: E402
 from mt.config import DecodeConfig  # noqa: E402
-from mt.decode import beam_search, greedy  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

@@ -24,9 +24,9 @@ LAYERS = [
     ["tokenizers", "corpus_formats"],
     ["config"],
     ["data", "buckets", "mixing", "token_cache", "cached_mix", "filters", "audit", "kernels",
-     "model", "loss", "decode", "constrained", "glossary", "terminology", "align", "metrics",
-     "records", "attention", "confidence", "corpora", "trace", "int8"],
-    ["checkpoint", "runs", "ensemble", "engines", "translator", "ct2", "hf"],
+     "model", "loss", "decoding", "glossary", "terminology", "metrics", "records",
+     "attention", "confidence", "corpora"],
+    ["checkpoint", "runs", "ensemble", "translator", "ct2", "hf"],
     ["train", "serve", "document"],
     ["commands"],
     ["cli", "__main__"],
@@ -44,7 +44,7 @@ def modules() -> dict[str, Path]:
 
 
 def resolve(name: str, known: dict[str, Path]) -> str:
-    """The mt module an import names: `from mt import decode` is mt.decode, `from mt.config
+    """The mt module an import names: `from mt import decoding` is mt.decoding, `from mt.config
     import load_config` is mt.config."""
     return name if name in known else name.rpartition(".")[0]
 
@@ -134,11 +134,11 @@ def test_no_import_cycles():
 
 def test_the_parser_sees_imports_inside_functions_relative_ones_and_parents(tmp_path):
     source = tmp_path / "mod.py"
-    source.write_text("import os\nfrom mt import decode\nfrom mt.config import load_config\n"
+    source.write_text("import os\nfrom mt import decoding\nfrom mt.config import load_config\n"
                       "def f():\n    from .text import MARK\n    import mt.train.loop\n")
     known = modules()
     assert imports("mt.tokenizers.mod", source, known) == {
-        "mt.decode": 2, "mt.config": 3, "mt.tokenizers.text": 5, "mt.train": 6,
+        "mt.decoding": 2, "mt.config": 3, "mt.tokenizers.text": 5, "mt.train": 6,
         "mt.train.loop": 6}
 
 

@@ -4,10 +4,10 @@ embeddings, greedy decoding against the model step by step."""
 import pytest
 import torch
 import torch.nn.functional as F
+from test_decoding_rules import greedy
 
 from mt.checkpoint import load_run
 from mt.config import DecodeConfig, ModelConfig
-from mt.decode import greedy
 from mt.kernels import attention
 from mt.model import MultiHeadAttention, make_model
 from mt.vocab import BOS, PAD

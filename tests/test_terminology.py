@@ -12,7 +12,7 @@ from conftest import TINY, TOY, straight_and_resumed
 from mt.cached_mix import mixed_data, run_vocabs
 from mt.checkpoint import Run
 from mt.config import load_config
-from mt.engines import ModelEngine
+from mt.decoding.engines import ModelEngine
 from mt.errors import ConfigError, DataError
 from mt.glossary import Glossary
 from mt.model import make_model
@@ -147,10 +147,11 @@ def test_a_translation_is_annotated_as_training_was(tmp_path, tokenizer):
     seen = set()
 
     class Recording(ModelEngine):
-        def search(self, src, cfg, scored, prefix=None, terms=None):
-            assert terms is None  # annotate: no constraints
-            seen.update(" ".join(run.src_vocab.itos[i] for i in row if i) for row in src.tolist())
-            return super().search(src, cfg, scored, prefix, terms)
+        def search(self, request):
+            assert request.terms is None  # annotate: no constraints
+            seen.update(" ".join(run.src_vocab.itos[i] for i in row if i)
+                        for row in request.src.tolist())
+            return super().search(request)
 
     translator = Translator(run, engine=Recording(run.model))  # greedy, 3 tokens: fast
     glossary = run.cfg.data.terminology.glossary

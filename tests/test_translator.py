@@ -11,12 +11,12 @@ import threading
 
 import pytest
 import torch
+from test_decoding_rules import beam_search
 
 from conftest import ROOT, TOY, assert_user_error
 from mt.checkpoint import load_run
 from mt.config import DecodeConfig
 from mt.data import pad
-from mt.decode import beam_search
 from mt.errors import ConfigError
 from mt.records import Translation
 from mt.threads import Streams
@@ -52,7 +52,7 @@ def test_translator_keeps_order_and_empty_lines_through_sorted_batches(tiny_run)
     translator = Translator(run, cfg)
     sizes = []
     search = translator.engine.search
-    translator.engine.search = lambda src, *rest: sizes.append(src.numel()) or search(src, *rest)
+    translator.engine.search = lambda r: sizes.append(r.src.numel()) or search(r)
     together = translator.translate_nbest(LINES)
     assert len(sizes) > 1 and max(sizes) * 3 <= 60  # the budget counts tokens x beam
     for line, got in zip(LINES, together, strict=True):

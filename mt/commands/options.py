@@ -14,7 +14,7 @@ from mt.translator import Translator
 @dataclass(frozen=True, kw_only=True)
 class TranslateOptions:
     device: str = "cpu"
-    engine: str = "mt"  # mt.engines.ENGINES
+    engine: str = "mt"  # mt.decoding.engines.ENGINES
     # `key=value` items over each run's saved config (--set), as mt.config.override reads them
     overrides: tuple[str, ...] = ()
     # the decoding options given (`--beam 5`: {"beam": 5}), DecodeConfig fields over the

@@ -1,9 +1,9 @@
 """CTranslate2 as the search of `mt translate` and `mt eval` (`--engine ctranslate2`).
 
 mt tokenizes, batches and detokenizes as always (mt.translator.Translator); only the search over
-a batch of source ids goes to CTranslate2: CTranslate2Engine is an Engine (mt.engines), as mt's
-own ModelEngine is. Given an export (`mt export`), its model is loaded; given a run directory or
-checkpoint, it is exported in float32 to a temporary directory first.
+a batch of source ids goes to CTranslate2: CTranslate2Engine is an Engine (mt.decoding.engines),
+as mt's own ModelEngine is. Given an export (`mt export`), its model is loaded; given a run
+directory or checkpoint, it is exported in float32 to a temporary directory first.
 
 Options, mt's -> CTranslate2's (docs/ctranslate2.md):
   beam, nbest                    beam_size, num_hypotheses: exact
@@ -36,10 +36,12 @@ import torch
 
 from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, Run, load_run, open_run
 from mt.config import DecodeConfig
-from mt.constrained import Terms
 from mt.ct2.export import MARKER, export_info, require_ctranslate2, write_model
-from mt.decode import Hypothesis, length_penalty, max_lengths, with_prefix
-from mt.errors import CheckpointError, ConfigError, MTError
+from mt.decoding.constraints import max_lengths, with_prefix
+from mt.decoding.engines import Capabilities
+from mt.decoding.request import Hypothesis, SearchRequest
+from mt.decoding.scores import length_penalty
+from mt.errors import CheckpointError, MTError
 from mt.vocab import PAD, Vocab
 
 # mt's length_norm -> CTranslate2's length_penalty exponent (None: use decode.length_penalty)
@@ -56,7 +58,7 @@ def is_export(path: Path) -> bool:
 
 
 class CTranslate2Engine:
-    """A Translator's Engine (mt.engines), done by a `ctranslate2.Translator`: ids in,
+    """A Translator's Engine (mt.decoding.engines), done by a `ctranslate2.Translator`: ids in,
     hypotheses out."""
 
     def __init__(self, model_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab, max_positions: int,
@@ -69,14 +71,15 @@ class CTranslate2Engine:
             intra_threads=threads or torch.get_num_threads())
         self.src_vocab, self.tgt_vocab, self.max_positions = src_vocab, tgt_vocab, max_positions
 
-    def search(self, src: torch.Tensor, cfg: DecodeConfig, scored: bool,
-               prefix: torch.Tensor | None = None, terms: Terms | None = None
-               ) -> list[list[Hypothesis]]:
-        """src (B, S) padded ids -> up to cfg.nbest hypotheses per sentence, best first; each
-        starting with its prefix's ids (B, P) if given (target_prefix). terms: refused, as
-        CTranslate2 has no lexical constraints."""
-        if terms is not None:
-            raise ConfigError(NO_TERMS)
+    def capabilities(self, cfg: DecodeConfig) -> Capabilities:
+        """Prefixes (target_prefix) and sampling; no lexical constraints, and nothing recorded
+        (the Translator refuses attention and confidence for it)."""
+        return Capabilities(no_terms=NO_TERMS)
+
+    def search(self, request: SearchRequest) -> list[list[Hypothesis]]:
+        """request.src (B, S) padded ids -> up to cfg.nbest hypotheses per sentence, best
+        first; each starting with its prefix's ids (B, P) if given (target_prefix)."""
+        src, cfg, prefix = request.src, request.cfg, request.prefix
         mask = src != PAD
         limits = with_prefix(max_lengths(mask, cfg.max_len_a, cfg.max_len_b,
                                          self.max_positions), prefix).tolist()
@@ -101,7 +104,7 @@ class CTranslate2Engine:
             for i, r in zip(group, results, strict=True):
                 out[i] = [Hypothesis(self.tgt_vocab.encode(h), float("nan"))
                           for h in r.hypotheses]
-        if scored:
+        if request.scores:
             self._rescore(tokens, out, cfg)
         return out
 

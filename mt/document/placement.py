@@ -2,12 +2,12 @@
 alignment says, so that the result is well-formed: every tag once, properly nested.
 
 The source side is a paragraph's sentences as the model saw them (placeholders taken out),
-split at whitespace into words, as mt.align numbers them. An Anchor says where something was
-among those words; a translated sentence is laid out as a row of positions (its start, before,
-inside and after each word, its end), and the anchor's position is found through the target
-words aligned to its source word. An element's tags go around the target words aligned to the
-source words it enclosed, kept inside its parent's and off its siblings' (in whatever order
-the translation puts them): tags never cross (docs/documents.md).
+split at whitespace into words, as mt.decoding.align numbers them. An Anchor says where
+something was among those words; a translated sentence is laid out as a row of positions (its
+start, before, inside and after each word, its end), and the anchor's position is found through
+the target words aligned to its source word. An element's tags go around the target words
+aligned to the source words it enclosed, kept inside its parent's and off its siblings' (in
+whatever order the translation puts them): tags never cross (docs/documents.md).
 """
 
 from __future__ import annotations

@@ -122,7 +122,7 @@ class SpacyTokenizer:
         return "".join(out)
 
     def token_words(self, tokens: Sequence[str]) -> list[int]:
-        """mt.align.token_words for this detokenize, in one pass rather than one detokenize
+        """mt.decoding.align.token_words for this detokenize, in one pass rather than one detokenize
         per prefix: the text grows by each token's piece, after a space or not."""
         out: list[int] = []
         words, started, glue, in_word = 0, False, False, False  # in_word: text ends a word

@@ -1,5 +1,5 @@
-"""mt/decode.py with a forced target prefix: every output starts with its prefix, beam search
-with a prefix is the exhaustive search over the prefix's continuations, greedy with a prefix
+"""mt/decoding/constraints.py, a forced target prefix: every output starts with its prefix, beam
+search with a prefix is the exhaustive search over the prefix's continuations, greedy with a prefix
 is greedy continued after it, and the prefix outlasts the length limit and the constraints."""
 
 from __future__ import annotations
@@ -8,11 +8,19 @@ import itertools
 
 import pytest
 import torch
-from test_decode import CONTENT, random_src, small_model, teacher_forced_logprob
+from test_decoding_rules import (
+    CONTENT,
+    beam_search,
+    greedy,
+    random_src,
+    sample,
+    small_model,
+    teacher_forced_logprob,
+)
 
 from mt.config import DecodeConfig
 from mt.data import pad
-from mt.decode import beam_search, greedy, length_penalty, sample
+from mt.decoding.scores import length_penalty
 from mt.vocab import BOS, PAD, UNK
 
 PREFIXES = [[4], [], [5, 4], [UNK, 5]]  # per sentence; [] is none

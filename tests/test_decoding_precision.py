@@ -1,6 +1,7 @@
-"""mt/int8.py (decode.dtype int8): the quantized copy keeps the float32 model's translations on
-the toy test set, beam search with beam 1 equals greedy in int8, every command decodes in int8,
-and where int8 cannot run there is one warning (no fast kernel) or one line (no kernel)."""
+"""mt/decoding/precision.py (decode.dtype int8): the quantized copy keeps the float32 model's
+translations on the toy test set, beam search with beam 1 equals greedy in int8, every command
+decodes in int8, and where int8 cannot run there is one warning (no fast kernel) or one line
+(no kernel)."""
 
 from __future__ import annotations
 
@@ -13,12 +14,12 @@ import urllib.request
 
 import pytest
 import torch
+from test_decoding_rules import beam_search, greedy
 
 from benchmarks.bench_serve import Served
 from conftest import TOY, assert_user_error, run_mt
-from mt import int8
 from mt.checkpoint import load_run
-from mt.decode import beam_search, greedy
+from mt.decoding import precision as int8
 from mt.ensemble import Ensemble
 from mt.translator import Translator
 
@@ -116,7 +117,7 @@ def test_a_torch_without_quantized_kernels_is_one_line(tiny_run, tmp_path):
     site = tmp_path / "site"
     site.mkdir()
     (site / "sitecustomize.py").write_text(
-        "import mt.int8\nmt.int8.quantizable = lambda: False\n")
+        "import mt.decoding.precision as p\np.quantizable = lambda: False\n")
     r = run_mt("translate", str(tiny_run), "--dtype", "int8", input="one two\n",
                env={"PYTHONPATH": os.pathsep.join([str(site), *sys.path])})
     assert_user_error(r, 3, "decode.dtype int8", "no quantized linear")

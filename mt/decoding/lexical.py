@@ -1,5 +1,5 @@
 """Lexically constrained beam search: target terms (a glossary's, mt.glossary) that every
-output must hold, as the beam search of mt.decode runs it.
+output must hold, as the beam rule of mt.decoding.rules runs it.
 
 The method is the vectorized dynamic beam allocation of Hu et al. (NAACL 2019), the batched
 form of Post and Vilar (2018). Each step, besides the 2K best continuations, every live beam

@@ -1,13 +1,17 @@
-"""What a search records of each output for mt.confidence, as it goes (the searches' `trace`):
-so the confidence features need no second, teacher-forced pass over the outputs.
+"""What a search records of each output as it goes (SearchRequest.attention and .trace), so that
+word alignments and the confidence features need no second, teacher-forced pass: the loop
+(mt.decoding.search) calls its Recorder once per step.
 
-Per step of an output (each token, then <eos>): the model's log-probability of the token taken
+Attention: each hypothesis's cross-attention, the step that chose each token a row (beam
+search keeps it for word alignments). Trace, what mt.confidence reads:
+per step of an output (each token, then <eos>), the model's log-probability of the token taken
 and the entropy of its whole next-token distribution, both before the search's constraints
-(mt.decode.Constraints never change the score of a token they let through, so the first is
+(mt.decoding.constraints never change the score of a token they let through, so the first is
 the score the search used); the cross-attention of that step (decoder layers and heads
 averaged), summed over the steps per source position; and, for an ensemble, each member's
 log-probability of the tokens taken, summed. These are the quantities a teacher-forced pass
-of the output computes (mt.confidence.features): tests/test_trace.py checks that they agree.
+of the output computes (mt.confidence.features): tests/test_decoding_record.py checks that
+they agree.
 
 Shapes: r live rows of a search (sentences, samples or beams), t steps so far, S source
 positions (padded), V vocabulary, M ensemble members.
@@ -19,10 +23,12 @@ from dataclasses import dataclass
 
 import torch
 
+from mt.vocab import EOS
+
 
 @dataclass
 class Trace:
-    """One output's record (mt.decode.Hypothesis.trace)."""
+    """One output's record (mt.decoding.request.Hypothesis.trace)."""
 
     logprobs: list[float]  # each token's log-probability, <eos> last
     entropy: list[float]  # the entropy (nats) of the distribution each was chosen from
@@ -100,3 +106,59 @@ class Traced:
         return [Trace(lp, h, r, m) for lp, h, r, m in
                 zip(self.logprobs.tolist(), self.entropy.tolist(), self.received.tolist(),
                     members, strict=True)]
+
+
+@dataclass
+class Recorder:
+    """What the search loop keeps of its live rows (r), where asked: their cross-attention so
+    far (r, t, S), moved with their tokens, and their Traced record. Each step: `step` before
+    the rule, `ended` for the rows that finish, `move` for those that go on."""
+
+    weights: bool  # the decoder gives its cross-attention (for attention or a trace)
+    members: bool  # an ensemble gives each member's log-probabilities (for a trace)
+    seen: torch.Tensor | None = None  # (r, t, S) with attention
+    traced: Traced | None = None  # with a trace
+    last: Step | None = None  # this step's
+
+    @classmethod
+    def start(cls, model, rows: int, S: int, device: torch.device, attention: bool,
+              trace: bool) -> Recorder:
+        """The empty record of `rows` rows of a search over S source positions with `model`
+        (an ensemble's `members` are traced each)."""
+        traced = Traced.start(rows, S, getattr(model, "members", 0), device) if trace else None
+        seen = torch.empty(rows, 0, S, device=device) if attention else None
+        return cls(attention or trace, trace and traced.members is not None, seen, traced)
+
+    def step(self, model, logits: torch.Tensor, layers: list | None, members: list | None
+             ) -> torch.Tensor | None:
+        """Record this step from the model's next-token logits (r, V), its decoder layers'
+        cross-attention and an ensemble's members', before a rule changes the scores -> the
+        log-probabilities (r, V) computed for the trace (the rule may reuse them), else None."""
+        if layers is None:
+            return None
+        scored = model.log_probs_entropy(logits) if self.traced is not None else None
+        self.last = Step.of(scored, layers, members)
+        return None if scored is None else scored[0]
+
+    def ended(self, rows: torch.Tensor) -> tuple[list, list]:
+        """The rows (e,) that take <eos> now -> each one's attention (t, S) and Trace, None
+        for what is not recorded."""
+        n = len(rows)
+        attention = [None] * n if self.seen is None else self.seen.index_select(0, rows)
+        if self.traced is None:
+            return attention, [None] * n
+        eos = torch.full_like(rows, EOS)
+        return attention, self.traced.extend(rows, self.last, eos).traces()
+
+    def move(self, moved: torch.Tensor | None, tokens: torch.Tensor) -> None:
+        """The next rows: each extends the live row moved (r',) (None: each its own, all
+        going on) by its token (r',)."""
+        if self.seen is None and self.traced is None:
+            return
+        if moved is None:
+            moved = torch.arange(len(tokens), device=tokens.device)
+        if self.seen is not None:
+            self.seen = torch.cat([self.seen.index_select(0, moved),
+                                   self.last.attention.index_select(0, moved)[:, None]], dim=1)
+        if self.traced is not None:
+            self.traced = self.traced.extend(moved, self.last, tokens)

@@ -1,6 +1,6 @@
-"""mt/align.py and `--align`: tokens merged to whitespace words (spaCy joiners, SentencePiece
-pieces), valid Pharaoh pairs within both lengths, the toy task's reordering matched against a
-hand-made gold alignment (tests/toy_gold.py), and the output formats."""
+"""mt/decoding/align.py and `--align`: tokens merged to whitespace words (spaCy joiners,
+SentencePiece pieces), valid Pharaoh pairs within both lengths, the toy task's reordering
+matched against a hand-made gold alignment (tests/toy_gold.py), and the output formats."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import torch
 from toy_gold import gold
 
 from conftest import TOY, assert_user_error
-from mt.align import cross_attention, pharaoh, token_words, word_alignment
 from mt.checkpoint import load_run
 from mt.data import pad
+from mt.decoding.align import cross_attention, pharaoh, token_words, word_alignment
 from mt.tokenizers.spacy_words import SpacyTokenizer
 from mt.tokenizers.text import ESCAPE, MARK
 from mt.translator import Translator

@@ -1,5 +1,6 @@
-"""mt/decode.py: beam search against greedy and exhaustive search, the cache reordered as beams
-move, n-best lists, the length limits and the stopping rule."""
+"""mt/decoding/rules.py: beam search against greedy and exhaustive search, the cache reordered as
+beams move, n-best lists, the length limits and the stopping rule. The searches as the tests
+call them (greedy, sample, beam_search) are here too."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import torch
 import torch.nn.functional as F
 
 from conftest import TOY
-from mt import decode
 from mt.checkpoint import load_run
 from mt.config import DecodeConfig, ModelConfig
 from mt.data import pad
-from mt.decode import beam_search, greedy, length_penalty
+from mt.decoding import constraints, rules, search
+from mt.decoding.request import SearchRequest
+from mt.decoding.scores import length_penalty
 from mt.model import DecoderCache, make_model
 from mt.translator import Translator
 from mt.vocab import BOS, EOS, PAD, UNK
@@ -37,6 +39,27 @@ def random_src(B: int, S: int, V: int, seed: int) -> torch.Tensor:
     for i in range(1, B):
         src[i, S - i:] = PAD  # varied source lengths, so varied length limits
     return src
+
+
+def greedy(model, src, cfg, prefix=None, memory=None, trace=False, rule=rules.Greedy):
+    """src (B, S) -> each row's output ids (with trace: (ids, its Trace)), in the loop with rule
+    (greedy's, or another that gives one hypothesis per row)."""
+    found = search.search(model, SearchRequest(src, cfg, prefix, memory=memory, trace=trace),
+                          rule)
+    hyps = [h for hyps in found for h in hyps]
+    return [(h.tokens, h.trace) for h in hyps] if trace else [h.tokens for h in hyps]
+
+
+def sample(model, src, cfg, prefix=None, memory=None, trace=False):
+    """src (B, S) -> decode.samples outputs per sentence, in turn, as greedy gives them."""
+    return greedy(model, src, cfg, prefix, memory, trace, rule=rules.Sample)
+
+
+def beam_search(model, src, cfg, prefix=None, terms=None, memory=None, attend=False,
+                trace=False):
+    """src (B, S) -> each sentence's hypotheses from beam search."""
+    return search.search(model, SearchRequest(src, cfg, prefix, terms, memory,
+                                              attention=attend, trace=trace), rules.Beam)
 
 
 def teacher_forced_logprob(model, src: torch.Tensor, outputs: list[list[int]]) -> torch.Tensor:
@@ -188,14 +211,14 @@ def test_chunked_beam_step_ranks_like_one_topk_over_all_candidates(k, V):
     as one topk over all k*V; with fewer than 2K finite candidates (a sentence at its length
     limit) the rest are -inf with tokens and beams still in range."""
     K, b = 5, 7
-    assert k * V >= 2 * K * decode.CHUNK  # the chunked path
+    assert k * V >= 2 * K * search.CHUNK  # the chunked path
     g = torch.Generator().manual_seed(V + k)
     lprobs = torch.randn(b, k, V, generator=g).log_softmax(-1)
     lprobs[1, :, 100:] = float("-inf")  # only 100 words a beam
     lprobs[2, :, :] = float("-inf")
     lprobs[2, :, EOS] = -1.0  # at the length limit: <eos> or nothing
     scores = torch.randn(b, k, generator=g)
-    top, tokens, beams = decode.beam_step(lprobs, scores, K)
+    top, tokens, beams = rules.beam_step(lprobs, scores, K)
     want, flat = (scores[:, :, None] + lprobs).view(b, -1).topk(2 * K, dim=-1)
     assert torch.equal(top, want)
     finite = want.isfinite()
@@ -207,7 +230,7 @@ def test_chunked_beam_step_ranks_like_one_topk_over_all_candidates(k, V):
 
 @pytest.mark.parametrize("V", [256, 6195, 6208, 8000])
 def test_chunked_argmax_is_torchs_argmax(V):
-    """decode.argmax (chunk maxima, then inside one chunk) returns torch's first index of the
+    """rules.argmax (chunk maxima, then inside one chunk) returns torch's first index of the
     maximum: ties, a maximum in the short last chunk or at the very end, -inf entries."""
     g = torch.Generator().manual_seed(V)
     scores = torch.randn(9, V, generator=g)
@@ -217,9 +240,9 @@ def test_chunked_argmax_is_torchs_argmax(V):
     scores[4, EOS] = float("-inf")  # as _forbid leaves them
     scores[5, :-1] = float("-inf")
     scores[6] = scores[6].round()  # many ties within chunks
-    assert torch.equal(decode.argmax(scores), scores.argmax(-1))
+    assert torch.equal(rules.argmax(scores), scores.argmax(-1))
     bf16 = scores.bfloat16()
-    assert torch.equal(decode.argmax(bf16), bf16.argmax(-1))
+    assert torch.equal(rules.argmax(bf16), bf16.argmax(-1))
 
 
 # --- the cache -------------------------------------------------------------------------------
@@ -311,7 +334,7 @@ def test_stopping_early_changes_nothing(tiny_run, monkeypatch, norm, alpha):
     src = _toy_batch(run, 40)
     cfg = DecodeConfig(beam=4, nbest=4, length_norm=norm, length_penalty=alpha)
     early = beam_search(run.model, src, cfg)
-    monkeypatch.setattr(decode, "_done", lambda t, limits, *rest: limits <= t)
+    monkeypatch.setattr(rules, "_done", lambda t, limits, *rest: limits <= t)
     late = beam_search(run.model, src, cfg)
     for a, b in zip(early, late, strict=True):
         assert [h.tokens for h in a] == [h.tokens for h in b]
@@ -335,7 +358,7 @@ def test_a_constraint_plugged_in_once_reaches_greedy_sampling_and_beam(monkeypat
     model, src = small_model(24, 5), random_src(4, 6, 24, 5)  # untrained: any token comes up
     cfg = DecodeConfig(max_len_a=0.0, max_len_b=12)
     searches = {"greedy": lambda: greedy(model, src, cfg),
-                "sample": lambda: decode.sample(model, src, replace(cfg, sampling="topk",
+                "sample": lambda: sample(model, src, replace(cfg, sampling="topk",
                                                                     topk=24, samples=3)),
                 "beam": lambda: [h.tokens for hyps in beam_search(model, src,
                                                                   replace(cfg, beam=4, nbest=4))
@@ -343,14 +366,14 @@ def test_a_constraint_plugged_in_once_reaches_greedy_sampling_and_beam(monkeypat
     free = {name: run() for name, run in searches.items()}
     banned = Counter(t for out in free.values() for h in out for t in h).most_common(1)[0][0]
     assert all(any(banned in h for h in out) for out in free.values())  # so it can fail
-    plain = decode.Constraints.apply
+    plain = constraints.Constraints.apply
 
     def apply(self, scores, t, hyp, rows, state=None):
         scores = plain(self, scores, t, hyp, rows, state)
         scores[:, banned] = float("-inf")
         return scores
 
-    monkeypatch.setattr(decode.Constraints, "apply", apply)
+    monkeypatch.setattr(constraints.Constraints, "apply", apply)
     for name, run in searches.items():
         assert not any(banned in h for h in run()), name
 
@@ -359,6 +382,6 @@ def test_seq2seq_and_an_ensemble_are_decodable():
     from mt.ensemble import Ensemble
 
     model = small_model(16, 1)
-    assert isinstance(model, decode.Decodable)
-    assert isinstance(Ensemble([model, small_model(16, 2)]), decode.Decodable)
-    assert not isinstance(model.encoder, decode.Decodable)
+    assert isinstance(model, search.Decodable)
+    assert isinstance(Ensemble([model, small_model(16, 2)]), search.Decodable)
+    assert not isinstance(model.encoder, search.Decodable)

@@ -9,12 +9,11 @@ import dataclasses
 
 import pytest
 import torch
-from test_decode import random_src, small_model
+from test_decoding_rules import beam_search, greedy, random_src, sample, small_model
 
 from mt.confidence import dropout_twin, features, mc_dropout, traced_features
 from mt.config import DecodeConfig, ModelConfig
 from mt.data import pad
-from mt.decode import beam_search, greedy, sample
 from mt.ensemble import Ensemble
 from mt.kernels import log_softmax_entropy
 from mt.model import make_model

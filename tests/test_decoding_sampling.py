@@ -1,5 +1,5 @@
-"""mt/decode.py: sampling (top-k, top-p, temperature, seeds) and repetition blocking, on small
-random models; the options' checks; `mt translate --samples` on a trained run."""
+"""mt/decoding/sampling.py: sampling (top-k, top-p, temperature, seeds) and repetition blocking,
+on small random models; the options' checks; `mt translate --samples` on a trained run."""
 
 from __future__ import annotations
 
@@ -7,12 +7,11 @@ import dataclasses
 
 import pytest
 import torch
-from test_decode import random_src, small_model
+from test_decoding_rules import beam_search, greedy, random_src, sample, small_model
 
 from conftest import TOY, assert_user_error
-from mt import decode
 from mt.config import ConfigError, DecodeConfig, load_config
-from mt.decode import beam_search, greedy, nucleus, sample
+from mt.decoding.sampling import draw, nucleus
 
 LONG = DecodeConfig(max_len_a=0.0, max_len_b=30)  # long outputs: many draws per line
 
@@ -96,14 +95,14 @@ def test_draw_keeps_a_draw_inside_the_nucleus_and_redraws_one_outside():
     cfg = DecodeConfig(sampling="topp", topp=0.75)
     # rows 0, 1: the first uniform draws 0 and 1 from the whole row, both inside: kept;
     # rows 2, 3: it draws 2 and 3, outside: the second inverts the cut 0.5/0.8, 0.3/0.8
-    assert decode.draw(logits, cfg, u).tolist() == [0, 1, 1, 0]
+    assert draw(logits, cfg, u).tolist() == [0, 1, 1, 0]
 
 
 def test_topp_draws_follow_the_renormalised_nucleus():
     probs = torch.tensor([0.4, 0.25, 0.2, 0.1, 0.05])  # nucleus of 0.8: 0, 1, 2 (0.85)
     n = 40_000
     u = torch.rand(n, 2, generator=torch.Generator().manual_seed(0))
-    got = decode.draw(probs.log().expand(n, -1), DecodeConfig(sampling="topp", topp=0.8), u)
+    got = draw(probs.log().expand(n, -1), DecodeConfig(sampling="topp", topp=0.8), u)
     freq = torch.bincount(got, minlength=5).float() / n
     want = torch.tensor([0.4, 0.25, 0.2, 0.0, 0.0]) / 0.85
     assert (freq - want).abs().max() < 0.01, freq

@@ -1,11 +1,13 @@
-"""int8 decoding (decode.dtype int8): a copy of a model whose Linear layers, the output
-projection included, multiply in int8. Weights are quantized once, per output row (symmetric,
-scale = max |w| / 127); activations per call, by torch's dynamic quantized linear on oneDNN,
-which uses VNNI or AMX int8 instructions. Everything else (embeddings, LayerNorm, attention
-scores) stays float32.
+"""The model in decode.dtype (`decoding_model`): itself for float32, else a copy in bf16 or
+int8, and the weight layout that a CPU model that only decodes multiplies fastest
+(`inference_layout`).
 
-Where there is no fast int8 kernel (a CPU without VNNI/AMX, CUDA) decoding falls back to
-float32 with one warning (docs/decoding.md#int8)."""
+int8: every Linear layer, the output projection included, multiplies in int8. Weights are
+quantized once, per output row (symmetric, scale = max |w| / 127); activations per call, by
+torch's dynamic quantized linear on oneDNN, which uses VNNI or AMX int8 instructions.
+Everything else (embeddings, LayerNorm, attention scores) stays float32. Where there is no
+fast int8 kernel (a CPU without VNNI/AMX, CUDA) decoding falls back to float32 with one
+warning (docs/decoding.md#int8)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from mt.device import has_native_bf16
 from mt.errors import ConfigError
 from mt.log import warn
 
@@ -100,3 +103,28 @@ def int8_model(model: nn.Module, device: torch.device) -> nn.Module:
         if bias_of_generator is not None:
             owner.logits_bias = None  # now inside the generator: next_scores calls it
     return out
+
+
+def inference_layout(model: torch.nn.Module) -> None:
+    """In place, on a CPU model that only decodes: every Linear's weight (out, in) re-laid out
+    as the transpose of a contiguous (in, out) matrix. Same values; MKL multiplies the few rows
+    of a decoding step by that layout up to twice as fast (benchmarks/bench_hf.py). An
+    embedding tied to the output projection follows it, and its lookups, a few rows a step,
+    barely notice. Not for a model that trains: gradients and optimizers expect the usual
+    layout."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear) and module.weight.device.type == "cpu":
+            module.weight.data = module.weight.data.t().contiguous().t()
+
+
+def decoding_model(model: nn.Module, dtype: str, device: torch.device) -> nn.Module:
+    """The model in decode.dtype: itself for float32; for bf16 and int8 a copy, so the run's
+    float32 model stays as it is for whoever else holds it."""
+    if dtype == "int8":
+        return int8_model(model, device)
+    if dtype != "bf16":
+        return model
+    if not has_native_bf16(device):
+        warn(f"decode.dtype bf16: this {device.type.upper()} device has no native bf16, so it "
+             "is emulated and slower than float32")
+    return copy.deepcopy(model).to(torch.bfloat16)

@@ -1,4 +1,4 @@
-"""mt/constrained.py: lexically constrained beam search (through mt.decode.beam_search): every
+"""mt/decoding/lexical.py: lexically constrained beam search (through the beam rule): every
 term held, in order when ordered, the batch equal to each line alone, no terms the plain search,
 and a wide beam equal to exhaustive search over the outputs that hold the terms."""
 
@@ -9,11 +9,17 @@ import random
 
 import pytest
 import torch
-from test_decode import CONTENT, random_src, small_model, teacher_forced_logprob
+from test_decoding_rules import (
+    CONTENT,
+    beam_search,
+    random_src,
+    small_model,
+    teacher_forced_logprob,
+)
 
 from mt.config import DecodeConfig
-from mt.constrained import Terms
-from mt.decode import beam_search, length_penalty
+from mt.decoding.lexical import Terms
+from mt.decoding.scores import length_penalty
 from mt.vocab import PAD
 
 

@@ -1,0 +1,62 @@
+"""mt/decoding/search.py: the one loop with a rule plugged in. A new search rule is one class and
+one line in mt.decoding.rules.RULES (docs/development.md, "A search rule"); here a toy rule,
+greedy cut after two tokens, is registered that way and runs through `mt translate`."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from test_decoding_rules import beam_search, greedy, random_src, small_model
+
+from conftest import TOY
+from mt.config import DecodeConfig
+from mt.decoding import rules
+from mt.decoding.search import Moves, Scores
+from mt.vocab import EOS
+
+CUT = 2  # the toy rule's tokens
+
+
+class Clipped(rules.Greedy):
+    """Greedy, but every output ends after CUT tokens: <eos> at step CUT whatever the model
+    says. It wants every greedy config (beam 1, no sampling)."""
+
+    @classmethod
+    def wanted(cls, cfg: DecodeConfig) -> bool:
+        return cfg.beam == 1 and cfg.sampling == "none"
+
+    def step(self, t: int, scores: Scores, hyp: torch.Tensor, rows: torch.Tensor) -> Moves:
+        if t < CUT:
+            return super().step(t, scores, hyp, rows)
+        ended = torch.arange(len(rows), device=rows.device)
+        return Moves(torch.full_like(rows, EOS)[:0], ended[:0], ended=ended,
+                     scores=[float("nan")] * len(rows))
+
+
+def test_a_registered_rule_is_what_mt_translate_decodes_with(tiny_run, cli, tmp_path,
+                                                             monkeypatch):
+    lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:8]
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    plain = cli("translate", tiny_run, "-i", src, "--threads", "1")
+    assert plain.code == 0, plain.err
+    monkeypatch.setitem(rules.RULES, "clipped", Clipped)
+    assert rules.pick(DecodeConfig()) is Clipped and rules.pick(DecodeConfig(beam=2)) is rules.Beam
+    clipped = cli("translate", tiny_run, "-i", src, "--threads", "1")
+    assert clipped.code == 0, clipped.err
+    # spaCy words: the greedy translation's first two words, and the scores the engine gives
+    want = [" ".join(line.split()[:CUT]) for line in plain.out.splitlines()]
+    assert clipped.out.splitlines() == want != plain.out.splitlines()
+    beam = cli("translate", tiny_run, "-i", src, "--threads", "1", "--beam", "2")
+    assert all(len(line.split()) > CUT for line in beam.out.splitlines())  # beam: not clipped
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_each_rule_is_the_loop_with_its_own_step(seed):
+    """The loop runs any rule: Clipped gives greedy's first CUT tokens; greedy and beam search
+    through it keep their equivalence (beam 1 is greedy)."""
+    model, src = small_model(8, seed), random_src(5, 7, 8, seed)
+    cfg = DecodeConfig(max_len_a=1.0, max_len_b=3)
+    free = greedy(model, src, cfg)
+    assert greedy(model, src, cfg, rule=Clipped) == [ids[:CUT] for ids in free]
+    assert [h[0].tokens for h in beam_search(model, src, cfg)] == free
