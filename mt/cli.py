@@ -89,45 +89,6 @@ def train(
 
 
 @app.command()
-def distill(
-    config: Path = typer.Argument(..., help="The student's YAML config: its data.train corpora "
-                                  "are translated by the teachers and replaced by the "
-                                  "translations.", metavar="STUDENT.yaml"),
-    teachers: list[Path] = typer.Argument(..., help="Teacher run(s) or checkpoint(s); several: "
-                                          "an ensemble.", metavar="TEACHER..."),
-    out: Path = typer.Option(..., "--out", help="The student's run directory; the distilled "
-                             "corpora go in OUT/distilled. Run again to resume."),
-    set_: list[str] = set_option("Override a value of the student's config: --set "
-                                 "train.max_minutes=60"),
-    original: float = typer.Option(0.0, "--original", min=0.0, max=100.0,
-                                   help="Also train on the original corpora, at this weight "
-                                   "times theirs (0: the distilled corpora only)."),
-    beam: int = typer.Option(None, "--beam", min=1, help="The teachers' beam (default: the "
-                             "first teacher's decode.beam)."),
-    dtype: str = typer.Option(None, "--dtype", help="The teachers' decode.dtype."),
-    batch_tokens: int = typer.Option(None, "--batch-tokens", min=1,
-                                     help="The teachers' source tokens per batch (x beam)."),
-    device: str = DEVICE,
-    workers: int = workers_option(1, "Processes translating chunks of the corpora (as mt "
-                                  "translate --workers)."),
-    threads: int = threads_option("torch threads of each translating process (as mt "
-                                  "translate --threads)."),
-) -> None:
-    """Distil teachers into a student: translate the student's training sources with the
-    teachers (beam search), audit the translations, train the student on them
-    (docs/distill.md). Prints the training summary as mt train does."""
-    from mt.commands.distill import distill as run_distill
-    from mt.commands.options import TranslateOptions
-
-    given = {"beam": beam, "dtype": dtype, "batch_tokens": batch_tokens}
-    decode = {key: value for key, value in given.items() if value is not None}
-    options = TranslateOptions(device=_device(device), decode=decode, threads=threads,
-                               workers=workers)
-    with _flags_named(decode):
-        print(json.dumps(run_distill(config, teachers, out, options, set_, original)))
-
-
-@app.command()
 def prepare(
     config: Path = typer.Argument(..., help="YAML config whose training split to prepare."),
     set_: list[str] = set_option("Override a config value: --set data.min_freq=2"),
@@ -176,7 +137,7 @@ def _decoding_flags(command: str) -> list:
     from a parameter `KEY: TYPE | None = typer.Option(None, "--KEY", help=...)`."""
     from typer.models import ParamMeta
 
-    from mt.config import DecodeConfig
+    from mt.config import DecodeConfig, option_help
 
     types = typing.get_type_hints(DecodeConfig)
     make = getattr(typer.main, "_get_param", None) or (  # its name before Typer 0.2x
@@ -186,9 +147,8 @@ def _decoding_flags(command: str) -> list:
         if command in f.metadata["commands"]:
             # a Literal's values are checked by mt.config, as any --set item's (exit 3)
             kind = str if typing.get_origin(types[f.name]) is typing.Literal else types[f.name]
-            text = f.metadata["serve_help" if command == "serve" else "help"]
             flags.append(make(ParamMeta(name=f.name, annotation=kind | None, default=typer.Option(
-                None, _flag(f.name), help=text))))
+                None, _flag(f.name), help=option_help(f, command)))))
     return flags
 
 
@@ -233,6 +193,38 @@ ENGINE = typer.Option("mt", "--engine", callback=_one_of("mt.decoding.engines:EN
 GLOSSARY_HELP = ("A glossary, source term<TAB>target term a line: each output holds the "
                  "target term of every source term in its line (beam search; "
                  "docs/terminology.md).")
+
+
+@app.command(cls=Decoding)
+def distill(
+    ctx: typer.Context,
+    config: Path = typer.Argument(..., help="The student's YAML config: its data.train corpora "
+                                  "are translated by the teachers and replaced by the "
+                                  "translations.", metavar="STUDENT.yaml"),
+    teachers: list[Path] = typer.Argument(..., help="Teacher run(s) or checkpoint(s); several: "
+                                          "an ensemble.", metavar="TEACHER..."),
+    out: Path = typer.Option(..., "--out", help="The student's run directory; the distilled "
+                             "corpora go in OUT/distilled. Run again to resume."),
+    set_: list[str] = set_option("Override a value of the student's config: --set "
+                                 "train.max_minutes=60"),
+    original: float = typer.Option(0.0, "--original", min=0.0, max=100.0,
+                                   help="Also train on the original corpora, at this weight "
+                                   "times theirs (0: the distilled corpora only)."),
+    device: str = DEVICE,
+    workers: int = workers_option(1, "Processes translating chunks of the corpora (as mt "
+                                  "translate --workers)."),
+    threads: int = threads_option("torch threads of each translating process (as mt "
+                                  "translate --threads)."),
+) -> None:
+    """Distil teachers into a student: translate the student's training sources with the
+    teachers (beam search), audit the translations, train the student on them
+    (docs/distill.md). Prints the training summary as mt train does."""
+    from mt.commands.distill import distill as run_distill
+    from mt.commands.options import TranslateOptions
+
+    options = TranslateOptions(device=_device(device), decode=decoding(ctx), threads=threads,
+                               workers=workers)
+    print(json.dumps(run_distill(config, teachers, out, options, set_, original)))
 
 
 @app.command("eval", cls=Decoding)

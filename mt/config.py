@@ -225,18 +225,24 @@ REQUEST = "request"
 EVERYWHERE = ("translate", "serve", "eval", "calibrate", REQUEST)
 LINES = ("translate", "serve", REQUEST)
 COMMANDS = ("translate", "serve", "eval", "calibrate")
+TEACHING = (*EVERYWHERE, "distill")  # mt distill's teachers: beam, batch_tokens, dtype
 
 
-def option(default: object, help: str, *, serve_help: str | None = None,
+def option(default: object, help: str, *, helps: typing.Mapping[str, str] | None = None,
            commands: tuple[str, ...] = EVERYWHERE, **bounds: object) -> typing.Any:
-    """A DecodeConfig field: its default, and as metadata its flag's help (serve_help: mt
-    serve's, where its answer differs from the lines mt translate writes), who takes it
-    (commands) and its range, checked by DecodeConfig.problems: ge, gt, le; off: a value
-    outside them meaning off; must: the range's words in the error where they are not the
-    plain ones; limit: the largest value, since it sizes what is allocated (with the other
-    bounds of docs/configuration.md#bounds)."""
-    return field(default=default, metadata={"help": help, "serve_help": serve_help or help,
+    """A DecodeConfig field: its default, and as metadata its flag's help (helps: a command's
+    own, where it differs: mt serve answers in JSON where mt translate writes lines, mt
+    distill's teachers), who takes it (commands) and its range, checked by
+    DecodeConfig.problems: ge, gt, le; off: a value outside them meaning off; must: the
+    range's words in the error where they are not the plain ones; limit: the largest value,
+    since it sizes what is allocated (with the other bounds of docs/configuration.md#bounds)."""
+    return field(default=default, metadata={"help": help, "helps": dict(helps or {}),
                                             "commands": commands, **bounds})
+
+
+def option_help(f: dataclasses.Field, command: str) -> str:
+    """A DecodeConfig field's help in a command."""
+    return f.metadata["helps"].get(command, f.metadata["help"])
 
 
 def _range_words(m: typing.Mapping[str, object]) -> str:
@@ -262,11 +268,14 @@ class DecodeConfig:
     --KEY of the commands its metadata names, a field of mt serve's requests (docs/decoding.md's
     table lists them; docs/development.md: adding one)."""
 
-    beam: int = option(1, "Beam size; 1 is greedy.", ge=1, limit=1024)
+    beam: int = option(1, "Beam size; 1 is greedy.", ge=1, limit=1024, commands=TEACHING,
+                       helps={"distill": "The teachers' beam (default: the first teacher's "
+                                         "decode.beam)."})
     # hypotheses kept per sentence, best first (at most beam)
     nbest: int = option(1, "Write the N best per input line as index<TAB>score<TAB>text lines "
-                        "(N <= beam).", serve_help='Give the N best per line as a JSON list, '
-                        '"nbest" (N <= beam).', commands=LINES)
+                        "(N <= beam).", commands=LINES, helps={
+                            "serve": 'Give the N best per line as a JSON list, "nbest" (N <= '
+                                     'beam).'})
     # gnmt: score / ((5 + len) / 6) ** alpha; average: / len; none
     length_norm: LengthNorm = option("gnmt", "Beam scores: gnmt, average or none.")
     # alpha of gnmt (0 = none); larger favours longer outputs
@@ -277,11 +286,14 @@ class DecodeConfig:
     max_len_b: int = option(10, "See --max-len-a.")
     # source tokens per decoding batch, times beam (bounds memory)
     batch_tokens: int = option(4096, "Source tokens per batch (x beam).", gt=0,
-                               commands=COMMANDS)
+                               commands=(*COMMANDS, "distill"),
+                               helps={"distill": "The teachers' source tokens per batch (x "
+                                                 "beam)."})
     # weights and activations while decoding (mt.decoding.precision for int8)
     dtype: DecodeDtype = option("float32", "float32; bf16 where the CPU or GPU has native "
                                 "bf16; int8 on a CPU with VNNI/AMX (docs/decoding.md).",
-                                commands=COMMANDS)
+                                commands=(*COMMANDS, "distill"),
+                                helps={"distill": "The teachers' decode.dtype."})
     no_repeat_ngram: int = option(0, "No output repeats an n-gram of this size (0 = off).",
                                   ge=0, must="0 (off) or positive")
     # draw each token: from the topk best, or the topp nucleus
@@ -293,15 +305,17 @@ class DecodeConfig:
     topp: float = option(0.9, "Sampling topp: draw from the fewest tokens whose probability "
                          "reaches P.", gt=0, le=1)
     samples: int = option(1, "Sampling: N outputs per input line, in the n-best format when "
-                          "N > 1.", serve_help='Sampling: N outputs per line, as a JSON list '
-                          '("nbest") when N > 1.', commands=LINES, ge=1, limit=1024)
+                          "N > 1.", commands=LINES, ge=1, limit=1024, helps={
+                              "serve": 'Sampling: N outputs per line, as a JSON list ("nbest") '
+                                       'when N > 1.'})
     seed: int = option(0, "Sampling: the seed; one seed gives one set of outputs (on CPU).")
     # one of the model's corpus tags
     tag: str = option("", "Put this corpus tag (e.g. <2de>) before each source line "
                       "(docs/data.md#tags).")
     align: bool = option(False, "Add Pharaoh i-j word alignments: a tab after each "
-                         "translation (docs/decoding.md).", serve_help="Add Pharaoh i-j word "
-                         'alignments: "alignment" beside each translation.', commands=LINES)
+                         "translation (docs/decoding.md).", commands=LINES, helps={
+                             "serve": 'Add Pharaoh i-j word alignments: "alignment" beside each '
+                                      'translation.'})
     # per-sentence features and (with the run's calibration) a confidence, recorded by the
     # search (docs/confidence.md)
     confidence: bool = option(False, "With --format jsonl: each translation's confidence (0-1, "

@@ -12,10 +12,10 @@ import pytest
 import typer
 
 from mt.cli import app
-from mt.config import REQUEST, ConfigError, DecodeConfig, option, with_decode
+from mt.config import REQUEST, ConfigError, DecodeConfig, option, option_help, with_decode
 
 FIELDS = dataclasses.fields(DecodeConfig)
-COMMANDS = ("translate", "serve", "eval", "calibrate")
+COMMANDS = ("translate", "serve", "eval", "calibrate", "distill")
 
 
 def flags(command: str) -> dict[str, str]:
@@ -31,8 +31,7 @@ def test_a_field_is_a_flag_of_the_commands_its_metadata_names(command):
         flag = "--" + f.name.replace("_", "-")
         assert (flag in given) == (command in f.metadata["commands"]), (command, flag)
         if flag in given:
-            key = "serve_help" if command == "serve" else "help"
-            assert given[flag] == f.metadata[key], (command, flag)
+            assert given[flag] == option_help(f, command), (command, flag)
 
 
 def test_a_field_is_a_request_field_where_its_metadata_says():

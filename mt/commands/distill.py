@@ -50,7 +50,7 @@ def distill(config: Path, teachers: Paths, out: Path, options: TranslateOptions,
     (0: distilled only)."""
     teachers = as_paths(teachers)
     cfg = load_config(config, list(sets), [config_problems])
-    check_teachers(cfg, teachers)
+    check_teachers(cfg, teachers, options)
     corpora_dir = out / CORPORA
     made = []
     for c, source in zip(corpus_configs(cfg.data), corpus_sources(cfg.data), strict=True):
@@ -80,10 +80,11 @@ def distill(config: Path, teachers: Paths, out: Path, options: TranslateOptions,
     return Trainer(student, out, options.device, resume, distilled=distilled).fit()
 
 
-def check_teachers(cfg: Config, teachers: list[Path]) -> None:
-    """Teachers that translate the student's languages, and that make an ensemble together:
-    else a ConfigError before any work."""
+def check_teachers(cfg: Config, teachers: list[Path], options: TranslateOptions) -> None:
+    """Teachers that translate the student's languages, make an ensemble together and take
+    the decoding options given: else a ConfigError before any work."""
     runs = open_runs(teachers)  # several: checked as an ensemble (mt.ensemble)
+    options.decoding(runs[0].cfg.decode)
     want = (cfg.data.src_lang, cfg.data.tgt_lang)
     for path, run in zip(teachers, runs, strict=True):
         have = (run.cfg.data.src_lang, run.cfg.data.tgt_lang)
