@@ -58,11 +58,11 @@ from mt.data import pad
 from mt.document import Document, align_options, settings, translate_lines
 from mt.document.placeholders import KINDS, find
 from mt.document.segment import split
+from mt.document.starters import learn
 from mt.metrics import score
 from mt.records import Translation
 from mt.textio import iter_lines
 from mt.token_cache import open_cached_corpora
-from mt.token_cache.starters import learn
 from mt.translator import Translator
 
 NEWS = ROOT.parent / "shared" / "data" / "news-de-en"

@@ -25,10 +25,10 @@ from mt.document import docx, markdown, markup, srt
 from mt.document.markup import Block
 from mt.document.paragraph import Paragraph, Settings
 from mt.document.placeholders import compile_keep
+from mt.document.starters import starts_sentence
 from mt.errors import DataError
 from mt.glossary import Glossary, GlossaryLike, as_glossary
 from mt.records import Translation
-from mt.token_cache.starters import starts_sentence
 from mt.translator import CHUNK_LINES, Translator, glossaries_mismatch
 
 FORMATS = ("text", "html", "md", "srt")  # what a text document is written in
