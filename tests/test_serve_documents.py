@@ -5,7 +5,7 @@ import pytest
 from document_fakes import identity
 
 from mt.config import DecodeConfig
-from mt.document import Document
+from mt.document import Document, Documents
 from mt.document.paragraph import Settings
 from mt.serve.access import ClientError
 from mt.serve.documents import records, wanted
@@ -31,7 +31,7 @@ def test_a_split_line_gives_its_sentences_and_the_mean_score():
     docs = [Document(line, "text", Settings("en")) for line in lines]
     found = [[t] for d in docs for t in identity(d.inputs)]
     found[0][0].score, found[1][0].score = -1.0, -3.0
-    first, second = records(lines, docs, found)
+    first, second = records(lines, Documents(docs), found)
     assert first == {"src": lines[0], "text": lines[0], "score": -2.0, "sentences": [
         {"src": "One dog runs.", "text": "One dog runs.", "score": -1.0},
         {"src": "Two cats sleep.", "text": "Two cats sleep.", "score": -3.0}]}
@@ -39,8 +39,8 @@ def test_a_split_line_gives_its_sentences_and_the_mean_score():
 
 
 def test_malformed_html_is_said_so_in_its_line():
-    docs = [Document("<p>An <b>open one.</p>", "html", Settings("en"))]
-    [obj] = records(["<p>An <b>open one.</p>"], docs, [[t] for t in identity(docs[0].inputs)])
+    docs = Documents([Document("<p>An <b>open one.</p>", "html", Settings("en"))])
+    [obj] = records(["<p>An <b>open one.</p>"], docs, [[t] for t in identity(docs.inputs)])
     assert obj["text"] == "<p>An <b>open one.</b></p>"
     assert obj["notes"] == ["<b> not closed before its paragraph ends"]
 

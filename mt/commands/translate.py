@@ -21,7 +21,8 @@ from mt.log import info
 from mt.records import lists
 from mt.textio import iter_lines
 
-FORMATS = ("text", "jsonl", "html")  # `mt translate --format`; html: mt.commands.documents
+# `mt translate --format`, what is written: html is `--doc-format html` by another name
+OUTPUT_FORMATS = ("text", "jsonl", "html")
 INPUT_FORMATS = ("text", "jsonl")  # `mt translate --input-format`; jsonl: records (jsonl_input)
 PROMPT = "> "  # on stderr, before each line typed at a terminal
 

@@ -37,7 +37,7 @@ from mt.records import lists, record
 from mt.serve import documents
 from mt.serve.access import Access, ClientError
 from mt.serve.batcher import Batcher, Job
-from mt.serve.documents import FORMATS
+from mt.serve.documents import TEXT_FORMATS as FORMATS  # POST /translate's `format`
 from mt.translator import Translator
 
 # Decoding options that stay the server's: batch_tokens bounds its memory, and the weights'
@@ -122,10 +122,10 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
             access.admit(client, len(lines))  # only what is to be translated counts
             docs = None
             if documents.wanted(req.format, req.split, prefix is not None, cfg):
-                docs, sentences, more = await asyncio.to_thread(
-                    documents.prepare, translator, lines, req.format)
-                job = Job(sentences, {**options, **more}, None, req.attention, glossary,
-                          own and [g for d, g in zip(docs, own) for _ in d.inputs])
+                docs = await asyncio.to_thread(documents.prepare, translator, lines,
+                                               req.format)
+                job = Job(docs.inputs, {**options, **docs.options(translator)}, None,
+                          req.attention, glossary, own and docs.per_input(own))
             else:
                 job = Job(lines, options, prefix, req.attention, glossary, own)
             found = await asyncio.wrap_future(state["batcher"].submit(job))
@@ -159,28 +159,28 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
             if glossary is not None:  # refused now: beam 1, CTranslate2
                 translator.matcher(glossary, cfg)
             data = await read_body(request, limits, limits.max_file_bytes)
-            doc, more = await asyncio.to_thread(documents.prepare_file, translator, data,
-                                                query.format)
-            request.state.lines = len(doc.inputs)
-            check_limits(doc.inputs, None, limits, "the document", lines_too=False)
-            access.admit(client, len(doc.inputs))
+            docs = await asyncio.to_thread(documents.prepare_file, translator, data,
+                                           query.format)
+            request.state.lines = len(docs.inputs)
+            check_limits(docs.inputs, None, limits, "the document", lines_too=False)
+            access.admit(client, len(docs.inputs))
             found = await asyncio.wrap_future(state["batcher"].submit(
-                Job(doc.inputs, {**options, **more}, None, False, glossary)))
-            done = await asyncio.to_thread(doc.render, [ts[0] for ts in found])
+                Job(docs.inputs, {**options, **docs.options(translator)}, None, False,
+                    glossary)))
+            done = await asyncio.to_thread(docs.docs[0].render, [ts[0] for ts in found])
         except ValidationError as e:
             return error(*validation_message(e, DocumentQuery, "query parameter"))
         except ClientError as e:
             return error(e.status, str(e), e.headers)
         except MTError as e:
             return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
-        headers = {"MT-Sentences": str(len(doc.inputs))}
+        headers = {"MT-Sentences": str(len(docs.inputs))}
         if done.cut:
             headers["MT-Cut"] = str(done.cut)
         if done.notes:  # JSON: ASCII, as a header must be
             headers["MT-Notes"] = json.dumps(done.notes)
         body = done.data if done.data is not None else done.text.encode("utf-8")
-        return Response(body, headers=headers,
-                        media_type=documents.CONTENT_TYPES[query.format])
+        return Response(body, headers=headers, media_type=documents.content_type(query.format))
 
     @app.get("/health")
     async def health() -> dict:
