@@ -25,7 +25,7 @@ LAYERS = [
     ["config"],
     ["data", "buckets", "mixing", "token_cache", "cached_mix", "filters", "audit", "kernels",
      "model", "loss", "decode", "constrained", "glossary", "terminology", "align", "metrics",
-     "records", "confidence", "corpora", "trace", "int8"],
+     "records", "confidence", "corpora", "trace", "int8", "compatibility"],
     ["checkpoint", "ensemble", "engines", "translator", "ct2", "hf"],
     ["train", "serve", "document"],
     ["commands"],

@@ -20,10 +20,20 @@ def test_lines_are_split_by_default_unless_an_option_is_per_sentence():
 
 
 @pytest.mark.parametrize("format, split", [("text", True), ("html", None)])
-def test_asked_for_with_a_per_sentence_option_it_is_a_422(format, split):
-    with pytest.raises(ClientError, match="not with align") as e:
-        wanted(format, split, False, DecodeConfig(align=True))
-    assert e.value.status == 422
+def test_asked_for_with_an_option_documents_refuse_it_is_a_422(format, split):
+    for given, prefix, name in ((DecodeConfig(beam=2, nbest=2), False, "nbest"),
+                                (DecodeConfig(), True, "prefix")):
+        with pytest.raises(ClientError, match=f"not with {name}") as e:
+            wanted(format, split, prefix, given)
+        assert e.value.status == 422
+
+
+@pytest.mark.parametrize("format, split", [("text", True), ("html", None)])
+def test_samples_and_alignments_go_with_documents_as_on_the_command_line(format, split):
+    """mt.compatibility: the server refused them before; mt translate never did."""
+    assert wanted(format, split, False, DecodeConfig(align=True))
+    assert wanted(format, split, False, DecodeConfig(sampling="topk", samples=2))
+    assert not wanted("text", None, False, DecodeConfig(align=True))  # a line whole, as before
 
 
 def test_a_split_line_gives_its_sentences_and_the_mean_score():

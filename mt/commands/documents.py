@@ -21,7 +21,6 @@ from mt.commands.output import (
 )
 from mt.document import (
     DocumentTranslation,
-    compile_keep,
     decode_text,
     document_format,
     format_of_path,
@@ -57,17 +56,6 @@ def input_format(options: TranslateOptions, src: str) -> str | None:
     if options.doc_format:
         return document_format(options.doc_format).name
     return "html" if options.output_format == "html" else None
-
-
-def check_options(options: TranslateOptions, nbest: bool, workers: int) -> None:
-    """The options the document path does not take: a UsageError before any work."""
-    clashes = [name for name, on in (("--nbest", nbest), ("--prefix", options.prefix),
-                                     ("--workers", workers > 1)) if on]
-    if clashes:
-        what = ("--format html" if options.output_format == "html" else "--doc-format"
-                if options.doc_format else "--split-sentences")
-        raise UsageError("translate", f"'{what}'", f"not with {clashes[0]}")
-    compile_keep(options.keep)
 
 
 def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptions,

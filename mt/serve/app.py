@@ -176,8 +176,7 @@ async def translate_file(served: Served, request: Request) -> Response:
         query = DocumentQuery.model_validate(dict(request.query_params))
         options = {k: getattr(query, k) for k in OPTIONS if getattr(query, k) is not None}
         cfg = translator.check_options(**options)
-        if whole := documents.per_sentence(False, cfg):
-            raise ClientError(422, f"a document: not with {whole[0]} (it is per sentence)")
+        documents.check_document(cfg)
         glossary = as_glossary(documents.glossary_pairs(query.glossary))
         if glossary is not None:  # refused now: beam 1, CTranslate2
             translator.matcher(glossary, cfg)

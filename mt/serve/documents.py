@@ -4,9 +4,10 @@ sentences (unless `"split": false`), or read as a document (`"format": "html"`, 
 sentences they were split into. POST /translate/document's file (a text format or .docx) the
 same way, one document a request.
 
-Options that are per sentence (a prefix, n-best lists, samples, alignments) translate each
-line whole, as before: a line is then one sentence; asked for with `"split": true` or HTML,
-they are a 422."""
+Options that ask for a line's own output (a prefix, n-best lists, samples, alignments)
+translate each line whole, as before: a line is then one sentence. A prefix and n-best lists
+asked for with `"split": true` or a format are a 422 (mt.compatibility); samples and
+alignments go with documents (each sentence's first sample; the alignments put markup back)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import typing
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from mt.compatibility import first_clash
 from mt.config import DecodeConfig
 from mt.document import Documents, document_format, settings
 from mt.document.formats import names, text_formats
@@ -24,8 +26,8 @@ from mt.records import Translation, lists
 from mt.serve.access import ClientError
 from mt.translator import Translator
 
-__all__ = ["TEXT_FORMATS", "content_type", "file_model", "per_sentence", "prepare",
-           "prepare_file", "records", "wanted"]
+__all__ = ["TEXT_FORMATS", "check_document", "content_type", "file_model", "per_sentence",
+           "prepare", "prepare_file", "records", "wanted"]
 
 # POST /translate's `format`: the registry's formats of text (a JSON string holds them)
 TEXT_FORMATS = text_formats()
@@ -37,21 +39,33 @@ def content_type(format: str) -> str:
 
 
 def per_sentence(prefix: bool, cfg: DecodeConfig) -> list[str]:
-    """The options given that are a sentence's, not a paragraph's or a document's."""
+    """The options given that ask for a line's own output (a prefix, n-best lists, samples,
+    alignments): with them, lines are translated whole unless "split" or a format asks."""
     return [name for name, on in (("prefix", prefix), ("nbest", cfg.nbest > 1),
                                   ("samples", cfg.samples > 1), ("align", cfg.align)) if on]
+
+
+def clash(prefix: bool, cfg: DecodeConfig) -> str | None:
+    """What documents cannot go with (mt.compatibility) that a request gives, or None."""
+    return first_clash("documents", {"prefix": prefix, "nbest": cfg.nbest > 1})
 
 
 def wanted(format: str, split: bool | None, prefix: bool, cfg: DecodeConfig) -> bool:
     """Whether a request's lines go through mt.document; a ClientError (422) for options
     that cannot go with that."""
-    whole = per_sentence(prefix, cfg)
     asked = format != "text" or split is True
-    if whole and asked:
+    if asked and (name := clash(prefix, cfg)):
         what = f'format "{format}"' if format != "text" else "split"
-        raise ClientError(422, f"{what}: not with {whole[0]} (they are per sentence); "
+        raise ClientError(422, f"{what}: not with {name} (they are per sentence); "
                                'send "split": false, or leave it out')
-    return asked or (split is None and not whole and not lists(cfg))
+    return asked or (split is None and not per_sentence(prefix, cfg) and not lists(cfg))
+
+
+def check_document(cfg: DecodeConfig) -> None:
+    """A 422 ClientError for decoding options a document (POST /translate/document) cannot
+    go with."""
+    if name := clash(False, cfg):
+        raise ClientError(422, f"a document: not with {name} (it is per sentence)")
 
 
 def prepare(translator: Translator, lines: list[str], format: str) -> Documents:
