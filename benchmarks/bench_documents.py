@@ -55,14 +55,14 @@ import torch
 from benchmarks.harness import MULTI30K, ROOT, TOY, alternate, markdown, parse, parser
 from mt.data import pad
 from mt.decoding import align
-from mt.document import Document, align_options, settings, translate_lines
+from mt.document import Document, Documents, settings, translate_lines
 from mt.document.placeholders import KINDS, find
 from mt.document.segment import split
+from mt.document.starters import learn
 from mt.metrics import score
 from mt.records import Translation
 from mt.textio import iter_lines
 from mt.token_cache import open_cached_corpora
-from mt.token_cache.starters import learn
 from mt.translator import Translator
 
 NEWS = ROOT.parent / "shared" / "data" / "news-de-en"
@@ -272,13 +272,11 @@ def html_batch(translator: Translator, texts: list[str], aligned: bool = True
                ) -> list[str]:
     """HTML documents translated in one batch, as mt serve does; aligned False: placed as if
     the engine gave no alignments (words in order)."""
-    docs = [Document(t, "html", settings(translator)) for t in texts]
-    found = translator.translate_nbest([x for d in docs for x in d.inputs],
-                                       **align_options(translator, docs))
-    out, done = [], 0
-    for d in docs:
-        mine = [f[0] for f in found[done:done + len(d.inputs)]]
-        done += len(d.inputs)
+    docs = Documents([Document(t, "html", settings(translator)) for t in texts])
+    found = translator.translate_nbest(docs.inputs, **docs.options(translator))
+    out = []
+    for d, share in docs.shares(found):
+        mine = [f[0] for f in share]
         if not aligned:
             mine = [Translation(t.text, t.score) for t in mine]
         out.append(d.render(mine).text)

@@ -13,7 +13,7 @@ A run directory holds:
 
 Checkpoints are one-file (`run_state`): besides the weights and step they carry the resolved
 config, both vocabularies, any tokenizer files and the sources' sentence starters
-(mt.token_cache.starters), as plain dicts, lists, strings and tensors, so a checkpoint moved
+(mt.document.starters), as plain dicts, lists, strings and tensors, so a checkpoint moved
 out of its run directory still loads. Older checkpoints hold weights and step only; `open_run`
 then reads config and vocab from the run directory.
 
@@ -154,7 +154,7 @@ def run_state(weights: dict[str, torch.Tensor], cfg: Config, src_vocab: Vocab, t
     weights is a model state dict (e.g. `model.state_dict()`, or averaged weights). files are
     the tokenizer's files by name (say a SentencePiece model), kept as uint8 tensors because
     `weights_only` loading accepts tensors, not bytes. starters: the training sources' sentence
-    starters (mt.token_cache.starters). Add training state to the result (optimizer, progress,
+    starters (mt.document.starters). Add training state to the result (optimizer, progress,
     RNG) for a resumable checkpoint.
     """
     return {"format": FORMAT, "model": weights, "step": step, "config": cfg.to_dict(),
@@ -184,7 +184,7 @@ class Run:
     checkpoint: Path | None = None  # the file read; None: a directory's files alone
     format: int = 0  # FORMAT: a one-file checkpoint; 0: config and vocab from its directory
     lineage: dict | None = None  # how its weights were made (mt.train.lineage); None: unknown
-    starters: list[str] = field(default_factory=list)  # its sources' (mt.token_cache.starters)
+    starters: list[str] = field(default_factory=list)  # its sources' (mt.document.starters)
 
 
 def open_run(path: Path, overrides: Sequence[str] = ()) -> Run:

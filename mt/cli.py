@@ -334,11 +334,11 @@ def translate(
                                         help="mean: heads averaged; all: one panel per head."),
     engine: str = ENGINE,
     output_format: str = typer.Option("text", "--format",
-                                      callback=_one_of("mt.commands.translate:FORMATS"),
+                                      callback=_one_of("mt.commands.translate:OUTPUT_FORMATS"),
                                       help="text, or jsonl: one JSON object per input line, "
                                       '{"src", "text", "score"} (and "nbest": [...] with '
-                                      "--nbest); html: the input is one HTML document, "
-                                      "its text translated, its tags kept (docs/documents.md)."),
+                                      "--nbest); html: the input is one HTML document, as "
+                                      "with --doc-format html (docs/documents.md)."),
     split_sentences: bool = typer.Option(False, "--split-sentences", help="Each input line is "
                                          "a paragraph: split into sentences, translated, put "
                                          "back together; URLs, numbers and the like kept as "

@@ -17,6 +17,7 @@ import torch
 from mt import confidence
 from mt.attention import Searched, attend
 from mt.checkpoint import Run, load_run
+from mt.compatibility import OWN_SEARCH, own_search_only
 from mt.config import DecodeConfig, corpus_configs, with_decode
 from mt.data import group_bounds, pad
 from mt.decoding.engines import ENGINES, GREEDY_GLOSSARY, Engine, ModelEngine, search_with
@@ -309,14 +310,13 @@ class Translator:
         ConfigError the call would raise for an unknown key, a wrong type or a value out of
         range, or for attention without mt's own search."""
         if attention:
-            self._check_attention("attention weights")
+            self._check_attention(OWN_SEARCH["attention"])
         return self._cfg(decode)
 
     def _check_align(self, cfg: DecodeConfig) -> None:
-        if cfg.align:
-            self._check_attention("decode.align: word alignments")
-        if cfg.confidence:
-            self._check_attention("decode.confidence: the confidence features")
+        for name in ("align", "confidence"):  # mt.compatibility.OWN_SEARCH
+            if getattr(cfg, name):
+                self._check_attention(OWN_SEARCH[name])
 
     @functools.cached_property
     def calibration(self) -> confidence.Calibration | None:
@@ -333,8 +333,7 @@ class Translator:
 
     def _check_attention(self, what: str) -> None:
         if self.model is None:
-            raise ConfigError(f"{what} come from mt's own search (its cross-attention), not "
-                              "CTranslate2's; use --engine mt")
+            raise ConfigError(own_search_only(what))
 
     def _cfg(self, options: dict) -> DecodeConfig:
         """The decoding config of one call: decode_cfg with its options."""

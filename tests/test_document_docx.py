@@ -14,7 +14,7 @@ import zipfile
 import pytest
 from document_fakes import identity, reversed_words
 
-from mt.document import DocxDocument, translate_document
+from mt.document import Document, translate_document
 from mt.document.docx import W
 from mt.document.paragraph import Settings
 from mt.errors import DataError
@@ -70,8 +70,8 @@ def build() -> bytes:
     return out.getvalue()
 
 
-def translate(data: bytes, fake) -> tuple[object, DocxDocument]:
-    doc = DocxDocument(data, Settings("en"))
+def translate(data: bytes, fake) -> tuple[object, Document]:
+    doc = Document(data, "docx", Settings("en"))
     done = doc.render(fake(doc.inputs))
     return docx.Document(io.BytesIO(done.data)), doc
 
@@ -156,7 +156,7 @@ def test_a_damaged_docx_is_one_line(data, message, cli, tmp_path):
             z.writestr("hello.txt", "hi")
         data = buf.getvalue()
     with pytest.raises(DataError, match=re.escape(message)):
-        DocxDocument(data, Settings("en"), "in.docx")
+        Document(data, "docx", Settings("en"), "in.docx")
     src, out = tmp_path / "in.docx", tmp_path / "out.docx"
     src.write_bytes(data)
     r = cli("translate", tmp_path / "no-run", "-i", src, "-o", out, "--doc-format", "auto")

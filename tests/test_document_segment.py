@@ -7,7 +7,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from mt.document.segment import Sentence, cut, split
-from mt.token_cache.starters import learn, starts_sentence
+from mt.document.starters import learn, starts_sentence
 from mt.vocab import SPECIALS, Vocab
 
 

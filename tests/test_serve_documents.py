@@ -5,7 +5,7 @@ import pytest
 from document_fakes import identity
 
 from mt.config import DecodeConfig
-from mt.document import Document
+from mt.document import Document, Documents
 from mt.document.paragraph import Settings
 from mt.serve.access import ClientError
 from mt.serve.documents import records, wanted
@@ -20,10 +20,20 @@ def test_lines_are_split_by_default_unless_an_option_is_per_sentence():
 
 
 @pytest.mark.parametrize("format, split", [("text", True), ("html", None)])
-def test_asked_for_with_a_per_sentence_option_it_is_a_422(format, split):
-    with pytest.raises(ClientError, match="not with align") as e:
-        wanted(format, split, False, DecodeConfig(align=True))
-    assert e.value.status == 422
+def test_asked_for_with_an_option_documents_refuse_it_is_a_422(format, split):
+    for given, prefix, name in ((DecodeConfig(beam=2, nbest=2), False, "nbest"),
+                                (DecodeConfig(), True, "prefix")):
+        with pytest.raises(ClientError, match=f"not with {name}") as e:
+            wanted(format, split, prefix, given)
+        assert e.value.status == 422
+
+
+@pytest.mark.parametrize("format, split", [("text", True), ("html", None)])
+def test_samples_and_alignments_go_with_documents_as_on_the_command_line(format, split):
+    """mt.compatibility: the server refused them before; mt translate never did."""
+    assert wanted(format, split, False, DecodeConfig(align=True))
+    assert wanted(format, split, False, DecodeConfig(sampling="topk", samples=2))
+    assert not wanted("text", None, False, DecodeConfig(align=True))  # a line whole, as before
 
 
 def test_a_split_line_gives_its_sentences_and_the_mean_score():
@@ -31,7 +41,7 @@ def test_a_split_line_gives_its_sentences_and_the_mean_score():
     docs = [Document(line, "text", Settings("en")) for line in lines]
     found = [[t] for d in docs for t in identity(d.inputs)]
     found[0][0].score, found[1][0].score = -1.0, -3.0
-    first, second = records(lines, docs, found)
+    first, second = records(lines, Documents(docs), found)
     assert first == {"src": lines[0], "text": lines[0], "score": -2.0, "sentences": [
         {"src": "One dog runs.", "text": "One dog runs.", "score": -1.0},
         {"src": "Two cats sleep.", "text": "Two cats sleep.", "score": -3.0}]}
@@ -39,8 +49,8 @@ def test_a_split_line_gives_its_sentences_and_the_mean_score():
 
 
 def test_malformed_html_is_said_so_in_its_line():
-    docs = [Document("<p>An <b>open one.</p>", "html", Settings("en"))]
-    [obj] = records(["<p>An <b>open one.</p>"], docs, [[t] for t in identity(docs[0].inputs)])
+    docs = Documents([Document("<p>An <b>open one.</p>", "html", Settings("en"))])
+    [obj] = records(["<p>An <b>open one.</p>"], docs, [[t] for t in identity(docs.inputs)])
     assert obj["text"] == "<p>An <b>open one.</b></p>"
     assert obj["notes"] == ["<b> not closed before its paragraph ends"]
 

@@ -22,7 +22,7 @@ class TranslateOptions:
     decode: dict[str, object] = field(default_factory=dict)
     threads: int = 0  # torch threads of each process; 0: mt.threads.translation_streams
     workers: int = 1  # processes translating chunks of the input (mt.commands.parallel)
-    output_format: str = "text"  # mt.commands.translate.FORMATS
+    output_format: str = "text"  # mt.commands.translate.OUTPUT_FORMATS
     prefix: str | None = None  # a file of target prefixes, one per input line
     glossary: str | None = None  # a glossary file (TSV) whose terms the translations keep
     split: bool = False  # --split-sentences: each line a paragraph (mt.document)

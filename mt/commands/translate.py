@@ -14,6 +14,7 @@ from mt.commands.formats import Screen, formatted
 from mt.commands.heatmap import Pictures, translate_with_attention
 from mt.commands.options import TranslateOptions
 from mt.commands.output import check_input_path, check_output_path, write_output
+from mt.compatibility import first_clash
 from mt.errors import ConfigError, DataError, UsageError
 from mt.glossary import Glossary
 from mt.log import info
@@ -21,7 +22,8 @@ from mt.records import lists
 from mt.runs import Paths, as_paths, open_runs
 from mt.textio import iter_lines
 
-FORMATS = ("text", "jsonl", "html")  # `mt translate --format`; html: mt.commands.documents
+# `mt translate --format`, what is written: html is `--doc-format html` by another name
+OUTPUT_FORMATS = ("text", "jsonl", "html")
 INPUT_FORMATS = ("text", "jsonl")  # `mt translate --input-format`; jsonl: records (jsonl_input)
 PROMPT = "> "  # on stderr, before each line typed at a terminal
 
@@ -32,42 +34,45 @@ def translate(runs: Paths, src: str, out: str, options: TranslateOptions,
     that cannot go together are a UsageError first. Returns the lines written."""
     nbest = options.given("decode.nbest")
     runs = as_paths(runs)
+    whole = options.doc_format is not None or options.output_format == "html"
     if options.input_format == "jsonl":
-        clashes = [name for name, on in (
-            ("--prefix (give each record its \"prefix\")", options.prefix is not None),
-            ("--attention", pictures is not None),
-            ("a whole document (--doc-format, --format html)",
-             options.doc_format is not None or options.output_format == "html")) if on]
-        if clashes:
-            raise UsageError("translate", "'--input-format jsonl'", f"not with {clashes[0]}")
+        refuse("jsonl_input", "--input-format jsonl", {
+            "prefix": ("--prefix (give each record its \"prefix\")", options.prefix is not None),
+            "attention": ("--attention", pictures is not None),
+            "document": ("a whole document (--doc-format, --format html)", whole)})
     if options.min_confidence is not None:
-        clashes = [name for name, on in (
-            ("--nbest", nbest), ("--workers", options.workers > 1),
-            ("an ensemble", len(runs) > 1), ("--align", options.given("decode.align")),
-            ("--attention", pictures is not None),
-            ("a document option (--split-sentences, --keep, --doc-format, --format html)",
-             options.documents)) if on]
-        if clashes:
-            raise UsageError("translate", "'--min-confidence'", f"not with {clashes[0]}")
+        refuse("min_confidence", "--min-confidence", {
+            "nbest": ("--nbest", nbest), "workers": ("--workers", options.workers > 1),
+            "ensemble": ("an ensemble", len(runs) > 1),
+            "align": ("--align", options.given("decode.align")),
+            "attention": ("--attention", pictures is not None),
+            "document": ("a document option (--split-sentences, --keep, --doc-format, "
+                         "--format html)", options.documents)})
     if pictures is not None:
-        clashes = [name for name, on in (
-            ("--nbest", nbest), (f"--format {options.output_format}",
-                                 options.output_format != "text"),
-            ("an ensemble", len(runs) > 1), ("--prefix", options.prefix is not None),
-            ("--glossary", options.glossary is not None),
-            ("--split-sentences", options.split), ("--keep", bool(options.keep)),
-            ("--doc-format", options.doc_format is not None),
-            (f"--engine {options.engine}", options.engine != "mt")) if on]
-        if clashes:
-            raise UsageError("translate", "'--attention'", f"not with {clashes[0]}")
+        refuse("attention", "--attention", {
+            "nbest": ("--nbest", nbest),
+            "output_format": (f"--format {options.output_format}",
+                              options.output_format != "text"),
+            "ensemble": ("an ensemble", len(runs) > 1),
+            "prefix": ("--prefix", options.prefix is not None),
+            "glossary": ("--glossary", options.glossary is not None),
+            "split": ("--split-sentences", options.split), "keep": ("--keep", bool(options.keep)),
+            "doc_format": ("--doc-format", options.doc_format is not None),
+            "engine": (f"--engine {options.engine}", options.engine != "mt")})
         return translate_with_attention(runs[0], src, out, pictures, options)
     if options.documents:
-        from mt.commands.documents import check_options, translate_documents
+        from mt.commands.documents import translate_documents
+        from mt.document.placeholders import compile_keep
 
-        check_options(options, nbest, options.workers)
+        what = ("--format html" if options.output_format == "html" else "--doc-format"
+                if options.doc_format else "--split-sentences")
+        refuse("documents", what, {"nbest": ("--nbest", nbest),
+                                   "prefix": ("--prefix", options.prefix is not None),
+                                   "workers": ("--workers", options.workers > 1)})
+        compile_keep(options.keep)  # a bad pattern: a UsageError before any work
         return translate_documents(runs, src, out, options, prompted)
-    if options.workers > 1 and options.engine != "mt":  # CTranslate2 has threads of its own
-        raise UsageError("translate", "'--workers'", f"not with --engine {options.engine}")
+    refuse("workers", "--workers", {"engine": (f"--engine {options.engine}",
+                                               options.workers > 1 and options.engine != "mt")})
     return translate_file(runs, src, out, options, nbest)
 
 
@@ -137,6 +142,14 @@ def translate_file(run_path: Paths, src: str, out: str,
         info(f"--min-confidence {screen.threshold:g}: {screen.rejected} of {count} line(s) "
              "below it, written empty")
     return count
+
+
+def refuse(subject: str, option: str, given: dict[str, tuple[str, bool]]) -> None:
+    """A UsageError naming the first of what option (mt.compatibility.NOT_WITH's subject)
+    cannot go with that is given: given maps each name to its words here and whether it is."""
+    clash = first_clash(subject, {name: on for name, (_, on) in given.items()})
+    if clash is not None:
+        raise UsageError("translate", f"'{option}'", f"not with {given[clash][0]}")
 
 
 def check_prefix_file(prefix: str, src: str) -> None:

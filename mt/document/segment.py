@@ -3,7 +3,7 @@ between them is kept as it was and only the sentences are translated.
 
 spaCy's rule-based `sentencizer` on `spacy.blank(lang)` splits after sentence-final punctuation
 (docs/documents.md: why, and what it gets wrong); where the run learned its sentence starters
-(mt.token_cache.starters), a starter right after a word also begins a sentence, for sentences
+(mt.document.starters), a starter right after a word also begins a sentence, for sentences
 without final punctuation. A line break always ends a sentence in plain
 text (a title, a list item), not in HTML, where it is only whitespace. A sentence longer than
 the model takes is cut at the clause boundary nearest its middle (a comma, semicolon, colon or
@@ -53,7 +53,7 @@ def split(text: str, lang: str, lines: bool = True,
     a sentence is longer than the model takes (then it is cut). whole: (start, end) spans no
     sentence boundary may fall in (a placeholder's: a boundary there moves to its start).
     begins: whether a word begins a sentence after another word without punctuation between
-    (a sentence starter of the run's, mt.token_cache.starters)."""
+    (a sentence starter of the run's, mt.document.starters)."""
     starts: list[int] = []
     for a, b in _line_spans(text) if lines else [(0, len(text))]:
         if text[a:b].strip():

@@ -37,7 +37,7 @@ from mt.records import lists, record
 from mt.serve import documents
 from mt.serve.access import Access, ClientError
 from mt.serve.batcher import Batcher, Job
-from mt.serve.documents import FORMATS
+from mt.serve.documents import TEXT_FORMATS as FORMATS  # POST /translate's `format`
 from mt.translator import Translator
 
 # The decoding options a request may give: the DecodeConfig fields whose metadata names
@@ -82,6 +82,17 @@ DocumentQuery = documents.file_model(
      if key in OPTIONS})
 
 
+@dataclass
+class Served:
+    """What every route reads: the translator, the limits, who may ask, and the batcher (made
+    when the app starts: `batcher` is None before)."""
+
+    translator: Translator
+    limits: Limits
+    access: Access
+    batcher: Batcher | None = None
+
+
 def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: float,
                setup: Callable[[], Callable[[], None]] | None = None,
                access: Access | None = None) -> RequestLog:
@@ -90,103 +101,123 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
     starts with the app's lifespan (first calling setup, in its thread) and, when it ends,
     answers what is queued, then stops. access: the keys and the lines per minute
     (mt.serve.access; default none)."""
-    state: dict[str, Batcher] = {}
-    access = access or Access()  # no keys, no limit
+    served = Served(translator, limits, access or Access())  # default: no keys, no limit
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        state["batcher"] = Batcher(translator, wait_ms, setup=setup)
+        served.batcher = Batcher(translator, wait_ms, setup=setup)
         yield
-        await asyncio.to_thread(state["batcher"].close)
+        await asyncio.to_thread(served.batcher.close)
 
     app = FastAPI(title="mt serve", lifespan=lifespan,
                   description="Translate with a model kept loaded; see docs/serve.md.")
-    page = resources.files("mt.serve").joinpath("page.html").read_text(encoding="utf-8")
     schema = {"content": {"application/json": {"schema": TranslateRequest.model_json_schema()}},
               "required": True}
 
     @app.post("/translate", openapi_extra={"requestBody": schema})
     async def translate(request: Request) -> JSONResponse:
         """Translate one line ("text": "...") or several (["...", ...]), in input order."""
-        try:
-            client = access.client(request.headers, address(request))
-            req = TranslateRequest.model_validate_json(await read_body(request, limits))
-            lines, prefix = as_lines(req.text), as_prefix(req.prefix, req.text)
-            request.state.lines = len(lines)
-            check_limits(lines, prefix, limits)
-            options = {k: getattr(req, k) for k in OPTIONS if getattr(req, k) is not None}
-            cfg = translator.check_options(req.attention, **options)
-            glossary = as_glossary(req.glossary)
-            own = as_glossaries(req.glossaries, req.text)
-            if glossary is not None or any(own or ()):  # refused now: beam 1, CTranslate2
-                translator.matcher(glossary or Glossary(()), cfg)
-            access.admit(client, len(lines))  # only what is to be translated counts
-            docs = None
-            if documents.wanted(req.format, req.split, prefix is not None, cfg):
-                docs, sentences, more = await asyncio.to_thread(
-                    documents.prepare, translator, lines, req.format)
-                job = Job(sentences, {**options, **more}, None, req.attention, glossary,
-                          own and [g for d, g in zip(docs, own) for _ in d.inputs])
-            else:
-                job = Job(lines, options, prefix, req.attention, glossary, own)
-            found = await asyncio.wrap_future(state["batcher"].submit(job))
-        except ValidationError as e:
-            return error(*validation_message(e))
-        except ClientError as e:
-            return error(e.status, str(e), e.headers)
-        except MTError as e:  # a bad option value, an unknown tag: what --set would refuse
-            # named as the request names them: `beam`, not `decode.beam`
-            return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
-        if docs is not None:
-            terms = [glossary is not None or bool(g) for g in own or [None] * len(lines)]
-            return JSONResponse({"translations": documents.records(lines, docs, found, terms)})
-        nbest = lists(cfg)
-        return JSONResponse({"translations": [record(src, ts, nbest)
-                                              for src, ts in zip(lines, found, strict=True)]})
+        return await translate_lines(served, request)
 
     @app.post("/translate/document")
     async def translate_document(request: Request) -> Response:
         """Translate one document, the body (`?format=` html, md, srt, txt or docx; the
         decoding options and a JSON `glossary` in the query too): the answer is the
         translated document, in its format."""
-        try:
-            client = access.client(request.headers, address(request))
-            query = DocumentQuery.model_validate(dict(request.query_params))
-            options = {k: getattr(query, k) for k in OPTIONS if getattr(query, k) is not None}
-            cfg = translator.check_options(**options)
-            if whole := documents.per_sentence(False, cfg):
-                raise ClientError(422, f"a document: not with {whole[0]} (it is per sentence)")
-            glossary = as_glossary(documents.glossary_pairs(query.glossary))
-            if glossary is not None:  # refused now: beam 1, CTranslate2
-                translator.matcher(glossary, cfg)
-            data = await read_body(request, limits, limits.max_file_bytes)
-            doc, more = await asyncio.to_thread(documents.prepare_file, translator, data,
-                                                query.format)
-            request.state.lines = len(doc.inputs)
-            check_limits(doc.inputs, None, limits, "the document", lines_too=False)
-            access.admit(client, len(doc.inputs))
-            found = await asyncio.wrap_future(state["batcher"].submit(
-                Job(doc.inputs, {**options, **more}, None, False, glossary)))
-            done = await asyncio.to_thread(doc.render, [ts[0] for ts in found])
-        except ValidationError as e:
-            return error(*validation_message(e, DocumentQuery, "query parameter"))
-        except ClientError as e:
-            return error(e.status, str(e), e.headers)
-        except MTError as e:
-            return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
-        headers = {"MT-Sentences": str(len(doc.inputs))}
-        if done.cut:
-            headers["MT-Cut"] = str(done.cut)
-        if done.notes:  # JSON: ASCII, as a header must be
-            headers["MT-Notes"] = json.dumps(done.notes)
-        body = done.data if done.data is not None else done.text.encode("utf-8")
-        return Response(body, headers=headers,
-                        media_type=documents.CONTENT_TYPES[query.format])
+        return await translate_file(served, request)
+
+    add_info_routes(app, served, info)
+    add_error_handlers(app)
+    return RequestLog(app)
+
+
+async def translate_lines(served: Served, request: Request) -> JSONResponse:
+    """POST /translate: its lines whole, or as documents (mt.serve.documents.wanted)."""
+    translator, limits, access = served.translator, served.limits, served.access
+    try:
+        client = access.client(request.headers, address(request))
+        req = TranslateRequest.model_validate_json(await read_body(request, limits))
+        lines, prefix = as_lines(req.text), as_prefix(req.prefix, req.text)
+        request.state.lines = len(lines)
+        check_limits(lines, prefix, limits)
+        options = {k: getattr(req, k) for k in OPTIONS if getattr(req, k) is not None}
+        cfg = translator.check_options(req.attention, **options)
+        glossary = as_glossary(req.glossary)
+        own = as_glossaries(req.glossaries, req.text)
+        if glossary is not None or any(own or ()):  # refused now: beam 1, CTranslate2
+            translator.matcher(glossary or Glossary(()), cfg)
+        access.admit(client, len(lines))  # only what is to be translated counts
+        docs = None
+        if documents.wanted(req.format, req.split, prefix is not None, cfg):
+            docs = await asyncio.to_thread(documents.prepare, translator, lines, req.format)
+            job = Job(docs.inputs, {**options, **docs.options(translator)}, None,
+                      req.attention, glossary, own and docs.per_input(own))
+        else:
+            job = Job(lines, options, prefix, req.attention, glossary, own)
+        found = await asyncio.wrap_future(served.batcher.submit(job))
+    except ValidationError as e:
+        return error(*validation_message(e))
+    except ClientError as e:
+        return error(e.status, str(e), e.headers)
+    except MTError as e:  # a bad option value, an unknown tag: what --set would refuse
+        return option_error(e)
+    if docs is not None:
+        terms = [glossary is not None or bool(g) for g in own or [None] * len(lines)]
+        return JSONResponse({"translations": documents.records(lines, docs, found, terms)})
+    nbest = lists(cfg)
+    return JSONResponse({"translations": [record(src, ts, nbest)
+                                          for src, ts in zip(lines, found, strict=True)]})
+
+
+async def translate_file(served: Served, request: Request) -> Response:
+    """POST /translate/document: the body, one document, translated in its format."""
+    translator, limits, access = served.translator, served.limits, served.access
+    try:
+        client = access.client(request.headers, address(request))
+        query = DocumentQuery.model_validate(dict(request.query_params))
+        options = {k: getattr(query, k) for k in OPTIONS if getattr(query, k) is not None}
+        cfg = translator.check_options(**options)
+        documents.check_document(cfg)
+        glossary = as_glossary(documents.glossary_pairs(query.glossary))
+        if glossary is not None:  # refused now: beam 1, CTranslate2
+            translator.matcher(glossary, cfg)
+        data = await read_body(request, limits, limits.max_file_bytes)
+        docs = await asyncio.to_thread(documents.prepare_file, translator, data, query.format)
+        request.state.lines = len(docs.inputs)
+        check_limits(docs.inputs, None, limits, "the document", lines_too=False)
+        access.admit(client, len(docs.inputs))
+        found = await asyncio.wrap_future(served.batcher.submit(
+            Job(docs.inputs, {**options, **docs.options(translator)}, None, False, glossary)))
+        done = await asyncio.to_thread(docs.docs[0].render, [ts[0] for ts in found])
+    except ValidationError as e:
+        return error(*validation_message(e, DocumentQuery, "query parameter"))
+    except ClientError as e:
+        return error(e.status, str(e), e.headers)
+    except MTError as e:
+        return option_error(e)
+    headers = {"MT-Sentences": str(len(docs.inputs))}
+    if done.cut:
+        headers["MT-Cut"] = str(done.cut)
+    if done.notes:  # JSON: ASCII, as a header must be
+        headers["MT-Notes"] = json.dumps(done.notes)
+    body = done.data if done.data is not None else done.text.encode("utf-8")
+    return Response(body, headers=headers, media_type=documents.content_type(query.format))
+
+
+def option_error(e: MTError) -> JSONResponse:
+    """A 422 for what --set would refuse, named as the request names it: `beam`, not
+    `decode.beam`."""
+    return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
+
+
+def add_info_routes(app: FastAPI, served: Served, info: dict) -> None:
+    """GET /health, GET /info and the page at GET /."""
+    page = resources.files("mt.serve").joinpath("page.html").read_text(encoding="utf-8")
 
     @app.get("/health")
     async def health() -> dict:
         """ok, with what the batcher has translated and holds queued."""
-        b = state["batcher"]
+        b = served.batcher
         return {"status": "ok", "queued": b.queued, "requests": b.requests, "lines": b.lines,
                 "translator_calls": b.calls}
 
@@ -194,18 +225,23 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
     async def model_info(request: Request) -> JSONResponse:
         """What the model is (its name, languages, step, size; `mt info --json`'s object with
         `mt serve --full-info`), and "serve": decoding and limits."""
+        access = served.access
         try:
             access.client(request.headers, address(request))
         except ClientError as e:
             return error(e.status, str(e), e.headers)
         return JSONResponse({**info, "serve": {
-            "decode": dataclasses.asdict(translator.decoding), "options": list(OPTIONS),
-            **dataclasses.asdict(limits), "lines_per_minute": access.lines_per_minute,
-            "api_key": bool(access.keys), "attention": translator.model is not None}})
+            "decode": dataclasses.asdict(served.translator.decoding), "options": list(OPTIONS),
+            **dataclasses.asdict(served.limits), "lines_per_minute": access.lines_per_minute,
+            "api_key": bool(access.keys), "attention": served.translator.model is not None}})
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index() -> HTMLResponse:
         return HTMLResponse(page)
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Every error as JSON `{"error": "..."}`: HTTP's own, a request FastAPI refuses, a bug."""
 
     @app.exception_handler(HTTPException)
     async def http_error(request: Request, e: HTTPException) -> JSONResponse:
@@ -221,8 +257,6 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
         # uvicorn logs the traceback (Starlette raises the exception again after this answer)
         return error(500, f"internal error ({type(e).__name__}): a bug in mt; the server's "
                           "log has the traceback")
-
-    return RequestLog(app)
 
 
 def error(status: int, message: str, headers: dict | None = None) -> JSONResponse:

@@ -4,9 +4,10 @@ sentences (unless `"split": false`), or read as a document (`"format": "html"`, 
 sentences they were split into. POST /translate/document's file (a text format or .docx) the
 same way, one document a request.
 
-Options that are per sentence (a prefix, n-best lists, samples, alignments) translate each
-line whole, as before: a line is then one sentence; asked for with `"split": true` or HTML,
-they are a 422."""
+Options that ask for a line's own output (a prefix, n-best lists, samples, alignments)
+translate each line whole, as before: a line is then one sentence. A prefix and n-best lists
+asked for with `"split": true` or a format are a 422 (mt.compatibility); samples and
+alignments go with documents (each sentence's first sample; the alignments put markup back)."""
 
 from __future__ import annotations
 
@@ -16,68 +17,74 @@ import typing
 
 from pydantic import BaseModel, ConfigDict, create_model
 
+from mt.compatibility import first_clash
 from mt.config import DecodeConfig
-from mt.document import (
-    FORMATS,
-    Document,
-    DocxDocument,
-    align_options,
-    make_document,
-    settings,
-)
+from mt.document import Documents, document_format, settings
+from mt.document.formats import names, text_formats
 from mt.errors import ConfigError, DataError
 from mt.records import Translation, lists
 from mt.serve.access import ClientError
 from mt.translator import Translator
 
-__all__ = ["CONTENT_TYPES", "FORMATS", "file_model", "per_sentence", "prepare", "prepare_file",
-           "records", "wanted"]
+__all__ = ["TEXT_FORMATS", "check_document", "content_type", "file_model", "per_sentence",
+           "prepare", "prepare_file", "records", "wanted"]
 
-# POST /translate/document's formats ("txt" is "text"), and what its answer is sent as
-CONTENT_TYPES = {
-    "text": "text/plain; charset=utf-8", "txt": "text/plain; charset=utf-8",
-    "html": "text/html; charset=utf-8", "md": "text/markdown; charset=utf-8",
-    "srt": "application/x-subrip; charset=utf-8",
-    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document"}
+# POST /translate's `format`: the registry's formats of text (a JSON string holds them)
+TEXT_FORMATS = text_formats()
+
+
+def content_type(format: str) -> str:
+    """What POST /translate/document's answer in a format (or an alias: "txt") is sent as."""
+    return document_format(format).content_type
 
 
 def per_sentence(prefix: bool, cfg: DecodeConfig) -> list[str]:
-    """The options given that are a sentence's, not a paragraph's or a document's."""
+    """The options given that ask for a line's own output (a prefix, n-best lists, samples,
+    alignments): with them, lines are translated whole unless "split" or a format asks."""
     return [name for name, on in (("prefix", prefix), ("nbest", cfg.nbest > 1),
                                   ("samples", cfg.samples > 1), ("align", cfg.align)) if on]
+
+
+def clash(prefix: bool, cfg: DecodeConfig) -> str | None:
+    """What documents cannot go with (mt.compatibility) that a request gives, or None."""
+    return first_clash("documents", {"prefix": prefix, "nbest": cfg.nbest > 1})
 
 
 def wanted(format: str, split: bool | None, prefix: bool, cfg: DecodeConfig) -> bool:
     """Whether a request's lines go through mt.document; a ClientError (422) for options
     that cannot go with that."""
-    whole = per_sentence(prefix, cfg)
     asked = format != "text" or split is True
-    if whole and asked:
+    if asked and (name := clash(prefix, cfg)):
         what = f'format "{format}"' if format != "text" else "split"
-        raise ClientError(422, f"{what}: not with {whole[0]} (they are per sentence); "
+        raise ClientError(422, f"{what}: not with {name} (they are per sentence); "
                                'send "split": false, or leave it out')
-    return asked or (split is None and not whole and not lists(cfg))
+    return asked or (split is None and not per_sentence(prefix, cfg) and not lists(cfg))
 
 
-def prepare(translator: Translator, lines: list[str], format: str
-            ) -> tuple[list[Document], list[str], dict]:
-    """The lines as Documents, their sentences, and the decoding options they need; a 422
-    ClientError for a line that is not in its format (an .srt's broken timing)."""
-    ready = settings(translator)
+def check_document(cfg: DecodeConfig) -> None:
+    """A 422 ClientError for decoding options a document (POST /translate/document) cannot
+    go with."""
+    if name := clash(False, cfg):
+        raise ClientError(422, f"a document: not with {name} (it is per sentence)")
+
+
+def prepare(translator: Translator, lines: list[str], format: str) -> Documents:
+    """The lines as Documents; a 422 ClientError for a line that is not in its format (an
+    .srt's broken timing)."""
     try:
-        docs = [Document(line, format, ready, f"text[{i}]") for i, line in enumerate(lines)]
+        return Documents.read(lines, format, settings(translator),
+                              [f"text[{i}]" for i in range(len(lines))])
     except DataError as e:
         raise ClientError(422, str(e)) from None
-    return docs, [x for d in docs for x in d.inputs], align_options(translator, docs)
 
 
 def file_model(options: dict) -> type[BaseModel]:
-    """The query of POST /translate/document: `format` (CONTENT_TYPES), `glossary` (JSON
+    """The query of POST /translate/document: `format` (a format's name or alias), `glossary` (JSON
     pairs) and the decoding options (options: {name: (type, default)}), read from strings as
     a query gives them ("5" is 5); unknown parameters are refused."""
     return create_model(
         "DocumentQuery", __config__=ConfigDict(extra="forbid"),
-        format=(typing.Literal[tuple(CONTENT_TYPES)], ...), glossary=(str | None, None),
+        format=(typing.Literal[names()], ...), glossary=(str | None, None),
         **options)
 
 
@@ -95,21 +102,18 @@ def glossary_pairs(given: str | None) -> list | None:
     return pairs
 
 
-def prepare_file(translator: Translator, data: bytes, format: str
-                 ) -> tuple[Document | DocxDocument, dict]:
-    """A file's bytes as a document of its format (text formats: UTF-8), and the decoding
-    options it needs; a 422 ClientError for a file that is not one."""
-    format = "text" if format == "txt" else format
+def prepare_file(translator: Translator, data: bytes, format: str) -> Documents:
+    """A file's bytes as a document of its format (text formats: UTF-8); a 422 ClientError for
+    a file that is not one."""
     try:
-        doc = make_document(data, format, settings(translator), "document")
+        return Documents.read([data], format, settings(translator), ["document"])
     except DataError as e:
         raise ClientError(422, str(e)) from None
     except ConfigError as e:  # the server lacks an extra (python-docx)
         raise ClientError(501, f"this server cannot read it: {e}") from None
-    return doc, align_options(translator, [doc])
 
 
-def records(lines: list[str], docs: list[Document], found: list[list[Translation]],
+def records(lines: list[str], docs: Documents, found: list[list[Translation]],
             glossary: bool | list[bool] = False) -> list[dict]:
     """Per line {"src", "text", "score"} (the mean of its sentences'), and when split,
     "sentences": [{"src", "text", "score"}]; "attention" when asked for and one sentence;
@@ -121,11 +125,10 @@ def records(lines: list[str], docs: list[Document], found: list[list[Translation
     with a glossary (`glossary`: for every line, or per line) the line's "terms" (its
     sentences' active entries, once each) and "missing" (their missing target terms);
     "cut" (sentences cut to fit the model) and "notes" (malformed HTML) when any."""
-    out, done = [], 0
+    out = []
     terms = glossary if isinstance(glossary, list) else [glossary] * len(lines)
-    for line, doc, glossary in zip(lines, docs, terms, strict=True):
-        mine = [ts[0] for ts in found[done:done + len(doc.inputs)]]
-        done += len(doc.inputs)
+    for line, (doc, share), glossary in zip(lines, docs.shares(found), terms, strict=True):
+        mine = [ts[0] for ts in share]
         result = doc.render(mine)
         fields = {"src": line, "text": result.text,
                   "score": sum(t.score for t in mine) / len(mine) if mine else 0.0}

@@ -12,10 +12,10 @@ from mt.checkpoint import SRC_VOCAB, TGT_VOCAB
 from mt.config import Config
 from mt.corpus_formats import CorpusSource
 from mt.data import ParallelData, read_pairs, split_source
+from mt.document.starters import learn as learn_starters
 from mt.errors import DataError
 from mt.mixing import MixedData
 from mt.token_cache import CachedCorpora, open_cached_corpora
-from mt.token_cache.starters import learn as learn_starters
 from mt.tokenizers import Tokenizer, tokenizer_files
 from mt.train.distributed import Group
 from mt.vocab import Vocab, start_id

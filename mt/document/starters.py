@@ -10,6 +10,11 @@ Mann fährt Rad* is two sentences; *Der Mann sagte, Die Linke ...* is not split 
 Training learns them from its token cache entries (mt.train.run_data), checkpoints carry them,
 and the splitter asks them (mt.document.segment); docs/documents.md says what they find and
 miss.
+
+It lives with the documents that use it, not with the token cache it reads: `learn` takes the
+cache's entries as they are given (their source ids, offsets, vocabulary and counts) and
+imports nothing of mt.token_cache, so training (a layer beside mt.document) calls it with
+its entries and the cache itself needs nothing from here.
 """
 
 from __future__ import annotations
