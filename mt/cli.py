@@ -170,10 +170,12 @@ def _one_of(allowed: str):
 
     allowed is "module:NAME", the tuple's home (the command or library that uses the values),
     imported only when a value is checked: those modules load torch, `mt --help` should not.
+    NAME may be a function giving the tuple (a registry that grows).
     """
     def check(value):
         module, name = allowed.split(":")
         choices = getattr(importlib.import_module(module), name)
+        choices = choices() if callable(choices) else choices
         listed = " or ".join(choices) if len(choices) < 3 else "one of " + ", ".join(choices)
         for v in value if isinstance(value, list) else [value]:
             if v is not None and v not in choices:
@@ -346,7 +348,7 @@ def translate(
     keep: list[str] = typer.Option([], "--keep", help="A regular expression whose matches are "
                                    "not translated (repeatable; implies --split-sentences)."),
     doc_format: str = typer.Option(None, "--doc-format",
-                                   callback=_one_of("mt.commands.documents:DOC_FORMATS"),
+                                   callback=_one_of("mt.commands.documents:doc_formats"),
                                    help="The input is one document, written back in its format: "
                                    "txt, md, html, srt, docx (needs python-docx), or auto "
                                    "(by the input file's extension)."),
@@ -443,7 +445,7 @@ def serve(
 def export_model(
     run: Path = typer.Argument(..., help="Run directory (uses best.pt) or checkpoint file."),
     out: Path = typer.Argument(..., help="Directory to create for the exported model."),
-    to: str = typer.Option(..., "--to", callback=_one_of("mt.commands.export:FORMATS"),
+    to: str = typer.Option(..., "--to", callback=_one_of("mt.commands.export:EXPORT_FORMATS"),
                            help='Format: ctranslate2 (needs pip install "mt[ctranslate2]"), or '
                            'hf: a Marian model for transformers (needs "mt[hf]").'),
     quantization: str = typer.Option(None, "--quantization",

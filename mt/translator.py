@@ -20,7 +20,7 @@ from mt.checkpoint import Run, load_run
 from mt.compatibility import OWN_SEARCH, own_search_only
 from mt.config import DecodeConfig, corpus_configs, with_decode
 from mt.data import group_bounds, pad
-from mt.decoding.engines import ENGINES, GREEDY_GLOSSARY, Engine, ModelEngine, search_with
+from mt.decoding.engines import ENGINES, Engine, ModelEngine, search_with
 from mt.decoding.lexical import Terms
 from mt.decoding.precision import decoding_model, inference_layout
 from mt.decoding.request import Hypothesis, SearchRequest
@@ -216,7 +216,7 @@ class Translator:
     @property
     def model(self) -> Seq2Seq | None:
         """The model mt's own search decodes with (in decode.dtype); None for another engine."""
-        return self.engine.model if isinstance(self.engine, ModelEngine) else None
+        return self.engine.model
 
     def translate(self, lines: list[str], prefix: list[str] | None = None,
                   glossary: GlossaryLike = None,
@@ -278,13 +278,8 @@ class Translator:
         return self._matchers.of(glossary, cfg.glossary_ignore_case)
 
     def _check_glossary(self, cfg: DecodeConfig) -> None:
-        if cfg.glossary_mode != "annotate":
-            if self.model is None:
-                from mt.ct2.search import NO_TERMS
-
-                raise ConfigError(NO_TERMS)
-            if cfg.beam < 2:
-                raise ConfigError(f"decode.beam {cfg.beam}: {GREEDY_GLOSSARY}")
+        if cfg.glossary_mode != "annotate" and not (can := self.engine.capabilities(cfg)).terms:
+            raise ConfigError(can.no_terms)
         if cfg.glossary_mode != "constrain" and not all(m in self.run.src_vocab.stoi
                                                           for m in MARKERS):
             raise ConfigError(f"decode.glossary_mode {cfg.glossary_mode}: this model was "
@@ -343,7 +338,7 @@ class Translator:
         if cfg.tag:
             self._tag_id(cfg.tag)
         self._check_align(cfg)
-        if cfg.dtype != self._decoding.dtype and isinstance(self.engine, ModelEngine):
+        if cfg.dtype != self._decoding.dtype and self.model is not None:
             raise ConfigError(f"decode.dtype {cfg.dtype}: the weights' dtype is chosen when the "
                               f"Translator is made; give it to Translator.load(..., "
                               f"dtype={cfg.dtype!r})")

@@ -35,12 +35,10 @@ from mt.runs import Paths
 from mt.textio import iter_lines, read_error
 
 
-def __getattr__(name: str):
-    # DOC_FORMATS, `--doc-format`'s values (mt.cli): auto and the registry's formats, read
-    # when asked, so that a format registered later (a test's) is one too
-    if name == "DOC_FORMATS":
-        return cli_names()
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+def doc_formats() -> tuple[str, ...]:
+    """`--doc-format`'s values (mt.cli): auto and the registry's formats, read when asked, so
+    that a format registered later (a test's) is one too."""
+    return cli_names()
 
 
 def input_format(options: TranslateOptions, src: str) -> str | None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from mt.checkpoint import find_checkpoint, load_run
 from mt.errors import FileSystemError, RunError, UsageError, os_error_message
 
-FORMATS = ("ctranslate2", "hf")  # `mt export --to`
+EXPORT_FORMATS = ("ctranslate2", "hf")  # `mt export --to`
 
 
 def export(run_path: Path, out: Path, to: str = "ctranslate2", quantization: str | None = None,

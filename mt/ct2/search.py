@@ -61,6 +61,8 @@ class CTranslate2Engine:
     """A Translator's Engine (mt.decoding.engines), done by a `ctranslate2.Translator`: ids in,
     hypotheses out."""
 
+    model = None  # no torch model to run outputs through again
+
     def __init__(self, model_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab, max_positions: int,
                  device: str = "cpu", threads: int = 0):
         self.ct2 = ct2 = require_ctranslate2()

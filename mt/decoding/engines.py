@@ -45,6 +45,10 @@ class Engine(Protocol):
     """How a Translator decodes a batch: mt's own (ModelEngine) or CTranslate2's
     (mt.ct2.search.CTranslate2Engine)."""
 
+    # the model its outputs can be run through again, teacher-forced (word alignments,
+    # attention and confidence where the search recorded none); None: an engine without one
+    model: torch.nn.Module | None
+
     def capabilities(self, cfg: DecodeConfig) -> Capabilities: ...
 
     def search(self, request: SearchRequest) -> list[list[Hypothesis]]:
@@ -79,6 +83,7 @@ class ModelEngine:
     def capabilities(self, cfg: DecodeConfig) -> Capabilities:
         rule = pick(cfg)
         return Capabilities(terms=rule.supports_terms, trace=True, memory=True,
+                            no_terms=f"decode.beam {cfg.beam}: {GREEDY_GLOSSARY}",
                             attention=rule.supports_attention and isinstance(self.model, Seq2Seq))
 
     def search(self, request: SearchRequest) -> list[list[Hypothesis]]:

@@ -37,7 +37,7 @@ from mt.records import lists, record
 from mt.serve import documents
 from mt.serve.access import Access, ClientError
 from mt.serve.batcher import Batcher, Job
-from mt.serve.documents import TEXT_FORMATS as FORMATS  # POST /translate's `format`
+from mt.serve.documents import TEXT_FORMATS  # POST /translate's `format`
 from mt.translator import Translator
 
 # The decoding options a request may give: the DecodeConfig fields whose metadata names
@@ -73,7 +73,7 @@ def request_model() -> type[BaseModel]:
         text=(str | list[str], ...), prefix=(str | list[str] | None, None),
         attention=(bool, False), glossary=(list[list[str]] | None, None),
         glossaries=(list[list[list[str]] | None] | None, None),
-        format=(typing.Literal[FORMATS], "text"), split=(bool | None, None), **options)
+        format=(typing.Literal[TEXT_FORMATS], "text"), split=(bool | None, None), **options)
 
 
 TranslateRequest = request_model()
