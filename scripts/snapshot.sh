@@ -3,7 +3,7 @@
 # behaviour (a refactoring): trains the toy model (one thread, so the losses are exact), then
 # writes `mt eval`, `mt translate` in its modes and `mt serve`'s answers into OUT.
 #   scripts/snapshot.sh /tmp/before && git checkout NEW && scripts/snapshot.sh /tmp/after
-#   diff -r -x run -x terms -x student /tmp/before /tmp/after   # runs hold timestamps
+#   diff -r -x run -x terms -x student -x report.docx /tmp/before /tmp/after  # timestamps
 # Runs in the current venv (scripts/setup.sh); about eight minutes on two cores.
 set -euo pipefail
 out=$(realpath -m "${1:?usage: scripts/snapshot.sh OUT}")
@@ -199,5 +199,5 @@ mt distill configs/toy.yaml "$run" --out "$out/student" --beam 2 --threads 1 \
   --set train.threads=1 --set train.max_epochs=1 > /dev/null 2>&1
 find "$out/student/distilled" -type f ! -name '*.json' | sort | xargs cat > "$out/distilled.txt"
 losses "$out/student/metrics.jsonl" > "$out/student_losses.jsonl"
-sed -i "s#$out#OUT#g" "$out"/*.err
+sed -i "s#$out#OUT#g" "$out"/*.err "$out/compare.json"
 ls "$out"
