@@ -45,8 +45,6 @@ def argmax(scores: torch.Tensor) -> torch.Tensor:
     return cols.gather(1, inside).squeeze(1)
 
 
-
-
 class Greedy(Rule):
     """Each row's best token, the argmax of the model's logits (no log-softmax needed); its
     hypotheses are unscored (the engine rescores them when scores are shown). Every config

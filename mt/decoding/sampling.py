@@ -119,8 +119,6 @@ def _passes(weights: torch.Tensor, cum: torch.Tensor, target: torch.Tensor) -> t
     return torch.minimum(at, (last - 1).clamp(min=0)[:, None])
 
 
-
-
 def uniforms(src: torch.Tensor, cfg: DecodeConfig, prefix: torch.Tensor | None,
              max_positions: int) -> torch.Tensor:
     """The uniforms of a batch src (B, S)'s decode.samples samples: (B * samples, steps, 2),

@@ -68,8 +68,6 @@ class Decodable(Protocol):
         """Teacher-forced next_scores for every position (B, T, V)."""
 
 
-
-
 @dataclass
 class Scores:
     """One step's next-token scores of the live rows (r, V), as a rule reads them."""
@@ -142,8 +140,6 @@ def _decode(model: Decodable, prev: torch.Tensor, cache: Any, weights: bool, mem
     if weights:
         return (*model.decode(prev, cache, need_weights=True), None)
     return (*model.decode(prev, cache), None, None)
-
-
 
 
 @torch.no_grad()
