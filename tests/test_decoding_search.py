@@ -4,6 +4,8 @@ greedy cut after two tokens, is registered that way and runs through `mt transla
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from test_decoding_rules import beam_search, greedy, random_src, small_model
@@ -60,3 +62,41 @@ def test_each_rule_is_the_loop_with_its_own_step(seed):
     free = greedy(model, src, cfg)
     assert greedy(model, src, cfg, rule=Clipped) == [ids[:CUT] for ids in free]
     assert [h[0].tokens for h in beam_search(model, src, cfg)] == free
+
+
+def test_a_new_option_and_the_rule_it_picks_reach_mt_translate(tiny_run, cli, tmp_path,
+                                                                monkeypatch):
+    """docs/development.md's two recipes together, each through the files it names: a
+    decoding option is a DecodeConfig field declared with mt.config.option (here in a
+    subclass that stands in for the edited class), and a search rule is a class and a line in
+    RULES; `mt translate --clip 2` then decodes with the rule the option picks."""
+    from mt import config
+
+    @dataclasses.dataclass
+    class WithClip(config.DecodeConfig):
+        clip: int = config.option(0, "Cut each output after N tokens (0: off).", ge=0,
+                                  commands=("translate",))
+
+    class Clip(rules.Greedy):
+        @classmethod
+        def wanted(cls, cfg: DecodeConfig) -> bool:
+            return getattr(cfg, "clip", 0) > 0
+
+        def step(self, t: int, scores: Scores, hyp: torch.Tensor, rows: torch.Tensor) -> Moves:
+            if t < self.cfg.clip:
+                return super().step(t, scores, hyp, rows)
+            ended = torch.arange(len(rows), device=rows.device)
+            return Moves(rows[:0], ended[:0], ended=ended, scores=[float("nan")] * len(rows))
+
+    monkeypatch.setattr(config, "DecodeConfig", WithClip)
+    monkeypatch.setitem(rules.RULES, "clip", Clip)
+    src = tmp_path / "in.txt"
+    src.write_text("\n".join((TOY / "toy.test.en").read_text(encoding="utf-8")
+                             .splitlines()[:6]) + "\n", encoding="utf-8")
+    plain = cli("translate", tiny_run, "-i", src, "--threads", "1")
+    clipped = cli("translate", tiny_run, "-i", src, "--threads", "1", "--clip", "3")
+    assert clipped.code == 0, clipped.err
+    want = [" ".join(line.split()[:3]) for line in plain.out.splitlines()]
+    assert clipped.out.splitlines() == want != plain.out.splitlines()
+    bad = cli("translate", tiny_run, "-i", src, "--clip", "-1")
+    assert bad.code == 3 and "--clip -1: decode.clip must be 0 or positive" in bad.err

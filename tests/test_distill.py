@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import json
+import shutil
 
 import pytest
 
@@ -21,9 +22,16 @@ STUDENT = [f"--set={s}" for s in TINY] + ["--set=model.n_dec_layers=1"]
 
 
 def test_a_student_learns_from_its_teachers_translations(tiny_run, tmp_path, cli):
+    # the toy corpus with its training references garbled (each line's words reversed), so
+    # that the teacher's translations differ from them even where it translates perfectly
+    data = tmp_path / "toy"
+    shutil.copytree(TOY, data)
+    refs = (TOY / "toy.train.de").read_text().splitlines()
+    (data / "toy.train.de").write_text("".join(" ".join(r.split()[::-1]) + "\n" for r in refs))
     out = tmp_path / "student"
     r = cli("distill", str(CONFIG), str(tiny_run), "--out", str(out), "--beam", "2",
-            *STUDENT, "--set", "train.max_epochs=3", "--device", "cpu")
+            *STUDENT, "--set", f"data.dir={data}", "--set", "train.max_epochs=3",
+            "--device", "cpu")
     assert r.code == 0, r.err
     assert json.loads(r.out.splitlines()[-1])["best"] > 60  # val BLEU: it learned
     assert "toy.train-distilled: 6000 pairs" in r.err  # the audit of the distilled corpus
@@ -31,7 +39,7 @@ def test_a_student_learns_from_its_teachers_translations(tiny_run, tmp_path, cli
     assert (distilled / "toy.train.en").read_text() == (TOY / "toy.train.en").read_text()
     mine = cli("translate", tiny_run, "--beam", "2", "-i", TOY / "toy.train.en")
     assert (distilled / "toy.train.de").read_text() == mine.out
-    assert mine.out != (TOY / "toy.train.de").read_text()  # the teacher's, not the reference
+    assert mine.out != (data / "toy.train.de").read_text()  # the teacher's, not the reference
     info = json.loads(cli("info", str(out), "--json").out)
     link = info["lineage"][-1]
     assert link["how"] == "distilled"
@@ -39,7 +47,8 @@ def test_a_student_learns_from_its_teachers_translations(tiny_run, tmp_path, cli
     assert "distilled from" in cli("info", str(out)).out
     # run again: everything is there; the training resumes and has nothing left to do
     again = cli("distill", str(CONFIG), str(tiny_run), "--out", str(out), "--beam", "2",
-                *STUDENT, "--set", "train.max_epochs=3", "--device", "cpu")
+                *STUDENT, "--set", f"data.dir={data}", "--set", "train.max_epochs=3",
+                "--device", "cpu")
     assert again.code == 0 and "resumed" in again.err, again.err
 
 
