@@ -331,7 +331,7 @@ class Translator:
             raise ConfigError(own_search_only(what))
 
     def _cfg(self, options: dict) -> DecodeConfig:
-        """The decoding config of one call: decode_cfg with its options."""
+        """The decoding config of one call: the default options with these."""
         if not options:
             return self._decoding
         cfg = with_decode(self._decoding, options)

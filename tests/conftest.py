@@ -109,7 +109,7 @@ def train_toy(out: Path, *sets: str) -> None:
     assert r.code == 0, r.err
 
 
-# A tiny joint SentencePiece model (tests/test_pipeline_subword.py, tests/test_align.py).
+# A tiny joint SentencePiece model (tests/test_pipeline_subword.py, tests/test_decoding_align.py).
 SPM = [*TINY, "data.tokenizer=sentencepiece", "data.shared_vocab=true", "data.vocab_size=330",
        "train.max_steps=150", "train.eval_every=50"]
 # Models trained once per test session, whatever the number of xdist workers (shared_run):

@@ -1,6 +1,6 @@
 """mt/attention.py: a batch's outputs as rows (an ensemble's encoder output taken per model),
 tokens labelled as a reader sees them, weights rounded at any depth. Alignments and attention
-through the Translator: tests/test_align.py and tests/test_translator.py."""
+through the Translator: tests/test_decoding_align.py and tests/test_translator.py."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""mt/trace.py: what a search records of each output (trace=True) gives the same confidence
-features as a teacher-forced pass of the output (mt.confidence.features, the definition):
-beam search, greedy and sampling, one model and an ensemble, with a tag, a prefix and n-best
-lists; tracing changes no output. Monte Carlo dropout by hand, its seed and its weights."""
+"""mt/decoding/record.py: what a search records of each output (trace=True) gives the same
+confidence features as a teacher-forced pass of the output (mt.confidence.features, the
+definition): beam search, greedy and sampling, one model and an ensemble, with a tag, a prefix and
+n-best lists; tracing changes no output. Monte Carlo dropout by hand, its seed and its weights."""
 
 from __future__ import annotations
 
