@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import CONFIG, ROOT, TINY, exact_sets
+from conftest import CONFIG, ROOT, TINY, exact_sets, snapshot
 from mt.checkpoint import load_checkpoint
 from mt.commands.train import train
 from mt.config import TrainConfig, load_config
@@ -58,6 +58,9 @@ def test_a_run_stops_at_its_patience(tmp_path, capsys):
     assert "done at step 9 (patience)" in capsys.readouterr().err
     assert load_checkpoint(run / "best.pt")["step"] == 3
     assert load_checkpoint(run / "last.pt")["step"] == 9
+    before = snapshot(run)
+    assert train(None, [], run, "cpu", True)["step"] == 9
+    assert "nothing to do" in capsys.readouterr().err and snapshot(run) == before
 
 
 def test_agreed_flags_decide_signal_before_time(tmp_path):
@@ -127,8 +130,10 @@ def test_max_minutes_ends_training_with_a_validation_and_save(toy300, tmp_path):
     assert (run / "best.pt").is_file()
     trained = load_checkpoint(run / "last.pt")["progress"]["train_s"]
     assert trained >= 3.0, trained
+    before = snapshot(run)
     again = train(None, ["train.max_minutes=0.05"], run, "cpu", True)
-    assert again["step"] == result["step"] + 1  # one update, then the budget is found spent
+    assert again["step"] == result["step"]  # the budget is found spent before any update
+    assert snapshot(run) == before
 
 
 def test_a_second_signal_stops_at_once(tmp_path):
@@ -138,3 +143,27 @@ def test_a_second_signal_stops_at_once(tmp_path):
     assert trainer.stopping.signalled and trainer.stopping.reason is None
     with pytest.raises(RunError, match="interrupted twice: stopped without saving"):
         trainer.stopping.on_signal(signal.SIGINT, None)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("limit, key", [("train.max_steps=12", "train.max_steps"),
+                                        ("train.max_epochs=1", "train.max_epochs")])
+def test_a_finished_run_resumes_to_nothing_to_do(toy300, tmp_path, cli, limit, key):
+    """Resumed twice, a finished run trains no step and leaves its checkpoints and metrics as
+    they were (it used to train one more step each time); a raised limit trains on."""
+    run = tmp_path / "run"
+    sets = [arg for s in exact_sets(toy300, limit) for arg in ("--set", s)]
+    r = cli("train", CONFIG, "--out", run, "--device", "cpu", *sets)
+    assert r.code == 0, r.err
+    step = json.loads(r.out.splitlines()[-1])["step"]
+    before = snapshot(run)
+    for _ in range(2):
+        r = cli("train", "--out", run, "--resume", "--device", "cpu")
+        assert r.code == 0, r.err
+        assert json.loads(r.out.splitlines()[-1])["step"] == step
+        assert (f"nothing to do: {run} finished at step {step} ({key} " in r.err
+                and f"raise {key} (--set {key}=N) to train on" in r.err), r.err
+        assert snapshot(run) == before
+    more = {"train.max_steps": "train.max_steps=14", "train.max_epochs": "train.max_epochs=2"}
+    r = cli("train", "--out", run, "--resume", "--device", "cpu", "--set", more[key])
+    assert r.code == 0 and json.loads(r.out.splitlines()[-1])["step"] > step, r.err

@@ -32,7 +32,7 @@ from mt.train.ema import EMA
 from mt.train.finetune import Parent
 from mt.train.lineage import trained
 from mt.train.memory import format_peak, peak_memory, release_freed
-from mt.train.metrics_log import TrainingLog
+from mt.train.metrics_log import TrainingLog, read_metrics
 from mt.train.run_data import RunData, load_run_data
 from mt.train.run_dir import Claim, claim_run_dir, prune_step_checkpoints, write_run_files
 from mt.train.state import Clock, Progress, resumable_state, resume_from
@@ -169,6 +169,8 @@ class Trainer:
         """Train to the end; returns the last step, the best metric and the last validation."""
         self._set_up()
         t, p = self.cfg.train, self.progress
+        if self.resume and (why := self.stopping.finished(p)):
+            return self._nothing_to_do(why)
         per_epoch = -(-len(self.train_data.plan(t.max_tokens, seed=t.seed))
                       // (self.world * t.accum_steps))
         bar = tqdm(total=t.max_steps or per_epoch * t.max_epochs, initial=p.step, desc="train",
@@ -192,6 +194,16 @@ class Trainer:
         self.metrics.close()
         log.info(f"done at step {p.step} ({reason}); best {t.metric} {p.best}; "
                  f"run in {self.run_dir}")
+        self.group.close()
+        return {"step": p.step, "best": p.best, **final}
+
+    def _nothing_to_do(self, why: str) -> dict:
+        """A resumed run that is finished: its checkpoints and metrics stay as they are."""
+        p = self.progress
+        valid = [r for r in read_metrics(self.run_dir) if r.get("event") == "valid"]
+        final = {k: v for k, v in (valid[-1] if valid else {}).items() if k.startswith("val_")}
+        log.info(f"nothing to do: {self.run_dir} finished at step {p.step} ({why}); best "
+                 f"{self.cfg.train.metric} {p.best}")
         self.group.close()
         return {"step": p.step, "best": p.best, **final}
 

@@ -78,6 +78,26 @@ class Stopping:
         """Stop now, before the step's validation: a signal, or the time budget spent."""
         return self.reason in (StopReason.SIGNAL, StopReason.MAX_MINUTES)
 
+    def finished(self, progress: Progress) -> str | None:
+        """Why a resumed run has nothing left to do under this config's limits (None: it has):
+        without this check a finished run would train one more step before the loop's limits
+        are tested. A limit raised with --set lets it train on."""
+        t = self.cfg
+        done = [(t.max_steps and progress.step >= t.max_steps, StopReason.MAX_STEPS,
+                 f"train.max_steps {t.max_steps} reached"),
+                (progress.epoch >= t.max_epochs, StopReason.MAX_EPOCHS,
+                 f"train.max_epochs {t.max_epochs} trained"),
+                (t.max_minutes and progress.train_s >= t.max_minutes * 60,
+                 StopReason.MAX_MINUTES, f"train.max_minutes {t.max_minutes} spent"),
+                (t.patience and progress.bad_evals >= t.patience, StopReason.PATIENCE,
+                 f"train.patience {t.patience}: as many validations without a new best")]
+        for hit, reason, why in done:
+            if hit:
+                self.reason = reason
+                key = why.split()[0]
+                return f"{why}; raise {key} (--set {key}=N) to train on"
+        return None
+
     def steps_done(self, step: int) -> bool:
         if not (self.cfg.max_steps and step >= self.cfg.max_steps):
             return False
