@@ -198,6 +198,16 @@ def test_the_export_works_in_transformers_pipeline(marian, tmp_path):
     ("decoder_start_token_id", 0, "decoder_start_token_id"),
     ("decoder_ffn_dim", 48, "decoder_ffn_dim"),
     ("model_type", "bart", "model_type"),
+    # values that reached arithmetic unchecked: each a traceback before
+    ("encoder_attention_heads", 0, "encoder_attention_heads: 0 is not an integer from 1"),
+    ("dropout", "high", 'dropout: "high" is not a rate in [0, 1)'),
+    ("dropout", None, "dropout: null is not a rate"),
+    ("attention_dropout", 1.5, "attention_dropout: 1.5 is not a rate"),
+    ("scale_embedding", "yes", 'scale_embedding: "yes" is not true or false'),
+    ("activation_function", ["gelu"], "activation_function"),
+    ("d_model", True, "d_model: true is not an integer"),
+    ("max_position_embeddings", 2**31 - 1, "max_position_embeddings: 2147483647 is not an "
+                                           "integer from 3 to 65,536"),
 ])
 def test_a_config_mt_cannot_represent_is_one_line_naming_the_key(marian, tmp_path, cli, key,
                                                                  value, named):
@@ -212,3 +222,15 @@ def test_a_config_mt_cannot_represent_is_one_line_naming_the_key(marian, tmp_pat
     r = cli("import", "hf", str(copy), "--out", str(tmp_path / "run"))
     assert_user_error(r, 5, named)
     assert not (tmp_path / "run").exists()
+
+
+def test_a_model_with_few_positions_imports_with_a_max_len_that_fits(tmp_path, cli):
+    """mt's default data.max_len (100) does not fit 64 positions: the import sets what its
+    model needs (it was refused, exit 3)."""
+    directory = build_marian(tmp_path / "short", max_positions=64)
+    r = cli("import", "hf", str(directory), "--out", str(tmp_path / "run"))
+    assert r.code == 0, r.err
+    run = load_run(tmp_path / "run")
+    assert run.cfg.model.max_positions == 64 and run.cfg.data.max_len == 62
+    r = cli("translate", str(tmp_path / "run"), stdin=b"I need seven books.\n")
+    assert r.code == 0 and len(r.out.splitlines()) == 1, r.err

@@ -34,6 +34,8 @@ def from_marian(files: MarianFiles, src_lang: str, tgt_lang: str) -> Converted:
     raw["data"].update(src_lang=src_lang, tgt_lang=tgt_lang, shared_vocab=shared,
                        tokenizer={"kind": MarianSettings.kind})
     raw["model"] = Config(model=m).to_dict()["model"]
+    # what the model holds, not mt's default: a longer data.max_len would not fit its positions
+    raw["data"]["max_len"] = min(raw["data"]["max_len"], m.max_positions - 2)
     beam = files.generation.get("num_beams", hf.get("num_beams"))
     if isinstance(beam, int) and beam > 0:  # the beam its makers decode with
         raw["decode"]["beam"] = beam

@@ -14,11 +14,12 @@ computes something else.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping
 
 import torch
 
-from mt.config import ModelConfig
+from mt.config import INT_MAX, ModelConfig
 from mt.errors import CheckpointError
 from mt.model import PositionalEncoding
 
@@ -45,6 +46,14 @@ DEFAULTS = {"activation_function": "gelu", "dropout": 0.1, "attention_dropout": 
 NEEDED = ("d_model", "encoder_layers", "decoder_layers", "encoder_attention_heads",
           "decoder_attention_heads", "encoder_ffn_dim", "decoder_ffn_dim", "vocab_size",
           "pad_token_id", "eos_token_id")
+# What each value read must be, checked before any arithmetic: the least integer (sizes are
+# positive, ids not negative; positions hold <bos>, <eos> and a token), a rate, a flag
+LEAST = {**{key: 1 for key in NEEDED}, "pad_token_id": 0, "eos_token_id": 0,
+         "max_position_embeddings": 3}
+# The most: mt's model builds a table of that many positions, whatever the weights hold
+MOST = {"max_position_embeddings": 65536}
+RATES = ("dropout", "attention_dropout", "activation_dropout")
+FLAGS = ("scale_embedding", "share_encoder_decoder_embeddings", "tie_word_embeddings")
 
 
 def model_config(hf: Mapping, where: str) -> ModelConfig:
@@ -56,19 +65,19 @@ def model_config(hf: Mapping, where: str) -> ModelConfig:
         raise fail("model_type", f"{hf.get('model_type')!r}, not 'marian' (mt imports "
                                  "MarianMTModel, as OPUS-MT publishes)")
     for key in NEEDED:
-        if not isinstance(hf.get(key), int):
-            raise fail(key, "missing or not an integer")
+        if key not in hf:
+            raise fail(key, "missing")
     for key, (value, meaning) in REQUIRED.items():
         if key in hf and hf[key] != value:
             raise fail(key, f"{hf[key]!r} means {meaning}, which mt lacks (it needs {value!r})")
     c = {**DEFAULTS, **hf}
+    for key in (*LEAST, *RATES, *FLAGS, "activation_function"):
+        if problem := _value_problem(key, c[key]):
+            raise fail(key, problem)
     for a, b in (("encoder_attention_heads", "decoder_attention_heads"),
                  ("encoder_ffn_dim", "decoder_ffn_dim")):
         if c[a] != c[b]:
             raise fail(b, f"{c[b]} differs from {a} {c[a]} (mt has one value for both)")
-    if c["activation_function"] not in ACTIVATIONS:
-        raise fail("activation_function", f"{c['activation_function']!r} is not one of mt's "
-                                          f"({', '.join(ACTIVATIONS)})")
     start = c.get("decoder_start_token_id", c["pad_token_id"])
     if start != c["pad_token_id"]:
         raise fail("decoder_start_token_id", f"{start} is not pad_token_id "
@@ -90,6 +99,23 @@ def model_config(hf: Mapping, where: str) -> ModelConfig:
         activation=ACTIVATIONS[c["activation_function"]], pre_norm=False, tie_output=tied,
         tie_all=shared, max_positions=c["max_position_embeddings"], positions="marian",
         scale_embedding=bool(c["scale_embedding"]), logits_bias=True, decoder_start="pad")
+
+
+def _value_problem(key: str, value: object) -> str | None:
+    """What is wrong with config.json's value of key (a LEAST, RATES or FLAGS key, or the
+    activation), or None."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    shown = json.dumps(value)  # as config.json has it: null, "high"
+    if key in RATES and not (number and 0.0 <= value < 1.0):
+        return f"{shown} is not a rate in [0, 1)"
+    if key in FLAGS and not isinstance(value, bool):
+        return f"{shown} is not true or false"
+    most = MOST.get(key, INT_MAX)
+    if key in LEAST and not (number and isinstance(value, int) and LEAST[key] <= value <= most):
+        return f"{shown} is not an integer from {LEAST[key]} to {most:,}"
+    if key == "activation_function" and not (isinstance(value, str) and value in ACTIVATIONS):
+        return f"{shown} is not one of mt's ({', '.join(ACTIVATIONS)})"
+    return None
 
 
 def exportable(m: ModelConfig) -> Iterator[str]:
@@ -215,11 +241,15 @@ def to_mt(w: Weights, m: ModelConfig, src_order: torch.Tensor, tgt_order: torch.
     bias = w.first(BIAS)
     out["logits_bias"] = (torch.zeros(len(tgt_order)) if bias is None
                           else bias.reshape(-1)[tgt_order])
-    table = PositionalEncoding(m.d_model, m.max_positions, "marian").table
     for name in POSITIONS:
-        stored = w.first(name)
-        n = min(len(table), 0 if stored is None else len(stored))
-        if stored is not None and not torch.allclose(stored[:n], table[:n], atol=1e-5):
+        if (stored := w.first(name)) is None:
+            continue
+        if stored.dim() != 2 or stored.shape[1] != m.d_model:  # before a table of that width
+            raise CheckpointError(f"{w.where}: {name} is {tuple(stored.shape)}, config.json's "
+                                  f"d_model is {m.d_model}; the weights do not fit config.json")
+        n = min(m.max_positions, len(stored))
+        if not torch.allclose(stored[:n], PositionalEncoding(m.d_model, n, "marian").table,
+                              atol=1e-5):
             raise CheckpointError(f"{w.where}: {name} are not Marian's sinusoids (learned "
                                   "positions?); mt cannot import this model")
     if w.left:
