@@ -9,6 +9,7 @@ from pathlib import Path
 
 from conftest import TOY, assert_user_error
 from mt.checkpoint import load_run
+from mt.commands.calibrate import one_sided
 from mt.confidence import CALIBRATION, features
 from mt.data import pad
 
@@ -72,8 +73,9 @@ def test_calibrate_and_min_confidence_errors_are_one_line(cli, run_copy, tmp_pat
     assert_user_error(cli("calibrate", str(run_copy), "--src", str(TOY / "toy.val.en"),
                           "--ref", str(short_ref)), 4)
     assert_user_error(cli("calibrate", str(run_copy), "--src", str(TOY / "toy.val.en"),
-                          "--ref", str(TOY / "toy.val.de")), 4, "every line reaches chrF 50",
-                      "--threshold")
+                          "--ref", str(TOY / "toy.val.de")), 4, "every line reaches chrF 50,"
+                      " so the set has no line below it to tell apart from the rest (every line "
+                      "scores 100.0); give a harder held-out set")
     src = tmp_path / "in.en"
     src.write_text("Yesterday we saw forty two red dogs.\n")
     assert_user_error(cli("translate", str(run_copy), "-i", str(src), "--min-confidence",
@@ -84,6 +86,23 @@ def test_calibrate_and_min_confidence_errors_are_one_line(cli, run_copy, tmp_pat
     for args in (["translate", str(run_copy), "-i", str(src), "--confidence"],
                  ["info", str(run_copy)]):
         assert_user_error(cli(*args), 5, "damaged calibration", "mt calibrate again")
+
+
+def test_a_set_on_one_side_of_the_threshold_is_told_what_it_lacks():
+    """Advice that can be followed: a threshold only where the scores differ (issue 65: it
+    said "between its lines' scores (100.0 to 100.0)")."""
+    assert one_sided([40.0, 60.0], 50) is None
+    assert one_sided([100.0] * 3, 50) == ("every line reaches chrF 50, so the set has no line "
+                                          "below it to tell apart from the rest (every line "
+                                          "scores 100.0); give a harder held-out set")
+    assert one_sided([60.0, 100.0], 50).endswith(
+        "; give a harder held-out set, or a --threshold above some lines' scores (they range "
+        "from 60.0 to 100.0)")
+    assert one_sided([0.0, 20.0], 50).startswith(
+        "no line reaches chrF 50, so the set has no line at or above it")
+    assert "a --threshold at or below some lines' scores (they range from 0.0 to 20.0)" in \
+        one_sided([0.0, 20.0], 50)
+    assert "--threshold" not in one_sided([0.0, 0.0], 50)
 
 
 def test_coverage_drops_where_the_output_leaves_a_source_word_out(tiny_run):

@@ -230,6 +230,9 @@ def test_corpora_of_one_name_in_two_places_keep_their_entries(tmp_path, capsys):
     ("huge", 3, "data.train[0].weight must be at most 100, got 1e+09"),
     ("tiny", 4, "data.train[1].weight 0.001: draws no pair from corpus 'toy.train' (round(0.001 "
                 "x 50 pairs) = 0); give it at least 0.02"),
+    # a lone corpus: its weight named too, not "no training pairs left" (issue 65)
+    ("one", 4, "data.train[0].weight 0.001: draws no pair from corpus 'toy.train' (round(0.001 "
+               "x 50 pairs) = 0); give it at least 0.02"),
 ])
 def test_bad_corpora_stop_mt_train_with_one_line_and_nothing_written(cli, tmp_path, case, code,
                                                                    needle):
@@ -242,7 +245,7 @@ def test_bad_corpora_stop_mt_train_with_one_line_and_nothing_written(cli, tmp_pa
              "inf": "[{prefix: toy.train, weight: .inf}]",
              "huge": "[{prefix: toy.train, weight: 1e9}]",
              "tiny": f"[{{format: tsv, path: {d}/good.tsv}}, {{prefix: toy.train, weight: "
-                     "0.001}]"}[case]
+                     "0.001}]", "one": "[{prefix: toy.train, weight: 0.001}]"}[case]
     (d / "good.tsv").write_text("a b\tc d\n" * 20, encoding="utf-8")
     more = ["--set", "data.spm_alpha=0.1"] if case == "alpha" else []
     r = cli("train", ROOT / "configs" / "toy.yaml", "--out", tmp_path / "run", "--set",

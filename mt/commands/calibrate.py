@@ -39,11 +39,8 @@ def calibrate(run_path: Path, src: str, ref: str, options: TranslateOptions = Tr
     chrf = CHRF()
     scores = [chrf.sentence_score(t.text, [ref_lines[i]]).score
               for i, t in zip(kept, found, strict=True)]
-    good = sum(s >= threshold for s in scores)
-    if good in (0, len(scores)):
-        raise DataError(f"{src}: {'every' if good else 'no'} line reaches chrF {threshold:g}, so "
-                        "there is nothing to tell apart; choose a --threshold between its "
-                        f"lines' scores ({min(scores):.1f} to {max(scores):.1f})")
+    if problem := one_sided(scores, threshold):
+        raise DataError(f"{src}: {problem}")
     feats = [t.features for t in found]
     cal = confidence.calibrate(feats, scores, threshold, checkpoint=run.checkpoint.name,
                                step=run.step, data=f"{src} {ref}")
@@ -52,6 +49,26 @@ def calibrate(run_path: Path, src: str, ref: str, options: TranslateOptions = Tr
     return {"path": str(path), "lines": cal.lines, "threshold": threshold,
             "positives": cal.positives, "ece": confidence.ece(probs, np.array(scores) >= threshold),
             "spearman": confidence.spearman(probs, np.array(scores))}
+
+
+def one_sided(scores: list[float], threshold: float) -> str | None:
+    """What a set whose lines all fall on one side of the threshold lacks, and what to give
+    instead (None: lines on both sides, something to fit). A --threshold is advice only when
+    the scores differ: one that equals every line's splits nothing."""
+    good = sum(s >= threshold for s in scores)
+    if good not in (0, len(scores)):
+        return None
+    low, high = min(scores), max(scores)
+    side, other = ("every", "below") if good else ("no", "at or above")
+    problem = (f"{side} line reaches chrF {threshold:g}, so the set has no line {other} it to "
+               "tell apart from the rest")
+    harder = "a harder held-out set" if good else ("an easier held-out set (or check that "
+                                                   "--ref is --src's reference)")
+    if low == high:
+        return f"{problem} (every line scores {low:.1f}); give {harder}"
+    where = "above some" if good else "at or below some"
+    return (f"{problem}; give {harder}, or a --threshold {where} lines' scores (they range "
+            f"from {low:.1f} to {high:.1f})")
 
 
 def report(r: dict) -> str:

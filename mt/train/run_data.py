@@ -81,15 +81,16 @@ def load_run_data(cfg: Config, run_dir: Path, resume: bool, group: Group,
     starters = learn_starters(cache.entries) if group.main else []
     train = mixed_data(cache, src_vocab, tgt_vocab, cfg.train.buckets)
     dropped = train.filter_length(d.max_len)
-    if not len(train):
-        raise DataError(f"{' and '.join(map(str, cache.sources))}: no training pairs left "
-                        f"after dropping empty ones and those over data.max_len={d.max_len} "
-                        "tokens")
+    # The weight first: a lone corpus whose weight draws nothing has pairs left all the same
     for i, part in enumerate(train.parts):
         if len(part.variants[0]) and not part.drawn():
             raise DataError(f"data.train[{i}].weight {part.weight:g}: draws no pair from corpus "
                             f"{part.name!r} (round({part.weight:g} x {len(part.variants[0])} "
                             f"pairs) = 0); give it at least {1 / len(part.variants[0]):.2g}")
+    if not len(train):
+        raise DataError(f"{' and '.join(map(str, cache.sources))}: no training pairs left "
+                        f"after dropping empty ones and those over data.max_len={d.max_len} "
+                        "tokens")
     val_src, val_ref = read_pairs(split_source(d, "val"))
     val = ParallelData.from_text(val_src, val_ref, src_tok, tgt_tok, src_vocab, tgt_vocab)
     val.filter_length(cfg.model.max_positions - 2)
