@@ -13,7 +13,7 @@ import pytest
 
 import mt.commands.distill as distill_module
 import mt.translator
-from conftest import CONFIG, TINY, TOY, assert_user_error
+from conftest import CONFIG, TINY, TOY, assert_user_error, corpus, snapshot
 from mt.checkpoint import load_run, run_state, save_checkpoint
 from mt.commands.distill import kept_chunks, translate_resumable
 from mt.commands.options import TranslateOptions
@@ -49,7 +49,9 @@ def test_a_student_learns_from_its_teachers_translations(tiny_run, tmp_path, cli
     again = cli("distill", str(CONFIG), str(tiny_run), "--out", str(out), "--beam", "2",
                 *STUDENT, "--set", f"data.dir={data}", "--set", "train.max_epochs=3",
                 "--device", "cpu")
-    assert again.code == 0 and "resumed" in again.err, again.err
+    assert again.code == 0 and "nothing to do" in again.err, again.err
+    assert json.loads(again.out.splitlines()[-1])["step"] == json.loads(
+        r.out.splitlines()[-1])["step"]  # not one more step (issue 65)
 
 
 def test_an_interrupted_translation_keeps_its_whole_chunks(tiny_run, tmp_path, monkeypatch, cli):
@@ -112,3 +114,24 @@ def test_teachers_of_other_languages_or_no_ensemble_are_one_line(cli, tiny_run, 
             str(changed_run(tiny_run, tmp_path, "lower", lower)), "--out", str(out), *STUDENT)
     assert_user_error(r, 3, "cannot be ensembled with", "data.lowercase")
     assert not out.exists()  # refused before any work
+
+
+def test_an_out_distilled_from_another_teacher_is_refused(cli, tiny_run, tmp_path):
+    """It used to resume: the first teacher's corpus trained on, and named in the lineage.
+    Another checkpoint (here the same weights saved again: another file) is another teacher."""
+    data = corpus(tmp_path, n=60)
+    for lang in ("en", "de"):  # the audit reads the test set too
+        shutil.copy(TOY / f"toy.test.{lang}", data)
+    out = tmp_path / "student"
+    args = [*STUDENT, "--set", f"data.dir={data}", "--set", "train.max_steps=2",
+            "--set", "train.eval_bleu=false", "--set", "train.metric=loss", "--device", "cpu"]
+    assert cli("distill", str(CONFIG), str(tiny_run), "--out", str(out), *args).code == 0
+    other = changed_run(tiny_run, tmp_path, "other", lambda cfg: None)
+    before = snapshot(out)
+    r = cli("distill", str(CONFIG), str(other), "--out", str(out), *args)
+    assert_user_error(r, 3, f"{out}: distilled from {tiny_run / 'best.pt'} (step ",
+                      f"not from {other} (step ", "give another --out, or remove")
+    assert snapshot(out) == before
+    (out / "distilled" / "teachers.json").unlink()  # a student made before the file: lineage
+    r = cli("distill", str(CONFIG), str(other), "--out", str(out), *args)
+    assert_user_error(r, 3, f"distilled from {tiny_run / 'best.pt'}")

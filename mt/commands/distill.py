@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import json
 import os
 import sys
 from collections.abc import Iterator
@@ -28,7 +29,7 @@ from mt.commands.options import TranslateOptions
 from mt.config import Config, CorpusConfig, corpus_configs, load_config, override
 from mt.corpus_formats import corpus_format
 from mt.data import corpus_sources
-from mt.errors import ConfigError
+from mt.errors import ConfigError, RunError
 from mt.log import info
 from mt.runs import Paths, as_paths, open_runs
 from mt.textio import atomic_write
@@ -37,6 +38,7 @@ from mt.train.lineage import record, sha256_of
 from mt.train.loop import Trainer
 
 CORPORA = "distilled"  # RUN/distilled: the teachers' translations, a plain corpus each
+TEACHERS = "teachers.json"  # in RUN/distilled: what made them (record() of each teacher)
 PARTIAL = ".partial"  # a target file while it is being written (kept: a rerun resumes it)
 
 
@@ -51,6 +53,8 @@ def distill(config: Path, teachers: Paths, out: Path, options: TranslateOptions,
     teachers = as_paths(teachers)
     cfg = load_config(config, list(sets), [config_problems])
     check_teachers(cfg, teachers, options)
+    records = [record_teacher(p) for p in teachers]
+    claim_out(out, records)
     corpora_dir = out / CORPORA
     made = []
     for c, source in zip(corpus_configs(cfg.data), corpus_sources(cfg.data), strict=True):
@@ -71,7 +75,7 @@ def distill(config: Path, teachers: Paths, out: Path, options: TranslateOptions,
     if not any(student.data.filter.__dict__.values()):
         info("distill: the audit above is for reading; set data.filter in the student's "
              "config to drop what it found (docs/data.md#the-audit-and-the-filters)")
-    distilled = {"teachers": [record_teacher(p) for p in teachers],
+    distilled = {"teachers": records,
                  "corpora": [{"name": c.name, "sha256": sha256_of(corpora_dir /
                                                                   f"{c.prefix}.{cfg.data.tgt_lang}")}
                              for c in made],
@@ -92,6 +96,46 @@ def check_teachers(cfg: Config, teachers: list[Path], options: TranslateOptions)
             raise ConfigError(f"teacher {path} translates {have[0]} -> {have[1]}; the student's "
                               f"config is {want[0]} -> {want[1]}: give a teacher of its "
                               "languages")
+
+
+def claim_out(out: Path, records: list[dict]) -> None:
+    """Refuse an --out distilled from other teachers (its corpora and training are theirs:
+    resuming would train on them and name them), else record these teachers in it, so that
+    a rerun can tell; before any work."""
+    made = made_by(out)
+    if made is not None:
+        if [t["sha256"] for t in made] != [t["sha256"] for t in records]:
+            raise ConfigError(f"{out}: distilled from {show_teachers(made)}, not from "
+                              f"{show_teachers(records)}; its corpora and training are those "
+                              f"teachers': give another --out, or remove {out} to start over")
+        return
+    path = out / CORPORA / TEACHERS
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(records), encoding="utf-8"))
+
+
+def made_by(out: Path) -> list[dict] | None:
+    """The teachers an --out was distilled from: its teachers.json, else (a run distilled
+    before there was one) its last.pt's lineage; None for a new --out."""
+    path = out / CORPORA / TEACHERS
+    if path.exists():
+        try:
+            made = json.loads(path.read_text(encoding="utf-8"))
+            if all(isinstance(t["sha256"], str) for t in made):
+                return made
+        except (ValueError, TypeError, KeyError):
+            pass
+        raise RunError(f"{path}: damaged (not the teachers' records mt distill writes); "
+                       f"remove {out} to start over")
+    if (out / LAST).exists():
+        lineage = load_checkpoint(out / LAST).get("lineage") or {}
+        return (lineage.get("distilled") or {}).get("teachers")
+    return None
+
+
+def show_teachers(records: list[dict]) -> str:
+    return " + ".join(f"{t['path']} (step {t['step']}, sha256 {t['sha256'][:12]})"
+                      for t in records)
 
 
 def write_sources(pairs: Iterator[tuple[str, str]], src: Path) -> None:
