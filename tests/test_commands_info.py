@@ -144,3 +144,19 @@ def test_info_names_a_held_out_corpus_by_its_file(tmp_path):
 
     d = load_config(None, [f"data.test={{format: tsv, path: {tmp_path / 'test.tsv'}}}"]).data
     assert (held_label(d, "val"), held_label(d, "test")) == ("toy.val", str(tmp_path / "test.tsv"))
+
+
+def test_info_of_an_imported_model_says_it_has_no_training_data(tmp_path, cli):
+    """Its config's data section is mt's default: shown as the model's data, it read
+    `data: data/toy (train data/toy/toy.train…)` (issue 65)."""
+    pytest.importorskip("transformers")
+    from hf_models import build_marian
+
+    from mt.commands.import_hf import import_hf
+
+    import_hf(str(build_marian(tmp_path / "marian")), tmp_path / "run")
+    r = cli("info", tmp_path / "run")
+    assert r.code == 0, r.err
+    data = [line for line in r.out.splitlines() if line.startswith("data:")]
+    assert data and "none: an imported model" in data[0] and "toy" not in data[0], r.out
+    assert json.loads(cli("info", tmp_path / "run", "--json").out)["data"] is None

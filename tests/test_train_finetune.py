@@ -10,11 +10,11 @@ import torch
 
 from conftest import CONFIG, TINY, assert_user_error, corpus
 from mt.checkpoint import load_checkpoint
-from mt.commands.train import train
+from mt.commands.train import given_keys, train
 from mt.config import load_config
 from mt.tokenizers.spacy_words import SpacySettings
 from mt.tokenizers.subword import SentencePieceSettings
-from mt.train.finetune import open_parent, parent_tokenizer
+from mt.train.finetune import Parent, child_config, open_parent, parent_tokenizer
 from mt.train.lineage import sha256_of
 from mt.train.loop import Trainer
 
@@ -125,3 +125,21 @@ def test_a_child_takes_its_parents_tokenizer_but_samples_as_it_says():
     assert parent_tokenizer(parent, SpacySettings()) == SentencePieceSettings(
         model_type="bpe", vocab_size=500)
     assert parent_tokenizer(SpacySettings(), own) == SpacySettings()
+
+
+def test_the_log_names_only_what_the_config_sets(tmp_path, capsys):
+    """A default the config never mentions is not "what the config says" (issue 65: fine-tuning
+    an imported model logged `data.shared_vocab: True, the parent's (the config says False)`)."""
+    parent = Parent(tmp_path / "p.pt", load_config(CONFIG, ["data.shared_vocab=true",
+                                                            "data.lowercase=true"]),
+                    {}, None, {})
+    assert {"data.tokenizer.vocab_size", "data.tokenizer.kind", "model.d_model"} <= given_keys(
+        CONFIG, ["data.vocab_size=500", "data.tokenizer=sentencepiece"])
+    sets = ["data.lowercase=false"]
+    given = given_keys(CONFIG, sets)
+    assert "data.lowercase" in given and "data.shared_vocab" not in given
+    cfg = child_config(load_config(CONFIG, sets), parent, str, given)
+    assert cfg.data.shared_vocab is True and cfg.data.lowercase is True  # both inherited
+    err = capsys.readouterr().err
+    assert "data.lowercase: True, the parent's (the config says False)" in err
+    assert "shared_vocab" not in err

@@ -74,3 +74,25 @@ def test_tensorboard_without_the_package_is_a_config_error(tmp_path, monkeypatch
         train(ROOT / "configs" / "toy.yaml", ["train.tensorboard=true"], tmp_path / "r", "cpu",
               False)
     assert not (tmp_path / "r").exists()  # refused before anything was written
+
+
+def test_the_progress_bars_loss_says_which_steps_it_is_the_mean_of(tmp_path):
+    """Read once a log interval, it can be up to train.log_every steps old: it says so (issue
+    65: `loss 3.4773` at step 150, from steps 1-100)."""
+    import torch
+
+    from mt.train.distributed import Group
+    from mt.train.metrics_log import TrainingLog
+    from mt.train.state import Clock, Progress
+
+    log = TrainingLog(tmp_path, False, Clock(), Group("cpu"))
+    log.restart(0)
+    for step, loss in ((100, 3.0), (200, 2.0)):
+        log.add(torch.tensor([loss * 10, loss * 10, 10.0]))
+        log.interval(Progress(step=step), 1e-3, torch.tensor(1.0))
+        first = step - 99
+        assert log.bar_loss == f"loss {loss} | nll {loss} (steps {first}-{step})"
+    log.restart(500)  # a resumed run
+    log.add(torch.tensor([10.0, 10.0, 10.0]))
+    log.interval(Progress(step=520), 1e-3, torch.tensor(1.0))
+    assert log.bar_loss.endswith("(steps 501-520)")

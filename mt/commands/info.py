@@ -49,9 +49,7 @@ def run_info(path: Path) -> dict:
         "vocab": {"src": len(run.src_vocab), "tgt": len(run.tgt_vocab),
                   "shared": run.src_vocab.itos == run.tgt_vocab.itos},
         "tokenizer": tokenizer_info(d),
-        "data": {"dir": d.dir, "train": [c.label for c in corpus_sources(d)],
-                 "val": held_label(d, "val"), "test": held_label(d, "test"),
-                 "mix": ((run.lineage or {}).get("data") or {}).get("mix") or []},
+        "data": data_info(d, run.lineage),
         "best": best_metric(ckpt.parent, cfg.train.metric),
         "peak_memory": peak_record(ckpt.parent),
         "checkpoints": checkpoints,
@@ -60,6 +58,16 @@ def run_info(path: Path) -> dict:
         "starters": run.starters,
     }
     return info
+
+
+def data_info(d: DataConfig, lineage: dict | None) -> dict | None:
+    """The data the run trained on; None for an imported model: its config's data section is
+    mt's default (data/toy), not what its makers trained it on."""
+    if (lineage or {}).get("how") == "imported":
+        return None
+    return {"dir": d.dir, "train": [c.label for c in corpus_sources(d)],
+            "val": held_label(d, "val"), "test": held_label(d, "test"),
+            "mix": ((lineage or {}).get("data") or {}).get("mix") or []}
 
 
 def held_label(d, split: str) -> str:
@@ -117,7 +125,7 @@ def format_info(info: dict) -> str:
     norm = "pre-norm" if m["pre_norm"] else "post-norm"
     tied = "all embeddings tied" if m["tie_all"] else ("tied output" if m["tie_output"]
                                                        else "untied")
-    best = info["best"]
+    best, data = info["best"], info["data"]
     lines = [
         ("checkpoint", f"{info['checkpoint']} (step {info['step']}, format {info['format']}"
                        + (", self-contained)" if info["self_contained"] else
@@ -131,9 +139,11 @@ def format_info(info: dict) -> str:
         ("tokenizer", f"{t['kind']} {t['src_lang']} -> {t['tgt_lang']}"
                       + (f" ({kind})" if kind else "")
                       + (", lowercased" if t["lowercase"] else "")),
-        ("data", f"{info['data']['dir']} (train {' + '.join(info['data']['train'])}, val "
-                 f"{info['data']['val']}, test {info['data']['test']})"),
-        *([("mix", format_mix(info["data"]["mix"]))] if len(info["data"]["mix"]) > 1 else []),
+        ("data", "none: an imported model, trained elsewhere (mt train --init-from RUN "
+                 "fine-tunes it on yours)" if data is None else
+                 f"{data['dir']} (train {' + '.join(data['train'])}, val {data['val']}, test "
+                 f"{data['test']})"),
+        *([("mix", format_mix(data["mix"]))] if data and len(data["mix"]) > 1 else []),
         ("steps trained", str(info["steps_trained"])),
         ("best", f"{best['metric']} {best['value']} at step {best['step']}" if best
                  else "unknown (no validation in metrics.jsonl)"),

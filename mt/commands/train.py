@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import yaml
@@ -12,7 +13,7 @@ import yaml
 from mt.checkpoint import CONFIG
 from mt.config import blamer, load_config, override
 from mt.errors import ConfigError
-from mt.tokenizers import config_problems
+from mt.tokenizers import FLAT_KEYS, config_problems
 from mt.train.finetune import child_config, open_parent
 from mt.train.loop import Trainer
 from mt.train.metrics_log import require_tensorboard
@@ -49,19 +50,31 @@ def train(config: Path | None, overrides: list[str], out: Path | None, device: s
     parent = None
     if init_from is not None:  # before the run directory is made: a refusal leaves nothing
         parent = open_parent(init_from)
-        cfg = child_config(cfg, parent, blamer(str(config), overrides),
-                           own_model=gives_model(config, overrides))
+        given = given_keys(config, overrides)
+        cfg = child_config(cfg, parent, blamer(str(config), overrides), given,
+                           own_model=any(k.split(".")[0] == "model" for k in given))
         cfg = override(cfg, (), f"{config} with the parent's settings")  # checked together
     with contextlib.suppress(AttributeError):
         sys.stdout.reconfigure(line_buffering=True)
     return Trainer(cfg, run_dir, device, resume, parent).fit()
 
 
-def gives_model(config: Path | None, overrides: list[str]) -> bool:
-    """Whether the config file has a model section or a --set names a model key."""
-    if any(item.startswith("model.") for item in overrides):
-        return True
-    if config is None:
-        return False
-    raw = yaml.safe_load(Path(config).read_text(encoding="utf-8"))  # load_config read it
-    return isinstance(raw, dict) and "model" in raw
+def given_keys(config: Path | None, overrides: list[str]) -> set[str]:
+    """Every key the config file or a --set names, dotted, its sections included (data,
+    data.tokenizer, data.tokenizer.kind, ...; the old flat data.vocab_size also as
+    data.tokenizer.vocab_size): what a message may say the config sets."""
+    def walk(key: str, node: object) -> Iterator[str]:
+        yield key
+        if key == "data.tokenizer" and isinstance(node, str):  # a kind's name
+            yield f"{key}.kind"
+        for k, v in (node.items() if isinstance(node, dict) else ()):
+            yield from walk(f"{key}.{k}", v)
+
+    raw = yaml.safe_load(Path(config).read_text(encoding="utf-8")) if config else None
+    keys = {k for name, node in (raw.items() if isinstance(raw, dict) else ())
+            for k in walk(str(name), node)}
+    for item in overrides:  # load_config has checked them
+        key, _, value = item.partition("=")
+        keys.update(walk(key.strip(), yaml.safe_load(value)))
+    return keys | {f"data.tokenizer.{FLAT_KEYS[k[5:]][1]}" for k in keys
+                   if k.startswith("data.") and k[5:] in FLAT_KEYS}

@@ -10,7 +10,7 @@ and their ids (INHERITED) are taken from the parent whatever the config says.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,10 +51,12 @@ def open_parent(path: Path) -> Parent:
 
 
 def child_config(cfg: Config, parent: Parent, blame: Callable[[str], str],
-                 own_model: bool = True) -> Config:
+                 given: Collection[str] = (), own_model: bool = True) -> Config:
     """cfg with the parent's INHERITED data settings (a log line for each the config gave
-    otherwise); a ConfigError, blamed on who gave it, for the first model key that differs.
-    Without own_model (the config gives no model section), the model section is the parent's."""
+    otherwise: given, the keys the config file or a --set names; a default the config never
+    mentions is taken silently); a ConfigError, blamed on who gave it, for the first model key
+    that differs. Without own_model (the config gives no model section), the model section is
+    the parent's."""
     if not own_model:
         log.info(f"model: the parent's ({parent.checkpoint}), as the config gives none")
         cfg = dataclasses.replace(cfg, model=parent.cfg.model)
@@ -71,13 +73,14 @@ def child_config(cfg: Config, parent: Parent, blame: Callable[[str], str],
         mine, theirs = getattr(cfg.data, key), getattr(parent.cfg.data, key)
         if mine != theirs:
             taken[key] = theirs
-            _say_taken(f"data.{key}", mine, theirs)
+            if f"data.{key}" in given:
+                _say_taken(f"data.{key}", mine, theirs)
     tokenizer = parent_tokenizer(parent.cfg.data.tokenizer, cfg.data.tokenizer)
     if tokenizer != cfg.data.tokenizer:
         taken["tokenizer"] = tokenizer
         mine = dataclasses.asdict(cfg.data.tokenizer)
         for key, theirs in dataclasses.asdict(tokenizer).items():
-            if mine.get(key) != theirs:
+            if mine.get(key) != theirs and f"data.tokenizer.{key}" in given:
                 _say_taken(f"data.tokenizer.{key}", mine.get(key), theirs)
             if key == "kind" and mine[key] != theirs:
                 break  # another kind: its settings are all the parent's

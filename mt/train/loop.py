@@ -176,7 +176,7 @@ class Trainer:
         bar = tqdm(total=t.max_steps or per_epoch * t.max_epochs, initial=p.step, desc="train",
                    unit=" step", disable=not self.group.main or None, file=sys.stderr,
                    dynamic_ncols=True)
-        self.metrics.restart()
+        self.metrics.restart(p.step)
         with contextlib.closing(bar), self.stopping.catching_signals():
             if self.parent is not None and p.step == 0 and not self.resume:
                 self._checkpoint()  # the parent on the new data: the score to beat

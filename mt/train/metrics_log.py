@@ -104,6 +104,7 @@ class TrainingLog:
         self.stats = torch.zeros(3, device=group.device)  # label-smoothed loss, NLL, tokens
         self.interval_start = time.perf_counter()
         self.bar_loss = "loss -"  # the latest interval's losses, for the progress bar
+        self.interval_from = 1  # the first step of the current interval
 
     def write(self, record: dict, **tail) -> None:
         """The record, this process's elapsed seconds, then `tail`."""
@@ -121,9 +122,10 @@ class TrainingLog:
         """An update's statistics (StepResult.stats), on the device: no sync."""
         self.stats += stats
 
-    def restart(self) -> None:
-        """A new interval starts now."""
+    def restart(self, step: int = 0) -> None:
+        """A new interval starts now, after `step`."""
         self.interval_start = time.perf_counter()
+        self.interval_from = step + 1
 
     def pause(self, seconds: float) -> None:
         """Leave out time spent on other things (validation): tok/s counts training only."""
@@ -139,7 +141,10 @@ class TrainingLog:
         self.interval_start = now
         loss, nll = ((round(x / tokens, 4) if tokens and math.isfinite(x) else None)
                      for x in (loss, nll))
-        self.bar_loss = f"loss {loss} | nll {nll}"
+        # The bar moves every step but these are read once an interval (one sync): say which
+        # steps they are the mean of, lest an old loss pass for the latest
+        self.bar_loss = f"loss {loss} | nll {nll} (steps {self.interval_from}-{progress.step})"
+        self.interval_from = progress.step + 1
         norm = float(grad_norm)  # the latest step's, before clipping
         self.write({"event": "train", "step": progress.step, "epoch": progress.epoch,
                     "loss": loss, "nll": nll, "lr": lr, "tok_per_s": round(rate)},
