@@ -6,7 +6,9 @@ picture size as mt/commands/plot.py makes it (and so does its --help), and every
 `mt info --json`."""
 
 import dataclasses
+import os
 import re
+import shutil
 
 import pytest
 import typer
@@ -105,3 +107,28 @@ def test_every_key_of_mt_info_json_is_in_commands_md(tiny_run):
             if line.startswith("| `")]
     documented = [re.fullmatch(r"`(\w+)`", row[0])[1] for row in rows]
     assert documented == list(run_info(tiny_run)), "docs/commands.md#mt-info: the --json keys"
+
+
+def test_setup_sh_says_each_step_before_it_runs(tmp_path):
+    """pip runs quietly there: without a line per step the script was silent for over a
+    minute and a half (issue 65). Run with stand-ins for python3 and python that log their
+    commands: each one comes after a `setup:` line."""
+    import subprocess
+
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "setup.sh", tmp_path / "scripts")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("python3", "python"):
+        fake = bin_dir / name
+        fake.write_text('#!/bin/sh\necho "RAN $*" >&2\n'
+                        '[ "$2" = venv ] && mkdir -p .venv/bin && : > .venv/bin/activate\n'
+                        'exit 0\n')
+        fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    p = subprocess.run(["bash", str(tmp_path / "scripts" / "setup.sh")], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    lines = p.stderr.splitlines()
+    assert [line.split()[0] for line in lines] == ["setup:", "RAN"] * 4 + ["setup:"], lines
+    assert "torch" in lines[4] and "pip install -q torch==2.13.0" in lines[5]
