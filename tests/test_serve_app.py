@@ -196,6 +196,16 @@ def test_a_document_comes_back_as_mt_translate_writes_it(served, tiny_run, cli, 
     assert "Vögel" in body.decode()
 
 
+def test_a_docx_zip_bomb_is_a_422_and_the_server_goes_on(served):
+    pytest.importorskip("docx")
+    from zip_bombs import bomb_docx
+
+    status, _, body = post_file(served.url, "format=docx", bomb_docx(30 << 20))  # 65 KB
+    assert status == 422, body
+    assert "document: its part word/document.xml inflates" in json.loads(body)["error"]
+    assert Client(served.url).request("GET", "/health")[0] == 200
+
+
 @pytest.mark.parametrize("options, flags", [
     ({}, []),
     ({"beam": 3, "nbest": 2, "length_penalty": 1.0}, ["--beam", "3", "--nbest", "2",
