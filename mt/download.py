@@ -4,7 +4,9 @@ when whole (docs/data.md#downloads).
 
 A download gathers in a hidden `.NAME.part` beside its target, which no reader of data ever
 opens; a failure keeps it, so that the next try asks only for the rest (an HTTP Range request).
-Failures are DownloadError, worded for the caller's own one-line error.
+Failures are DownloadError, worded for the caller's own one-line error. Where a download goes
+is built with `inside`, whose parts (a revision, a corpus's name and version) come from a user
+or a server: each must be one plain name, or it is an UnsafePath.
 """
 
 from __future__ import annotations
@@ -36,6 +38,26 @@ class DownloadError(Exception):
     def __init__(self, problem: str, status: int | None = None, reached: bool = True):
         super().__init__(problem)
         self.status, self.reached = status, reached
+
+
+class UnsafePath(ValueError):
+    """A path part from a user, a server or a file that is not one plain name: it could lead
+    out of the folder it was meant for. Its message names the part, for the caller's error."""
+
+
+def inside(root: Path, *parts: str) -> Path:
+    """root/parts, each part one plain name (not empty, not `.` or `..`, no `/`, `\\` or NUL:
+    so neither absolute nor climbing) and the whole within root; UnsafePath else."""
+    for part in parts:
+        if not isinstance(part, str) or part in ("", ".", "..") or \
+                any(c in part for c in "/\\\0"):
+            raise UnsafePath(f"{part!r}: not a plain file or folder name (one that is not "
+                             "empty, `.` or `..` and holds no `/`, `\\` or NUL)")
+    path = Path(root, *parts)
+    top = os.path.abspath(root)
+    if os.path.commonpath([top, os.path.abspath(path)]) != top:  # the parts' check, checked
+        raise UnsafePath(f"{path} is not inside {root}")
+    return path
 
 
 class _Cut(Exception):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import TWO_LINES
+from conftest import TWO_LINES, assert_user_error
 
 
 @pytest.mark.parametrize("options, message", [
@@ -85,6 +85,16 @@ def test_an_html_file_comes_back_html_with_its_tags(cli, tmp_path, tiny_run):
     assert html.startswith("<html><body><h1>") and html.endswith("</body></html>\n")
     assert "<b>zwei und vierzig</b>" in html and "<pre>  as   it is </pre>" in html
     assert "malformed HTML, translated best-effort: <i> not closed" in r.err
+
+
+@pytest.mark.parametrize("option", [["--doc-format", "html"], ["--format", "html"]])
+def test_html_nested_thousands_deep_is_one_line_and_nothing_written(cli, tmp_path, option):
+    src, out = tmp_path / "in.html", tmp_path / "out.html"
+    src.write_text("<p>Two\n" + "<b><i>" * 2500 + "dogs." + "</i></b>" * 2500 + "</p>\n",
+                   encoding="utf-8")
+    r = cli("translate", tmp_path / "no-run", "-i", src, "-o", out, *option)
+    assert_user_error(r, 4, f"{src}:2: <b> nests inline elements 101 deep, more than the 100")
+    assert not out.exists()
 
 
 def test_a_broken_srt_is_one_line_before_the_model_loads_and_nothing_written(cli, tmp_path):

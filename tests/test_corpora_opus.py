@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import assert_user_error
+from mt.corpora.opus import FORMS
 from public_corpora import CORPUS, LICENSE, README, VERSION, OpusServer, moses_zip, tmx_gz
 
 PAIRS = [("Das ist gut.", "That is good."), ("Wir kommen.", "We are coming."),
@@ -134,9 +135,60 @@ def test_a_wrong_size_or_a_damaged_archive_is_refused_and_not_kept(opus, cli, tm
     assert not cached.exists() and not (tmp_path / "o").exists()
     opus(moses=moses_zip(DE, EN[:-1]))
     r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "o")
-    assert_user_error(r, 4, f"{CORPUS}.de-en.en ends after 4 lines, {CORPUS}.de-en.de goes on")
-    assert files(tmp_path / "o") == []
-    cached.write_bytes(b"PK not a zip")
-    opus(size_kib=0)
+    assert_user_error(r, 4, f"{CORPUS}.de-en.en ends after 4 lines, {CORPUS}.de-en.de goes on",
+                      "removed: run again")
+    assert files(tmp_path / "o") == [] and not cached.exists()
+
+
+def damaged(data: bytes, how: str) -> bytes:
+    """data cut in half, or with a byte flipped in the middle of its first member's
+    compressed bytes (a zip that opens, then fails its CRC or inflating)."""
+    if how == "cut":
+        return data[:len(data) // 2]
+    at = 30 + len(f"{CORPUS}.de-en.de") + 5  # past the first local header
+    return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+
+
+@pytest.mark.parametrize("form, how", [("moses", "cut"), ("moses", "flipped"), ("tmx", "cut"),
+                                       ("moses", "not a zip")])
+def test_a_damaged_archive_in_the_cache_is_removed_and_fetched_again(opus, cli, tmp_path,
+                                                                     form, how):
+    """errors.md: a damaged archive is removed, never used (again): the next run fetches it."""
+    good = opus(size_kib=0)  # the API lists no size: the archive's reading finds the damage
+    ending = FORMS[form]
+    cached = tmp_path / "cache" / "opus" / CORPUS / VERSION / f"de-en{ending}"
+    cached.parent.mkdir(parents=True)
+    cached.write_bytes(b"PK not a zip" if how == "not a zip" else
+                       damaged(good.archives[form], how))
+    r = cli("data", "opus", CORPUS, "-l", "de-en", "--form", form, "--dest", tmp_path / "o")
+    assert_user_error(r, 4, str(cached), "removed: run again")
+    assert not cached.exists() and files(tmp_path / "o") == []
+    assert [p for p, _ in good.requests if "opusapi" not in p] == []  # the cached one was read
+    r = cli("data", "opus", CORPUS, "-l", "de-en", "--form", form, "--dest", tmp_path / "o")
+    assert r.code == 0, r.err
+    assert cached.read_bytes() == good.archives[form] and json.loads(r.out)["pairs"] >= 5
+
+
+@pytest.mark.parametrize("key, value", [("version", "../../../escaped"), ("version", "v1/x"),
+                                        ("corpus", "ABSOLUTE"), ("corpus", ".."),
+                                        ("corpus", None)])
+def test_an_api_record_whose_names_would_leave_the_cache_writes_nothing(opus, cli, tmp_path,
+                                                                        key, value):
+    """A hostile or broken API answer names the folders the archive goes into and the files
+    written: a name that would lead out of them is refused before anything is fetched."""
+    server = opus()
+    value = str(tmp_path / "escaped") if value == "ABSOLUTE" else value
+    record = server.record
+    server.record = lambda *a, **k: {**record(*a, **k), key: value}
     r = cli("data", "opus", CORPUS, "-l", "de-en", "--dest", tmp_path / "o")
-    assert_user_error(r, 4, "not a readable zip archive")
+    assert_user_error(r, 4, "the OPUS API's record of", "not a plain file or folder name",
+                      "not used")
+    assert [path for path, _ in server.requests if "opusapi" not in path] == []
+    assert list(tmp_path.iterdir()) == [] and not (tmp_path / "escaped").exists()
+
+
+def test_a_pair_that_is_not_two_plain_codes_is_a_usage_error(opus, cli, tmp_path):
+    opus()
+    r = cli("data", "opus", CORPUS, "-l", "../../de-en", "--dest", tmp_path / "o")
+    assert_user_error(r, 2, "Invalid value for '-l'", "give SRC-TGT")
+    assert list(tmp_path.iterdir()) == []

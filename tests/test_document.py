@@ -8,6 +8,7 @@ from conftest import TWO_LINES
 from mt.checkpoint import load_checkpoint
 from mt.document import Document, translate_document, translate_lines
 from mt.document.paragraph import Settings
+from mt.errors import DataError
 
 
 def test_a_document_keeps_what_is_not_translated_and_renders_the_rest():
@@ -71,6 +72,16 @@ def test_placeholders_never_reach_the_model_and_come_back_once(translator):
     assert [s for s, _ in done.sentences] == ["Yesterday we saw red dogs at for."]
     for kept in ("42", "https://x.org/?a=1", "{user}"):
         assert done.text.count(kept) == 1
+
+
+def test_html_nested_100_deep_is_translated_and_deeper_is_a_data_error(translator):
+    """Paragraphs and placement walk the inline tags by recursion: 100 deep (far more than
+    pages nest) comes back whole; thousands deep is one DataError, not a RecursionError."""
+    deep = "<p>" + "<b>" * 100 + "Yesterday we saw forty two red dogs." + "</b>" * 100 + "</p>"
+    done = translate_document(translator, deep, "html")
+    assert done.text.startswith("<p>" + "<b>" * 100) and done.text.endswith("</b>" * 100 + "</p>")
+    with pytest.raises(DataError, match="nests inline elements 101 deep, more than the 100"):
+        translate_document(translator, "<p>" + "<span>" * 5000 + "dogs", "html")
 
 
 def test_html_keeps_its_tags_around_the_aligned_words(translator):

@@ -8,12 +8,17 @@ from __future__ import annotations
 
 import copy
 import io
+import os
 import re
+import subprocess
+import sys
 import zipfile
 
 import pytest
 from document_fakes import identity, reversed_words
+from zip_bombs import bomb_docx
 
+from conftest import ROOT, assert_user_error
 from mt.document import Document, translate_document
 from mt.document.docx import W
 from mt.document.paragraph import Settings
@@ -162,6 +167,47 @@ def test_a_damaged_docx_is_one_line(data, message, cli, tmp_path):
     r = cli("translate", tmp_path / "no-run", "-i", src, "-o", out, "--doc-format", "auto")
     assert r.code == 4 and "in.docx: " in r.err and len(r.err.strip().splitlines()) == 1, r.err
     assert not out.exists()
+
+
+def test_a_zip_bomb_is_refused_in_one_line_before_the_model_loads(cli, tmp_path):
+    src, out = tmp_path / "in.docx", tmp_path / "out.docx"
+    src.write_bytes(bomb_docx(200 << 20))  # about 240 KB
+    r = cli("translate", tmp_path / "no-run", "-i", src, "-o", out, "--doc-format", "docx")
+    assert_user_error(r, 4, "in.docx: its part word/document.xml inflates",
+                      "to 209,715,200, more than 100 times: a zip bomb")
+    assert not out.exists()
+
+
+INFLATE = """
+import resource, sys
+import docx  # noqa: F401 (its import is not what is measured)
+from mt.document import Document
+from mt.document.paragraph import Settings
+from mt.errors import DataError
+data = open(sys.argv[1], "rb").read()
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    Document(data, "docx", Settings("en"), "in.docx")
+except DataError as e:
+    print(e)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) >> 10)  # KiB -> MiB
+"""
+
+
+@pytest.mark.parametrize("declared, message", [
+    (None, "a zip bomb, not read"),
+    # a part that declares 1,000 bytes, with their CRC: zipfile's read() would inflate the
+    # whole part before cutting it there; read a block at a time, a byte more fails the CRC
+    (1000, "a damaged .docx file (Bad CRC-32 for file 'word/document.xml')"),
+])
+def test_a_zip_bomb_costs_no_memory(tmp_path, declared, message):
+    """The process's peak memory grows by a few MiB, not the 200 MB the part inflates to."""
+    src = tmp_path / "in.docx"
+    src.write_bytes(bomb_docx(200 << 20, declared))
+    r = subprocess.run([sys.executable, "-c", INFLATE, src], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
+    error, grown = r.stdout.splitlines()
+    assert message in error and int(grown) < 50, r.stdout
 
 
 def test_without_python_docx_the_extra_is_named(monkeypatch, cli, tmp_path):

@@ -102,6 +102,16 @@ def test_a_server_that_never_answers_times_out_in_one_line(hub, tmp_path, cli, m
     assert_user_error(r, 5, "cannot reach")
 
 
+@pytest.mark.parametrize("revision", ["../../../../escaped", "ABSOLUTE", "v1/../..", ".."])
+def test_a_revision_that_is_not_one_plain_name_writes_nothing(hub, tmp_path, cli, revision):
+    server = hub()
+    revision = revision.replace("ABSOLUTE", str(tmp_path / "escaped"))
+    r = cli("import", "hf", REPO, "--out", tmp_path / "run", "--revision", revision)
+    assert_user_error(r, 2, "Invalid value for '--revision'", "not a plain file or folder name")
+    assert server.requests == [] and not (tmp_path / "run").exists()
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "escaped").exists()
+
+
 def _copy(src: Path, dest: Path) -> Path:
     dest.mkdir()
     for f in src.iterdir():

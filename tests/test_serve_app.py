@@ -196,6 +196,25 @@ def test_a_document_comes_back_as_mt_translate_writes_it(served, tiny_run, cli, 
     assert "Vögel" in body.decode()
 
 
+def test_a_docx_zip_bomb_is_a_422_and_the_server_goes_on(served):
+    pytest.importorskip("docx")
+    from zip_bombs import bomb_docx
+
+    status, _, body = post_file(served.url, "format=docx", bomb_docx(30 << 20))  # 65 KB
+    assert status == 422, body
+    assert "document: its part word/document.xml inflates" in json.loads(body)["error"]
+    assert Client(served.url).request("GET", "/health")[0] == 200
+
+
+def test_html_nested_too_deep_is_a_422_from_both_endpoints(served):
+    deep = "<p>" + "<b>" * 101 + "dogs" + "</b>" * 101 + "</p>"  # under --max-chars
+    status, answer = Client(served.url).request("POST", "/translate",
+                                                {"text": deep, "format": "html"})
+    assert status == 422 and "text[0]:1: <b> nests inline elements 101 deep" in answer["error"]
+    status, _, body = post_file(served.url, "format=html", deep.encode())
+    assert status == 422 and "document:1: <b> nests" in json.loads(body)["error"], body
+
+
 @pytest.mark.parametrize("options, flags", [
     ({}, []),
     ({"beam": 3, "nbest": 2, "length_penalty": 1.0}, ["--beam", "3", "--nbest", "2",

@@ -19,7 +19,7 @@ from mt.corpora import language_pair, opus, testsets
 from mt.corpus_formats import CorpusSource
 from mt.corpus_formats.plain import iter_parallel
 from mt.data import corpus_sources
-from mt.download import DownloadError, download
+from mt.download import DownloadError, UnsafePath, download, inside
 from mt.errors import DataError, UsageError
 from mt.log import info
 from mt.textio import atomic_write, iter_lines
@@ -103,7 +103,13 @@ def opus_corpus(corpus: str, pair: str, dest: Path, version: str = "latest",
     with the corpus's README and LICENSE and what OPUS lists of it (.opus.json) beside them."""
     langs = _pair(pair, "opus")
     release = opus.find(corpus, langs, version, form)
-    archive = cache_root() / "opus" / release.corpus / release.version / release.file_name
+    try:  # the API's answer names the folders and files: none may lead out of its own
+        archive = inside(cache_root() / "opus", release.corpus, release.version,
+                         release.file_name)
+        prefix = inside(Path(dest), f"{_file_stem(release.corpus)}-{release.version}.{pair}")
+    except UnsafePath as e:
+        raise DataError(f"{opus.api()}: the OPUS API's record of {corpus} {version} names "
+                        f"{e}; not used") from None
     if not archive.is_file():
         info(f"data: downloading {release.url} ({release.size_kib / 1024:,.1f} MiB)")
         try:
@@ -112,14 +118,13 @@ def opus_corpus(corpus: str, pair: str, dest: Path, version: str = "latest",
             raise DataError(f"{release.url}: {e}") from None
     try:
         opus.check_size(archive, release)
-    except DataError as e:
-        archive.unlink()
-        raise DataError(f"{e}; removed: run again") from None
-    pairs = (opus.moses_pairs if form == "moses" else opus.tmx_pairs)(archive, langs)
-    total = min(max_pairs or release.pairs, release.pairs) or None
-    prefix = Path(dest) / f"{_file_stem(release.corpus)}-{release.version}.{pair}"
-    n = write_pairs(prefix, langs, itertools.islice(pairs, max_pairs or None), total)
-    notes = opus.moses_notes(archive) if form == "moses" else {}
+        pairs = (opus.moses_pairs if form == "moses" else opus.tmx_pairs)(archive, langs)
+        total = min(max_pairs or release.pairs, release.pairs) or None
+        n = write_pairs(prefix, langs, itertools.islice(pairs, max_pairs or None), total)
+        notes = opus.moses_notes(archive) if form == "moses" else {}
+    except opus.DamagedArchive as e:  # kept, it would fail the next run too: fetched anew
+        archive.unlink(missing_ok=True)
+        raise DataError(f"{e}; removed: run again to fetch it again") from None
     for name, text in notes.items():
         atomic_write(Path(f"{prefix}.{name}"), lambda tmp, t=text: Path(tmp).write_bytes(t))
     about = {"corpus": release.corpus, "version": release.version, "form": form,
@@ -207,9 +212,11 @@ def write_pairs(prefix: Path, langs: tuple[str, str], pairs: Iterable[tuple[str,
 
 
 def _pair(pair: str, command: str) -> tuple[str, str]:
+    """The pair's two codes; it is part of file names, so it holds no `/` (mt.download)."""
     try:
+        inside(Path(), pair)
         return language_pair(pair)
-    except ValueError:
+    except ValueError:  # UnsafePath included
         raise UsageError(f"data {command}", "'-l'", f"{pair!r}: give SRC-TGT, like de-en"
                          ) from None
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from mt import log
 from mt.checkpoint import BEST, CONFIG, SRC_VOCAB, TGT_VOCAB, run_state, save_checkpoint
 from mt.commands.export import check_out, write_directory
+from mt.download import UnsafePath
 from mt.errors import UsageError
 from mt.hf.convert import from_marian
 from mt.hf.files import HUB_ID, fetch, read_model
@@ -23,8 +24,12 @@ def import_hf(source: str, out: Path, src_lang: str | None = None,
     check_out(out, force)
     hub = not Path(source).exists() and HUB_ID.fullmatch(source) is not None
     if hub:
-        directory = fetch(source, revision, cache_root() / "hf",
-                          lambda name: log.info(f"import: downloading {source} {name}"))
+        try:
+            directory = fetch(source, revision, cache_root() / "hf",
+                              lambda name: log.info(f"import: downloading {source} {name}"))
+        except UnsafePath as e:  # HUB_ID lets no other part through
+            raise UsageError("import hf", "'--revision'", f"{e}; give a branch, tag or commit "
+                             "of the model") from None
         files = read_model(directory, where=source)
     else:
         files = read_model(Path(source))

@@ -24,6 +24,7 @@ import xml.etree.ElementTree as ET
 import zipfile
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import zip_longest
 from pathlib import Path
@@ -44,6 +45,11 @@ XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 def api() -> str:
     """The API's address: $MT_OPUS_API (a mirror), else OPUS's."""
     return os.environ.get("MT_OPUS_API", API)
+
+
+class DamagedArchive(DataError):
+    """An archive in the cache that cannot be read whole: the caller removes it, so that the
+    next run fetches it again instead of failing on it again."""
 
 
 @dataclass(frozen=True)
@@ -75,8 +81,12 @@ def find(corpus: str, langs: tuple[str, str], version: str = "latest",
             f"corpora with {pair}: {', '.join(have)}" if have else
             f"it has no corpus for {pair}: check the language codes (OPUS's, like pt_br)"))
     r = records[0]
-    return Release(r["corpus"], str(r.get("version", version)), form, r["url"],
-                   int(r.get("size") or 0), int(r.get("alignment_pairs") or 0), r)
+    try:
+        return Release(r.get("corpus"), str(r.get("version", version)), form, r["url"],
+                       int(r.get("size") or 0), int(r.get("alignment_pairs") or 0), r)
+    except (TypeError, ValueError):  # a broken answer: a size that is not a number
+        raise DataError(f"{api()}: the OPUS API's record of {corpus} {version} has a size "
+                        "or pair count that is not a number; not used") from None
 
 
 def releases(langs: tuple[str, str], form: str = "moses") -> list[dict]:
@@ -107,8 +117,8 @@ def check_size(path: Path, release: Release) -> None:
     """The file is the size the API lists (to its KiB), when it lists one."""
     got = path.stat().st_size
     if release.size_kib and abs(got / 1024 - release.size_kib) > 1:
-        raise DataError(f"{path}: {got:,} bytes, but OPUS lists {release.size_kib:,} KiB for "
-                        f"{release.url}: the file is damaged or incomplete")
+        raise DamagedArchive(f"{path}: {got:,} bytes, but OPUS lists {release.size_kib:,} KiB "
+                             f"for {release.url}: the file is damaged or incomplete")
 
 
 def moses_pairs(path: Path, langs: tuple[str, str]) -> Iterator[tuple[str, str]]:
@@ -119,11 +129,11 @@ def moses_pairs(path: Path, langs: tuple[str, str]) -> Iterator[tuple[str, str]]
         with z.open(members[0]) as a, z.open(members[1]) as b:
             sides = [io.TextIOWrapper(f, encoding="utf-8", errors="surrogateescape", newline="\n")
                      for f in (a, b)]
-            for n, (s, t) in enumerate(_guarded(zip_longest(*sides), path), 1):
+            for n, (s, t) in enumerate(zip_longest(*sides), 1):
                 if s is None or t is None:
                     ended, other = members[t is None], members[s is None]
-                    raise DataError(f"{path}: {ended} ends after {n - 1} lines, {other} goes "
-                                    "on: the archive is damaged")
+                    raise DamagedArchive(f"{path}: {ended} ends after {n - 1} lines, {other} "
+                                         "goes on: the archive is damaged")
                 yield s.rstrip("\n"), t.rstrip("\n")
 
 
@@ -134,12 +144,15 @@ def moses_notes(path: Path) -> dict[str, bytes]:
         return {name: z.read(name) for name in NOTES if name in names}
 
 
-def _archive(path: Path) -> zipfile.ZipFile:
+@contextmanager
+def _archive(path: Path) -> Iterator[zipfile.ZipFile]:
+    """The zip, open; what fails while it is read (opening it, a member's header, its CRC,
+    its inflating) is one DamagedArchive."""
     try:
-        return zipfile.ZipFile(path)
-    except (zipfile.BadZipFile, OSError) as e:
-        raise DataError(f"{path}: not a readable zip archive ({e}): remove it and fetch it "
-                        "again") from None
+        with zipfile.ZipFile(path) as z:
+            yield z
+    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
+        raise DamagedArchive(f"{path}: not a readable zip archive ({e})") from None
 
 
 def _member(z: zipfile.ZipFile, path: Path, lang: str, langs: tuple[str, str]) -> str:
@@ -152,15 +165,6 @@ def _member(z: zipfile.ZipFile, path: Path, lang: str, langs: tuple[str, str]) -
     return found[0]
 
 
-def _guarded(pairs, path: Path):
-    """pairs, with a damaged archive's errors as one DataError."""
-    try:
-        yield from pairs
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
-        raise DataError(f"{path}: cannot read ({e}): the archive is damaged; remove it and "
-                        "fetch it again") from None
-
-
 def tmx_pairs(path: Path, langs: tuple[str, str]) -> Iterator[tuple[str, str]]:
     """The pairs of a gzipped TMX, parsed as it is read (a unit at a time, each dropped once
     read); a unit without both languages is skipped. A segment's line breaks become spaces,
@@ -170,10 +174,9 @@ def tmx_pairs(path: Path, langs: tuple[str, str]) -> Iterator[tuple[str, str]]:
         with gzip.open(path) as f:
             yield from _units(ET.iterparse(f, events=("start", "end")), wanted)
     except ET.ParseError as e:
-        raise DataError(f"{path}: not valid TMX ({e})") from None
+        raise DamagedArchive(f"{path}: not valid TMX ({e})") from None
     except (OSError, EOFError, zlib.error) as e:
-        raise DataError(f"{path}: cannot read ({e}): the file is damaged; remove it and fetch "
-                        "it again") from None
+        raise DamagedArchive(f"{path}: cannot read ({e}): the file is damaged") from None
 
 
 def _units(events, wanted: list[str]) -> Iterator[tuple[str, str]]:

@@ -27,6 +27,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from mt.document import zip_bounds
 from mt.document.markup import Block
 from mt.document.placement import Element
 from mt.errors import ConfigError, DataError
@@ -48,7 +49,8 @@ def clean(text: str) -> str:
 
 def open_docx(data: bytes, name: str = "document"):
     """A python-docx Document; a ConfigError naming the extra without python-docx, a DataError
-    in one line for a file that is not a .docx."""
+    in one line for a file that is not a .docx, a damaged one, or one past mt.document.zip_bounds
+    (read before python-docx reads a part)."""
     try:
         import docx
     except ImportError:
@@ -57,7 +59,10 @@ def open_docx(data: bytes, name: str = "document"):
         raise DataError(f"{name}: not a .docx file (not a zip archive); give a Word document "
                         "(.docx, not .doc)")
     try:
+        zip_bounds.check(data, name)
         return docx.Document(io.BytesIO(data))
+    except DataError:
+        raise
     except Exception as e:  # noqa: BLE001 (a damaged zip or part: zipfile, lxml, python-docx)
         reason = str(e).splitlines()[0] if str(e) else type(e).__name__
         raise DataError(f"{name}: a damaged .docx file ({reason}); open it in Word or "

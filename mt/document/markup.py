@@ -10,7 +10,8 @@ inline (`<code>`, anything with translate="no") are Leaves: put back whole at on
 
 Markup that is not well-formed is read as browsers read it, best-effort: an inline element
 left open is closed where its paragraph ends, an end tag that closes nothing is dropped, and
-the notes say so.
+the notes say so. Inline elements nested more than NESTING_MOST deep are refused (a
+DataError naming the line): paragraph and placement walk the tree by recursion.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
 from mt.document.placement import Anchor, Element, Leaf
+from mt.errors import DataError
 
 BLOCK = frozenset(
     "address article aside blockquote body caption dd details dialog div dl dt fieldset "
@@ -30,6 +32,10 @@ KEEP_INLINE = frozenset("code kbd samp var".split())
 VOID = frozenset("area br embed img input param source track wbr".split())
 NO_ANCHOR = Anchor("start", 0)  # a leaf's anchor until its paragraph's sentences are known
 PUNCTUATION = frozenset(".,;:!?)]}")
+# Inline elements open inside one another in a paragraph, at most: real pages nest a few, and
+# the recursion over them (mt.document.paragraph, placement) stays far below Python's limit
+# of 1,000 frames, whatever the caller's stack already holds.
+NESTING_MOST = 100
 
 
 @dataclass
@@ -92,9 +98,10 @@ class _Events(HTMLParser):
     handle_decl = handle_pi = unknown_decl = handle_comment
 
 
-def parse(source: str) -> tuple[list[str | Block], list[str]]:
+def parse(source: str, name: str = "document") -> tuple[list[str | Block], list[str]]:
     """The parts of an HTML text in order: raw strings, written back as they are, and the
-    Paragraphs to translate; and notes on what was not well-formed."""
+    Paragraphs to translate; and notes on what was not well-formed. A DataError (name: the
+    document's) for inline elements nested more than NESTING_MOST deep."""
     events = _Events(source).events
     ends = [e[0] for e in events[1:]] + [len(source)]
     parts: list[str | Block] = [source[:events[0][0]]] if events else [source]
@@ -149,6 +156,11 @@ def parse(source: str) -> tuple[list[str | Block], list[str]]:
             if tag == "br":  # a line break: the words on either side are two
                 block.add_text("\n")
         elif kind == "start":
+            if len(stack) == NESTING_MOST:
+                line = source.count("\n", 0, start) + 1
+                raise DataError(f"{name}:{line}: <{tag}> nests inline elements "
+                                f"{NESTING_MOST + 1} deep, more than the {NESTING_MOST} mt "
+                                "reads; close those left open, or flatten the markup")
             e = Element(len(block.text), len(block.text), raw)
             (stack[-1] if stack else block.root).children.append(e)
             stack.append(e)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from mt.download import DownloadError, download
+from mt.download import DownloadError, download, inside
 from mt.errors import CheckpointError, ConfigError
 from mt.hf.marian import Weights
 from mt.tokenizers.marian import SOURCE_SPM, TARGET_SPM, TARGET_VOCAB, VOCAB
@@ -29,7 +29,8 @@ CONFIG, GENERATION, TOKENIZER_CONFIG = "config.json", "generation_config.json", 
     "tokenizer_config.json"
 SAFETENSORS, TORCH_BIN = "model.safetensors", "pytorch_model.bin"
 TOKENIZER_FILES = (SOURCE_SPM, TARGET_SPM, VOCAB)
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")  # owner/name, as the Hub spells repositories
+# owner/name, as the Hub spells repositories (a name is never . or ..: a path, not an id)
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/(?!\.\.?$)[\w.-]+")
 
 
 @dataclass
@@ -157,8 +158,10 @@ def fetch(repo: str, revision: str, cache: Path,
           progress: Callable[[str], None] = lambda name: None) -> Path:
     """The model `repo` (owner/name) at `revision`, downloaded into cache/owner/name/revision
     through the Hub's file URLs ({endpoint}/{repo}/resolve/{revision}/{file}); files already
-    there are kept. No network, no such model, or a file cut short: CheckpointError."""
-    dest = Path(cache) / repo / revision
+    there are kept. No network, no such model, or a file cut short: CheckpointError; a
+    revision that is not one plain name (`..`, `a/b`): mt.download.UnsafePath, before
+    anything is written."""
+    dest = inside(Path(cache), *repo.split("/"), revision)
     dest.mkdir(parents=True, exist_ok=True)
     for name in (CONFIG, *TOKENIZER_FILES, *OPTIONAL):
         _download(repo, revision, name, dest, optional=name in OPTIONAL, progress=progress)

@@ -24,7 +24,7 @@ class HtmlFormat(DocumentFormat):
         return replace(settings, lines=False, escape=_escape)  # translated text escaped
 
     def parse(self, source: str, name: str) -> tuple[list[str | Block], list[str]]:
-        return markup.parse(source)
+        return markup.parse(source, name)
 
 
 FORMAT = HtmlFormat()
