@@ -272,17 +272,28 @@ TOO_MANY_CHARS = {"text": ["x" * (MAX_CHARS // 2), "y" * (MAX_CHARS // 2 + 1)]}
      "glossaries: 1 given; give one glossary per line of text (2; null for none)"),
     ("POST", "/translate", {"text": ["a", "b"], "beam": 2, "glossaries": [None, [["a", ""]]]},
      422, "glossaries[1]: entry 1: empty target term"),
-    ("POST", "/translate", {"text": "a", "glossaries": [[["a", "b"]]]}, 422, "give --beam 2"),
+    # a request's field, not the command line's flag (--beam): the page has a beam box
+    ("POST", "/translate", {"text": "a", "glossaries": [[["a", "b"]]]}, 422,
+     "beam search: give beam 2 or more"),
+    ("POST", "/translate", {"text": "a", "glossary": [["a", "b"]], "beam": 1}, 422,
+     "beam search: give beam 2 or more"),
+    ("POST", "/translate/document?format=md&glossary=" + quote('[["a", "b"]]'), b"a", 422,
+     "beam search: give beam 2 or more"),
     ("POST", "/translate/document?format=docx", b"not a zip", 422,
      "document: not a .docx file (not a zip archive)"),
     ("POST", "/translate/document?format=html&beam=2&nbest=2", b"<p>a</p>", 422,
      "a document: not with nbest"),
     ("POST", "/translate/document?format=pdf", b"x", 422, "format: Input should be"),
-    ("POST", "/translate/document", b"x", 422, "format: Field required"),
+    ("POST", "/translate/document", b"x", 422,
+     "format: Field required; give one of text, txt, html, md, srt, docx"),
     ("POST", "/translate/document?format=txt&bogus=1", b"x", 422,
      "bogus: unknown query parameter"),
     ("POST", "/translate/document?format=txt&beam=x", b"x", 422, "beam: Input should be"),
     ("POST", "/translate/document?format=md&glossary=[1", b"x", 422, "glossary: not JSON"),
+    ("POST", "/translate/document?format=md&beam=2&glossary=[1,2]", b"x", 422,
+     "glossary: entry 1: an entry is two strings, [source term, target term], not 1"),
+    ("POST", "/translate/document?format=md&beam=2&glossary=[null]", b"x", 422,
+     "glossary: entry 1: an entry is two strings, [source term, target term], not null"),
     ("POST", "/translate/document?format=html", b"<p>caf\xe9</p>", 422, "not UTF-8"),
     ("POST", "/translate/document?format=txt", b"a" * (MAX_CHARS + 1), 413,
      "the document: 1,001 characters"),
@@ -298,6 +309,7 @@ def test_each_error_has_its_status_and_a_json_body(served, method, path, body, s
     assert got == status, answer
     assert isinstance(answer, dict) and list(answer) == ["error"], answer
     assert needle in answer["error"] and "Traceback" not in answer["error"]
+    assert "--beam" not in answer["error"]
     assert client.request("GET", "/health")[0] == 200  # the same connection still answers
 
 

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import re
 import sys
 import time
 import typing
@@ -204,10 +205,18 @@ async def translate_file(served: Served, request: Request) -> Response:
     return Response(body, headers=headers, media_type=documents.content_type(query.format))
 
 
+# The command line's flags that are a request's fields, longest first (--glossary-mode before
+# --glossary): a message written for the command line names them as flags.
+FIELD_FLAGS = re.compile("(?:" + "|".join(sorted(
+    (re.escape("--" + name.replace("_", "-")) for name in (*OPTIONS, "glossary", "prefix")),
+    key=len, reverse=True)) + r")(?![\w-])")
+
+
 def option_error(e: MTError) -> JSONResponse:
     """A 422 for what --set would refuse, named as the request names it: `beam`, not
-    `decode.beam`."""
-    return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
+    `decode.beam` nor `--beam`."""
+    message = str(e).removeprefix("Translator options: ").replace("decode.", "")
+    return error(422, FIELD_FLAGS.sub(lambda m: m[0][2:].replace("-", "_"), message))
 
 
 def add_info_routes(app: FastAPI, served: Served, info: dict) -> None:
@@ -346,6 +355,9 @@ def validation_message(e: ValidationError, model: type[BaseModel] | None = None,
     field = errors[0]["loc"][0] if errors[0]["loc"] else None
     if field is None:  # not an object
         return 422, f"the body: {errors[0]['msg']}, with the fields {fields}"
+    hint = (model or TranslateRequest).model_fields[field].annotation
+    if errors[0]["type"] == "missing" and typing.get_origin(hint) is typing.Literal:
+        return 422, f"{field}: {errors[0]['msg']}; give one of {', '.join(typing.get_args(hint))}"
     mine = [x for x in errors if x["loc"] and x["loc"][0] == field]
     where = field + "".join(f"[{i}]" for x in mine[-1:] for i in x["loc"][1:] if isinstance(i, int))
     messages = list(dict.fromkeys(x["msg"] for x in mine))
