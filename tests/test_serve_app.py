@@ -14,6 +14,7 @@ import re
 import socket
 import threading
 import time
+import urllib.request
 from types import SimpleNamespace
 from urllib.parse import quote, urlsplit
 
@@ -339,6 +340,22 @@ def test_health_info_and_the_page(served, tiny_run, cli):
     assert serve["max_lines"] == 8 and serve["attention"] is True and "beam" in serve["options"]
     status, page = client.request("GET", "/")
     assert status == 200 and '<canvas id="heatmap"' in page and "fetch(\"translate\"" in page
+
+
+def test_the_api_docs_load_nothing_from_another_host(served):
+    """/docs (Swagger UI) and /redoc name only this server's files, and it has them: they show
+    without internet (FastAPI's own load theirs from a CDN)."""
+    client = Client(served.url)
+    for page in ("/docs", "/redoc"):
+        status, html = client.request("GET", page)
+        assert status == 200 and "openapi.json" in html
+        assert "//" not in re.sub(r"<!--.*?-->", "", html, flags=re.S), html  # no other host
+        assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+        assert assets and all(a.startswith("/docs-assets/") for a in assets), assets
+        for asset in assets:  # bytes: the icon is a PNG
+            with urllib.request.urlopen(served.url + asset) as response:
+                assert response.status == 200 and len(response.read()) > 1000, asset
+    assert client.request("GET", "/openapi.json")[1]["info"]["title"] == "mt serve"
 
 
 def test_one_log_line_per_request(served):

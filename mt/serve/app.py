@@ -27,6 +27,7 @@ from importlib import resources
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
@@ -46,6 +47,8 @@ from mt.translator import Translator
 # the model loads) stay the server's.
 OPTIONS = tuple(f.name for f in dataclasses.fields(DecodeConfig)
                 if REQUEST in f.metadata["commands"])
+
+DOCS_ASSETS = "/docs-assets"  # where /docs and /redoc get Swagger UI's and ReDoc's files
 
 
 @dataclass
@@ -110,8 +113,11 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
         yield
         await asyncio.to_thread(served.batcher.close)
 
-    app = FastAPI(title="mt serve", lifespan=lifespan,
-                  description="Translate with a model kept loaded; see docs/serve.md.")
+    # /docs and /redoc with their scripts served from here (fastapi-offline ships them), not
+    # from a CDN: a server without internet shows its API too; no validator badge fetched
+    app = FastAPIOffline(title="mt serve", lifespan=lifespan, static_url=DOCS_ASSETS,
+                         swagger_ui_parameters={"validatorUrl": None},
+                         description="Translate with a model kept loaded; see docs/serve.md.")
     schema = {"content": {"application/json": {"schema": TranslateRequest.model_json_schema()}},
               "required": True}
 
