@@ -24,6 +24,7 @@ from test_serve_batcher import Upper
 from benchmarks.bench_serve import Client, Served, make_plans, send_all
 from conftest import THREADS, TOY, TWO_LINES
 from mt.config import Config, DecodeConfig
+from mt.document.formats import extensions
 from mt.translator import Translator
 
 
@@ -340,6 +341,12 @@ def test_health_info_and_the_page(served, tiny_run, cli):
     assert serve["max_lines"] == 8 and serve["attention"] is True and "beam" in serve["options"]
     status, page = client.request("GET", "/")
     assert status == 200 and '<canvas id="heatmap"' in page and "fetch(\"translate\"" in page
+    # a document uploaded (its format by its name: the server's registry) and downloaded, a
+    # Copy button, and no score (a log-probability) on the status line: the confidence
+    assert serve["documents"] == extensions() and serve["documents"][".docx"] == "docx"
+    assert '<input id="file" type="file"' in page and "fetch(`translate/document?" in page
+    assert 'link.download = `${stem}.' in page and '<button id="copy"' in page
+    assert ".score" not in page and "confidence ${least}" in page
 
 
 def test_the_api_docs_load_nothing_from_another_host(served):

@@ -33,6 +33,7 @@ from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from mt.config import REQUEST, DecodeConfig
+from mt.document.formats import extensions
 from mt.errors import MTError
 from mt.glossary import Glossary, as_glossary
 from mt.records import lists, record
@@ -48,6 +49,7 @@ from mt.translator import Translator
 OPTIONS = tuple(f.name for f in dataclasses.fields(DecodeConfig)
                 if REQUEST in f.metadata["commands"])
 
+DOCUMENT_EXTENSIONS = extensions()  # ".htm": "html", ...: POST /translate/document's formats
 DOCS_ASSETS = "/docs-assets"  # where /docs and /redoc get Swagger UI's and ReDoc's files
 
 
@@ -248,6 +250,7 @@ def add_info_routes(app: FastAPI, served: Served, info: dict) -> None:
         return JSONResponse({**info, "serve": {
             "decode": dataclasses.asdict(served.translator.decoding), "options": list(OPTIONS),
             **dataclasses.asdict(served.limits), "lines_per_minute": access.lines_per_minute,
+            "documents": DOCUMENT_EXTENSIONS,  # the page's upload: a file's format by its name
             "api_key": bool(access.keys), "attention": served.translator.model is not None}})
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
