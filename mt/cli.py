@@ -387,6 +387,16 @@ def translate(
     run_translate(runs, input, output, options, pictures)
 
 
+def _proxies(value: str) -> tuple[str, ...]:
+    """--forwarded-allow-ips as its addresses, or a usage error (exit 2) naming a wrong one."""
+    from mt.serve.access import proxies
+
+    try:
+        return proxies(value)
+    except ValueError as e:
+        raise typer.BadParameter(str(e)) from None
+
+
 @app.command(cls=Decoding)
 def serve(
     ctx: typer.Context,
@@ -422,6 +432,11 @@ def serve(
     full_info: bool = typer.Option(False, "--full-info", help="GET /info and the page also "
                                    "tell where the model is on this host (its paths, data and "
                                    "lineage), as `mt info --json` does."),
+    forwarded_allow_ips: str = typer.Option(
+        "", "--forwarded-allow-ips", callback=_proxies, metavar="ADDRESSES",
+        help="The proxies in front of the server, comma-separated (10.0.0.1,10.0.0.0/8; *: "
+        "any): their X-Forwarded-For header names the client that --lines-per-minute counts. "
+        "Default: none; every client is its connection's address."),
 ) -> None:
     """Keep the model loaded and translate over HTTP: POST /translate (JSON), GET /health,
     GET /info, and a page at / to try it (docs/serve.md).
@@ -438,7 +453,7 @@ def serve(
                                decode=decoding(ctx), threads=threads)
     run_server(runs, options,
                ServeOptions(host, port, max_lines, max_chars, batch_wait_ms, api_key_file,
-                            lines_per_minute, grace, full_info))
+                            lines_per_minute, grace, full_info, forwarded_allow_ips))
 
 
 @app.command("export")

@@ -12,7 +12,9 @@ in the order the source terms occur.
 
 from __future__ import annotations
 
+import codecs
 import copy
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,9 @@ class Glossary:
         """The glossary of (source, target) pairs; a DataError naming `where` and the entry
         for an entry that is not two strings, an empty side, a term over MAX_TERM_CHARS
         characters, or a source term given again with another target."""
+        if isinstance(pairs, (str, bytes)) or not isinstance(pairs, Iterable):
+            raise DataError(f"{where}: {_shown(pairs)} is not a list of pairs; give "
+                            "[[source term, target term], ...]")
         entries: dict[str, str] = {}
         for n, pair in enumerate(pairs, 1):
             entries.update([_checked(pair, f"{where}: entry {n}", entries)])
@@ -49,7 +54,8 @@ class Glossary:
         problem (a missing file, invalid UTF-8, not one tab, and as for `of`). alternatives:
         a source term may be given several targets (each entry kept once, in file order)."""
         try:
-            data = Path(path).read_bytes()
+            # a byte-order mark (Windows editors write one) is not part of the first term
+            data = Path(path).read_bytes().removeprefix(codecs.BOM_UTF8)
         except FileNotFoundError:
             raise DataError(f"{path}: glossary file not found; check the path") from None
         except IsADirectoryError:
@@ -81,8 +87,11 @@ class Glossary:
 
 def _checked(pair: Sequence[str], at: str, seen: dict[str, str]) -> tuple[str, str]:
     """One entry, its sides stripped, or the DataError of its first problem."""
-    if isinstance(pair, str) or len(pair) != 2 or not all(isinstance(s, str) for s in pair):
-        raise DataError(f"{at}: an entry is two strings, [source term, target term]")
+    # null, a number, a string: from JSON (a request, a jsonl record) or the Python API
+    if (isinstance(pair, str) or not isinstance(pair, Sequence) or len(pair) != 2
+            or not all(isinstance(s, str) for s in pair)):
+        raise DataError(f"{at}: an entry is two strings, [source term, target term], not "
+                        f"{_shown(pair)}")
     src, tgt = (s.strip() for s in pair)
     for side, term in (("source", src), ("target", tgt)):
         if not term:
@@ -94,6 +103,15 @@ def _checked(pair: Sequence[str], at: str, seen: dict[str, str]) -> tuple[str, s
         raise DataError(f"{at}: {src!r} again, as {tgt!r} (before: {seen[src]!r}); give one "
                         "target per source term")
     return src, tgt
+
+
+def _shown(given: object) -> str:
+    """An entry as an error shows it: as JSON (null, 1, ["a"]) where it is JSON, cut short."""
+    try:
+        text = json.dumps(given, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = repr(given)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # what the Python API and the server take as a glossary

@@ -40,6 +40,11 @@ def test_a_record_holds_its_source_glossary_and_prefix():
     ('{"src": "a", "glossary": "a"}', 'in.jsonl:2: "glossary" is not a list'),
     ('{"src": "a", "glossary": [["a"]]}', "in.jsonl:2: glossary: entry 1: an entry is two "
                                           "strings"),
+    ('{"src": "a", "glossary": [null]}', "in.jsonl:2: glossary: entry 1: an entry is two "
+                                         "strings, [source term, target term], not null"),
+    ('{"src": "a", "glossary": [["a", "b"], 3]}', "in.jsonl:2: glossary: entry 2: an entry is "
+                                                  "two strings, [source term, target term], "
+                                                  "not 3"),
     ('{"src": "a", "glossary": [["a", "b"], ["a", "c"]]}', "in.jsonl:2: glossary: entry 2: 'a' "
                                                             "again, as 'c'"),
     ('{"src": "a", "glossary": [["a", "' + "x" * 201 + '"]]}', "in.jsonl:2: glossary: entry 1: "

@@ -62,6 +62,31 @@ def test_a_bad_file_is_one_line_naming_its_line(tmp_path, content, needle):
     assert needle in str(e.value) and "\n" not in str(e.value)
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_term(tmp_path):
+    path = tmp_path / "g.tsv"
+    path.write_bytes("\ufeffVertrag\tagreement\nYork\tyork\n".encode())  # Notepad's UTF-8
+    assert Glossary.load(path).entries == (("Vertrag", "agreement"), ("York", "york"))
+    m = Matcher(Glossary.load(path), Words(), Words(),
+                Vocab(["<pad>", "<unk>", "<bos>", "<eos>", "agreement"]))
+    assert m.active("Der Vertrag".split()) == [0]  # the first entry matches
+
+
+@pytest.mark.parametrize("given, needle", [
+    ([None], "glossary: entry 1: an entry is two strings, [source term, target term], not null"),
+    ([["a", "b"], 1, 2], "glossary: entry 2: an entry is two strings, [source term, target "
+                         "term], not 1"),
+    ([[1, 2]], "not [1, 2]"),
+    ([["a", None]], 'not ["a", null]'),
+    ([object()], "not <object object at"),
+    (5, "glossary: 5 is not a list of pairs; give [[source term, target term], ...]"),
+    (b"a\tb", "is not a list of pairs"),
+])
+def test_what_is_not_a_pair_is_a_data_error_naming_the_entry(given, needle):
+    with pytest.raises(DataError) as e:
+        as_glossary(given)
+    assert needle in str(e.value), str(e.value)
+
+
 def test_missing_file_and_bad_pairs(tmp_path):
     with pytest.raises(DataError, match="glossary file not found"):
         Glossary.load(tmp_path / "none.tsv")

@@ -14,6 +14,7 @@ import re
 import socket
 import threading
 import time
+import urllib.request
 from types import SimpleNamespace
 from urllib.parse import quote, urlsplit
 
@@ -23,6 +24,7 @@ from test_serve_batcher import Upper
 from benchmarks.bench_serve import Client, Served, make_plans, send_all
 from conftest import THREADS, TOY, TWO_LINES
 from mt.config import Config, DecodeConfig
+from mt.document.formats import extensions
 from mt.translator import Translator
 
 
@@ -291,17 +293,28 @@ TOO_MANY_CHARS = {"text": ["x" * (MAX_CHARS // 2), "y" * (MAX_CHARS // 2 + 1)]}
      "glossaries: 1 given; give one glossary per line of text (2; null for none)"),
     ("POST", "/translate", {"text": ["a", "b"], "beam": 2, "glossaries": [None, [["a", ""]]]},
      422, "glossaries[1]: entry 1: empty target term"),
-    ("POST", "/translate", {"text": "a", "glossaries": [[["a", "b"]]]}, 422, "give --beam 2"),
+    # a request's field, not the command line's flag (--beam): the page has a beam box
+    ("POST", "/translate", {"text": "a", "glossaries": [[["a", "b"]]]}, 422,
+     "beam search: give beam 2 or more"),
+    ("POST", "/translate", {"text": "a", "glossary": [["a", "b"]], "beam": 1}, 422,
+     "beam search: give beam 2 or more"),
+    ("POST", "/translate/document?format=md&glossary=" + quote('[["a", "b"]]'), b"a", 422,
+     "beam search: give beam 2 or more"),
     ("POST", "/translate/document?format=docx", b"not a zip", 422,
      "document: not a .docx file (not a zip archive)"),
     ("POST", "/translate/document?format=html&beam=2&nbest=2", b"<p>a</p>", 422,
      "a document: not with nbest"),
     ("POST", "/translate/document?format=pdf", b"x", 422, "format: Input should be"),
-    ("POST", "/translate/document", b"x", 422, "format: Field required"),
+    ("POST", "/translate/document", b"x", 422,
+     "format: Field required; give one of text, txt, html, md, srt, docx"),
     ("POST", "/translate/document?format=txt&bogus=1", b"x", 422,
      "bogus: unknown query parameter"),
     ("POST", "/translate/document?format=txt&beam=x", b"x", 422, "beam: Input should be"),
     ("POST", "/translate/document?format=md&glossary=[1", b"x", 422, "glossary: not JSON"),
+    ("POST", "/translate/document?format=md&beam=2&glossary=[1,2]", b"x", 422,
+     "glossary: entry 1: an entry is two strings, [source term, target term], not 1"),
+    ("POST", "/translate/document?format=md&beam=2&glossary=[null]", b"x", 422,
+     "glossary: entry 1: an entry is two strings, [source term, target term], not null"),
     ("POST", "/translate/document?format=html", b"<p>caf\xe9</p>", 422, "not UTF-8"),
     ("POST", "/translate/document?format=txt", b"a" * (MAX_CHARS + 1), 413,
      "the document: 1,001 characters"),
@@ -317,6 +330,7 @@ def test_each_error_has_its_status_and_a_json_body(served, method, path, body, s
     assert got == status, answer
     assert isinstance(answer, dict) and list(answer) == ["error"], answer
     assert needle in answer["error"] and "Traceback" not in answer["error"]
+    assert "--beam" not in answer["error"]
     assert client.request("GET", "/health")[0] == 200  # the same connection still answers
 
 
@@ -346,6 +360,28 @@ def test_health_info_and_the_page(served, tiny_run, cli):
     assert serve["max_lines"] == 8 and serve["attention"] is True and "beam" in serve["options"]
     status, page = client.request("GET", "/")
     assert status == 200 and '<canvas id="heatmap"' in page and "fetch(\"translate\"" in page
+    # a document uploaded (its format by its name: the server's registry) and downloaded, a
+    # Copy button, and no score (a log-probability) on the status line: the confidence
+    assert serve["documents"] == extensions() and serve["documents"][".docx"] == "docx"
+    assert '<input id="file" type="file"' in page and "fetch(`translate/document?" in page
+    assert 'link.download = `${stem}.' in page and '<button id="copy"' in page
+    assert ".score" not in page and "confidence ${least}" in page
+
+
+def test_the_api_docs_load_nothing_from_another_host(served):
+    """/docs (Swagger UI) and /redoc name only this server's files, and it has them: they show
+    without internet (FastAPI's own load theirs from a CDN)."""
+    client = Client(served.url)
+    for page in ("/docs", "/redoc"):
+        status, html = client.request("GET", page)
+        assert status == 200 and "openapi.json" in html
+        assert "//" not in re.sub(r"<!--.*?-->", "", html, flags=re.S), html  # no other host
+        assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+        assert assets and all(a.startswith("/docs-assets/") for a in assets), assets
+        for asset in assets:  # bytes: the icon is a PNG
+            with urllib.request.urlopen(served.url + asset) as response:
+                assert response.status == 200 and len(response.read()) > 1000, asset
+    assert client.request("GET", "/openapi.json")[1]["info"]["title"] == "mt serve"
 
 
 def test_one_log_line_per_request(served):

@@ -7,14 +7,17 @@ MT_SCREENSHOT=docs/serve.png saves the page as the test leaves it (the README's 
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import shutil
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
 from benchmarks.bench_serve import Client, Served
-from conftest import ROOT, THREADS
+from conftest import ROOT, THREADS, TOY
 
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 PHONE = (412, 915)  # CSS pixels of a common phone screen
@@ -169,4 +172,110 @@ def test_the_page_shades_the_words_the_model_was_unsure_of(tiny_run, browser, tm
         assert all(alpha[a] >= alpha[b] for a, b in zip(ps, ps[1:])), alpha  # darker: less sure
         assert browser.find_element(By.ID, "legend").is_displayed()
         assert "confidence" not in browser.find_element(By.ID, "status").text  # uncalibrated
+        assert served.stop() == 0
+
+
+def blob_text(browser, element) -> str:
+    """The text of the file a link offers for download (its blob: URL), read in the page."""
+    return browser.execute_async_script("""
+        const [link, done] = arguments;
+        fetch(link.href).then((r) => r.text()).then(done);""", element)
+
+
+def test_the_page_translates_a_file_and_copies_a_translation(tiny_run, browser, tmp_path):
+    """The Document box sends a file to POST /translate/document in the format its name says,
+    with the beam box's beam and the glossary box's entries, and offers the answer as a
+    download; the Copy button copies the translation (the clipboard API, else a selection);
+    /docs shows the API from this server's own files."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 120)
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Dogs\n\nYesterday we saw forty two red dogs. Today you have eight "
+                     "cats.\n", encoding="utf-8")
+    odd = tmp_path / "notes.pdf"
+    odd.write_bytes(b"%PDF-1.4")
+    with Served(str(tiny_run), env=THREADS, cwd=tmp_path) as served:
+        status, want = Client(served.url).request(
+            "POST", "/translate/document?format=md&beam=3&glossary=" +
+            quote(json.dumps([["dogs", "Vögel"]])), notes.read_bytes())
+        assert status == 200 and "Vögel" in want
+        browser.get(served.url + "/")
+        wait.until(lambda d: d.find_element(By.ID, "beam").get_attribute("value"))
+        page = {k: browser.find_element(By.ID, k) for k in (
+            "file", "translatefile", "download", "status", "beam", "glossary", "formats")}
+        browser.find_element(By.CSS_SELECTOR, "#documentbox summary").click()
+        assert ".html, .htm, .xhtml, .md, .markdown, .srt, .docx)" in page["formats"].text
+        page["file"].send_keys(str(odd))
+        page["translatefile"].click()
+        assert page["status"].text.startswith("notes.pdf: not a format this server reads; "
+                                              "give .txt, .text, .html")
+        browser.find_element(By.CSS_SELECTOR, "#glossarybox summary").click()
+        page["glossary"].send_keys("dogs = Vögel")
+        page["beam"].clear()
+        page["beam"].send_keys("3")
+        page["file"].send_keys(str(notes))  # one file: this one replaces the other
+        page["translatefile"].click()
+        wait.until(lambda d: page["download"].is_displayed())
+        assert page["download"].get_attribute("download") == "notes.de.md"
+        assert page["download"].text == "Download notes.de.md"
+        assert blob_text(browser, page["download"]) == want
+        assert page["status"].text.startswith("notes.md: 3 sentence(s), ")
+
+        copy = browser.find_element(By.ID, "copy")
+        assert not copy.is_displayed()  # nothing to copy yet
+        browser.find_element(By.ID, "source").send_keys(SENTENCE)
+        browser.find_element(By.ID, "translate").click()
+        wait.until(lambda d: copy.is_displayed())
+        text = browser.find_element(By.ID, "translation").text
+        # the clipboard itself is the desktop's: what the page hands it is recorded instead
+        browser.execute_script("""
+            navigator.clipboard.writeText = async (t) => { window.copied = ["api", t]; };""")
+        copy.click()
+        wait.until(lambda d: d.execute_script("return window.copied"))
+        assert browser.execute_script("return window.copied") == ["api", text]
+        assert copy.text == "Copied"
+        browser.execute_script("""  // http from another host: no clipboard API
+            Object.defineProperty(navigator, "clipboard", { value: undefined });
+            document.execCommand = (command) => {
+              window.copied = [command, document.querySelector("textarea[readonly]").value];
+              return true; };""")
+        wait.until(lambda d: copy.text == "Copy")
+        copy.click()
+        wait.until(lambda d: d.execute_script("return window.copied[0]") == "copy")
+        assert browser.execute_script("return window.copied") == ["copy", text]
+
+        browser.get(served.url + "/docs")  # Swagger UI, from this server alone
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, ".opblock"))
+        assert "/translate/document" in browser.find_element(By.ID, "swagger-ui").text
+        loaded = browser.execute_script(
+            "return performance.getEntriesByType('resource').map((e) => e.name)")
+        assert loaded and all(u.startswith(served.url + "/") for u in loaded), loaded
+        assert served.stop() == 0
+
+
+def test_the_status_line_gives_the_confidence_not_the_score(run_copy, cli, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+    from test_commands_calibrate import bad_refs
+
+    r = cli("calibrate", str(run_copy), "--src", str(TOY / "toy.val.en"), "--ref",
+            str(bad_refs(tmp_path)))
+    assert r.code == 0, r.err
+    wait = WebDriverWait(browser, 120)
+    with Served(str(run_copy), env=THREADS, cwd=tmp_path) as served:
+        [want] = Client(served.url).translate([SENTENCE], confidence=True)
+        browser.get(served.url + "/")
+        wait.until(lambda d: d.find_element(By.ID, "beam").get_attribute("value"))
+        browser.find_element(By.ID, "source").send_keys(SENTENCE)
+        browser.find_element(By.ID, "translate").click()
+        status = browser.find_element(By.ID, "status")
+        wait.until(lambda d: "ms" in status.text)
+        assert re.fullmatch(rf"confidence {want['confidence']:.2f}, \d+ ms( \(look again: .*\))?",
+                            status.text), status.text
+        assert "score" not in status.text
+        browser.find_element(By.ID, "source").send_keys("\nToday you have eight cats.")
+        browser.find_element(By.ID, "translate").click()
+        wait.until(lambda d: status.text.startswith("2 lines, least confidence 0."))
         assert served.stop() == 0

@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 
-from benchmarks.bench_serve import Served, make_plans, send_all
+from benchmarks.bench_serve import Client, Served, make_plans, send_all
 from conftest import THREADS, TOY, assert_user_error
 from mt.translator import Translator
 
@@ -56,3 +56,31 @@ def test_sigterm_during_a_load_answers_every_accepted_request(tiny_run):
     assert 30 <= len(outcome.latencies) < 16 * 40 and outcome.refused >= 1
     # anywhere in a line: under load another thread's log line may share it
     assert any("stopping: answering the" in line for line in served.log), served.log[-20:]
+
+
+def sent_with(url: str, address: str | None) -> int:
+    """The status of one line sent to POST /translate, with `X-Forwarded-For: address`."""
+    headers = {"X-Forwarded-For": address} if address else {}
+    return Client(url).request("POST", "/translate", {"text": "a cat"}, headers)[0]
+
+
+def test_a_forwarded_address_counts_only_from_a_proxy_named(tiny_run):
+    """--lines-per-minute counts a client by its address: a client that sends X-Forwarded-For
+    with a new address each time is still itself (uvicorn's default believes the header from
+    loopback), unless --forwarded-allow-ips names the proxy it comes through."""
+    with Served(tiny_run, "--lines-per-minute", "2", env=THREADS) as served:
+        assert [sent_with(served.url, None) for _ in range(3)] == [200, 200, 429]
+        assert sent_with(served.url, "203.0.113.7") == 429  # TEST-NET-3: no one's address
+        assert sent_with(served.url, "203.0.113.8") == 429
+        assert served.stop() == 0
+    with Served(tiny_run, "--lines-per-minute", "2", "--forwarded-allow-ips",
+                "10.9.8.7, 127.0.0.1", env=THREADS) as served:
+        assert [sent_with(served.url, "203.0.113.7") for _ in range(3)] == [200, 200, 429]
+        assert sent_with(served.url, "203.0.113.8") == 200  # another client behind the proxy
+        assert sent_with(served.url, None) == 200  # the proxy itself: a third
+        assert served.stop() == 0
+
+
+def test_forwarded_allow_ips_that_is_not_an_address_is_a_usage_error(cli):
+    r = cli("serve", "no-such-run", "--port", "0", "--forwarded-allow-ips", "10.0.0.1,proxy")
+    assert_user_error(r, 2, "--forwarded-allow-ips", "'proxy' is not an IP address")

@@ -95,9 +95,29 @@ def test_per_line_glossaries_refused_as_the_glossary_is(translator):
         translator.translate(LINES[:2], glossaries=[None])
     with pytest.raises(DataError, match=r"glossaries\[1\]: entry 1: empty target term"):
         translator.translate(LINES[:2], glossaries=[None, [["cats", " "]]])
+    with pytest.raises(DataError, match=r"glossaries\[1\]: entry 1: .* not null"):
+        translator.translate(LINES[:2], glossaries=[None, [None]])
     with pytest.raises(ConfigError, match="give --beam 2 or more"):
         translator.translate(LINES[:2], glossaries=[None, [["cats", "Hunde"]]], beam=1)
     assert translator.translate(LINES[:2], glossaries=[None, []], beam=1)  # none: greedy is fine
+
+
+@pytest.mark.parametrize("glossary, needle", [
+    ([None], "glossary: entry 1: an entry is two strings, [source term, target term], not null"),
+    ([1, 2], "glossary: entry 1: an entry is two strings, [source term, target term], not 1"),
+    (7, "glossary: 7 is not a list of pairs"),
+])
+def test_a_glossary_entry_that_is_not_a_pair_is_a_data_error(translator, glossary, needle):
+    with pytest.raises(DataError) as e:
+        translator.translate(LINES[:2], glossary=glossary)
+    assert needle in str(e.value)
+
+
+def test_a_glossary_file_with_a_byte_order_mark_keeps_its_first_term(translator, tmp_path):
+    g = tmp_path / "g.tsv"
+    g.write_bytes("\ufeffcats\tHunde\n".encode())
+    [found] = translator.translate_nbest(["We have two cats."], glossary=g)
+    assert found[0].terms == [["cats", "Hunde"]] and found[0].missing == []
 
 
 def test_greedy_refuses_a_glossary_to_constrain_and_a_plain_model_to_annotate(translator):

@@ -36,6 +36,8 @@ class ServeOptions:
     lines_per_minute: int = 0  # lines a client may send per minute; 0: no limit
     grace_s: float = 10.0  # after SIGTERM, how long requests in flight have to finish
     full_info: bool = False  # GET /info: `mt info --json`'s object, paths included
+    # proxies whose X-Forwarded-For names the client (mt.serve.access.proxies); none: no one's
+    forwarded_allow_ips: tuple[str, ...] = ()
 
 
 def serve(runs: Paths, options: TranslateOptions = TranslateOptions(),
@@ -84,7 +86,8 @@ def serve(runs: Paths, options: TranslateOptions = TranslateOptions(),
                    on_start=lambda: info(f"serving {shown} on {address}/ (the API: "
                                          f"{address}/docs); SIGTERM or Ctrl-C stops"),
                    on_stop=lambda: info(f"stopping: answering the {app.in_flight} request(s) "
-                                        f"in flight first (at most {server.grace_s:g} s)"))
+                                        f"in flight first (at most {server.grace_s:g} s)"),
+                   proxies=server.forwarded_allow_ips)
     info(f"stopped: answered {app.answered} of {app.begun} request(s)")
     return {"begun": app.begun, "answered": app.answered}
 

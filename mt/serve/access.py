@@ -1,10 +1,13 @@
 """Who may use `mt serve`, and how much: API keys (`Authorization: Bearer KEY`) and a limit on
 the lines each client may send per minute. Both are off unless `mt serve` is given them
-(--api-key-file, --lines-per-minute)."""
+(--api-key-file, --lines-per-minute). A client without a key is its address: the connection's,
+or the X-Forwarded-For header's only from the proxies --forwarded-allow-ips names (else any
+client could name itself anew with each request, and dodge the limit)."""
 
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import math
 import time
 from collections import deque
@@ -31,6 +34,21 @@ def read_keys(path: Path) -> list[str]:
     if not keys:
         raise ConfigError(f"--api-key-file {path}: no key in the file; give one key a line")
     return keys
+
+
+def proxies(given: str) -> tuple[str, ...]:
+    """`--forwarded-allow-ips`: the proxies whose X-Forwarded-For names the client, as uvicorn
+    takes them (addresses, networks as 10.0.0.0/8, or * for any), comma-separated; "" for
+    none. A ValueError naming the first item that is none of these."""
+    items = tuple(x.strip() for x in given.split(",") if x.strip())
+    for item in items:
+        try:
+            if item != "*":
+                ipaddress.ip_network(item)  # an address is a network of one
+        except ValueError:
+            raise ValueError(f"{item!r} is not an IP address or network (10.0.0.1, "
+                             "10.0.0.0/8, ::1), nor *") from None
+    return items
 
 
 class ClientError(Exception):

@@ -16,6 +16,7 @@ import asyncio
 import contextlib
 import dataclasses
 import json
+import re
 import sys
 import time
 import typing
@@ -26,11 +27,13 @@ from importlib import resources
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
 from mt.config import REQUEST, DecodeConfig
+from mt.document.formats import extensions
 from mt.errors import MTError
 from mt.glossary import Glossary, as_glossary
 from mt.records import lists, record
@@ -45,6 +48,9 @@ from mt.translator import Translator
 # the model loads) stay the server's.
 OPTIONS = tuple(f.name for f in dataclasses.fields(DecodeConfig)
                 if REQUEST in f.metadata["commands"])
+
+DOCUMENT_EXTENSIONS = extensions()  # ".htm": "html", ...: POST /translate/document's formats
+DOCS_ASSETS = "/docs-assets"  # where /docs and /redoc get Swagger UI's and ReDoc's files
 
 
 @dataclass
@@ -109,8 +115,11 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
         yield
         await asyncio.to_thread(served.batcher.close)
 
-    app = FastAPI(title="mt serve", lifespan=lifespan,
-                  description="Translate with a model kept loaded; see docs/serve.md.")
+    # /docs and /redoc with their scripts served from here (fastapi-offline ships them), not
+    # from a CDN: a server without internet shows its API too; no validator badge fetched
+    app = FastAPIOffline(title="mt serve", lifespan=lifespan, static_url=DOCS_ASSETS,
+                         swagger_ui_parameters={"validatorUrl": None},
+                         description="Translate with a model kept loaded; see docs/serve.md.")
     schema = {"content": {"application/json": {"schema": TranslateRequest.model_json_schema()}},
               "required": True}
 
@@ -204,10 +213,18 @@ async def translate_file(served: Served, request: Request) -> Response:
     return Response(body, headers=headers, media_type=documents.content_type(query.format))
 
 
+# The command line's flags that are a request's fields, longest first (--glossary-mode before
+# --glossary): a message written for the command line names them as flags.
+FIELD_FLAGS = re.compile("(?:" + "|".join(sorted(
+    (re.escape("--" + name.replace("_", "-")) for name in (*OPTIONS, "glossary", "prefix")),
+    key=len, reverse=True)) + r")(?![\w-])")
+
+
 def option_error(e: MTError) -> JSONResponse:
     """A 422 for what --set would refuse, named as the request names it: `beam`, not
-    `decode.beam`."""
-    return error(422, str(e).removeprefix("Translator options: ").replace("decode.", ""))
+    `decode.beam` nor `--beam`."""
+    message = str(e).removeprefix("Translator options: ").replace("decode.", "")
+    return error(422, FIELD_FLAGS.sub(lambda m: m[0][2:].replace("-", "_"), message))
 
 
 def add_info_routes(app: FastAPI, served: Served, info: dict) -> None:
@@ -233,6 +250,7 @@ def add_info_routes(app: FastAPI, served: Served, info: dict) -> None:
         return JSONResponse({**info, "serve": {
             "decode": dataclasses.asdict(served.translator.decoding), "options": list(OPTIONS),
             **dataclasses.asdict(served.limits), "lines_per_minute": access.lines_per_minute,
+            "documents": DOCUMENT_EXTENSIONS,  # the page's upload: a file's format by its name
             "api_key": bool(access.keys), "attention": served.translator.model is not None}})
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
@@ -346,6 +364,9 @@ def validation_message(e: ValidationError, model: type[BaseModel] | None = None,
     field = errors[0]["loc"][0] if errors[0]["loc"] else None
     if field is None:  # not an object
         return 422, f"the body: {errors[0]['msg']}, with the fields {fields}"
+    hint = (model or TranslateRequest).model_fields[field].annotation
+    if errors[0]["type"] == "missing" and typing.get_origin(hint) is typing.Literal:
+        return 422, f"{field}: {errors[0]['msg']}; give one of {', '.join(typing.get_args(hint))}"
     mine = [x for x in errors if x["loc"] and x["loc"][0] == field]
     where = field + "".join(f"[{i}]" for x in mine[-1:] for i in x["loc"][1:] if isinstance(i, int))
     messages = list(dict.fromkeys(x["msg"] for x in mine))

@@ -78,17 +78,20 @@ def _stopped(signum, frame) -> None:
 
 
 def serve(app, sock: socket.socket, grace_s: float, on_start: Callable[[], None],
-          on_stop: Callable[[], None]) -> None:
+          on_stop: Callable[[], None], proxies: tuple[str, ...] = ()) -> None:
     """Serve app on sock (bound) until SIGTERM or Ctrl-C: then stop accepting, answer every
     request already read, end the app's lifespan, and return. Requests not answered within
     grace_s seconds (a client that stalls half-way through sending one, say) are cancelled and
     their connections closed. A second Ctrl-C stops at once. on_start: called once listening
     (a client may connect from then on, and is answered as soon as uvicorn runs); on_stop:
-    called once, when the signal comes."""
+    called once, when the signal comes. proxies: the addresses whose X-Forwarded-For and
+    X-Forwarded-Proto headers are believed (mt.serve.access.proxies); none: no one's (uvicorn
+    would believe loopback's, so a client on this host could name itself anew each request)."""
     sock.listen(BACKLOG)
     on_start()
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            backlog=BACKLOG, timeout_graceful_shutdown=grace_s)
+                            backlog=BACKLOG, timeout_graceful_shutdown=grace_s,
+                            proxy_headers=bool(proxies), forwarded_allow_ips=list(proxies))
     logging.getLogger("uvicorn.error").addFilter(_Quiet())
     handlers = {s: signal.signal(s, _stopped) for s in STOP_SIGNALS}
     try:
