@@ -2,6 +2,7 @@
 HTML whole, and the mistakes refused in one line before any work."""
 
 import json
+import time
 
 import pytest
 
@@ -72,6 +73,21 @@ def test_a_url_and_a_kept_pattern_come_back_once(cli, tmp_path, tiny_run):
     r = cli("translate", tiny_run, "-i", src, "--keep", r"ID-\d+")
     assert r.code == 0, r.err
     assert r.out.count("https://x.org/a?b=1") == 1 and r.out.count("ID-77") == 1
+
+
+def test_a_keep_pattern_that_backtracks_without_end_is_one_line_within_seconds(
+        cli, tmp_path, tiny_run):
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("a" * 40 + "!\n", encoding="utf-8")
+    started = time.monotonic()
+    r = cli("translate", tiny_run, "-i", src, "-o", out, "--keep", "(a|aa)+$")
+    assert time.monotonic() - started < 5
+    assert r.code == 4 and not out.exists() and "Traceback" not in r.err
+    assert r.err.count("\n") == 1 and "--keep '(a|aa)+$' ran past 1 s" in r.err
+    # the issue's own pattern: its engine ends at once, with nothing to keep
+    src.write_text("a" * 40 + "\n", encoding="utf-8")
+    r = cli("translate", tiny_run, "-i", src, "--keep", "(a+)+$")
+    assert r.code == 0 and time.monotonic() - started < 10
 
 
 def test_an_html_file_comes_back_html_with_its_tags(cli, tmp_path, tiny_run):

@@ -1,9 +1,11 @@
 """What the model must not see: found, taken out with the whitespace left once, and where."""
 
+import time
+
 import pytest
 
 from mt.document.placeholders import compile_keep, find, mask
-from mt.errors import UsageError
+from mt.errors import DataError, UsageError
 
 
 @pytest.mark.parametrize("text, found", [
@@ -29,6 +31,13 @@ def test_a_users_pattern_comes_first_and_others_do_not_overlap_it():
 def test_a_wrong_pattern_is_a_usage_error_naming_it():
     with pytest.raises(UsageError, match=r"'--keep'.*'\(' is not a regular expression"):
         compile_keep(["("])
+
+
+def test_a_pattern_that_backtracks_without_end_is_a_data_error_within_its_limit():
+    started = time.monotonic()
+    with pytest.raises(DataError, match=r"--keep '\(a\|aa\)\+\$' ran past 1 s"):
+        find("a" * 40 + "!", compile_keep(["(a|aa)+$"]))
+    assert time.monotonic() - started < 3
 
 
 @pytest.mark.parametrize("text, masked", [
