@@ -27,6 +27,7 @@ from mt.threads import KERNEL_CACHES
 
 # Bounds of the options that are not config keys (docs/configuration.md#bounds): beyond, exit 2.
 MAX_THREADS, MAX_WORKERS = 1024, 256
+MAX_RESAMPLES = 10_000  # mt eval --bootstrap: sacreBLEU holds an index per sentence per resample
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train Transformer translation models, translate files, score with BLEU.")
@@ -256,8 +257,8 @@ def evaluate(
                                  "ensemble): a table of BLEU and chrF with 95% confidence "
                                  "intervals and the paired bootstrap p-value against the "
                                  "first RUN."),
-    resamples: int = typer.Option(1000, "--bootstrap", min=1, help="--compare: bootstrap "
-                                  "resamples."),
+    resamples: int = typer.Option(1000, "--bootstrap", min=1, max=MAX_RESAMPLES,
+                                  help="--compare: bootstrap resamples."),
     bootstrap_seed: int = typer.Option(12345, "--bootstrap-seed", min=1, help="--compare: "
                                        "the bootstrap's seed (sacreBLEU's SACREBLEU_SEED)."),
     hyps: list[str] = typer.Option([], "--hyp", help="--compare: a system already "
