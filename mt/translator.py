@@ -192,7 +192,8 @@ class Translator:
             if len(runs) == 1:
                 return cls(run, cfg, device, **made)
             model = Ensemble([r.model for r in runs]).eval()
-            return cls(run, cfg, device, ModelEngine(decoding_model(model, cfg.dtype, device)),
+            return cls(run, cfg, device, ModelEngine(decoding_model(model, cfg.dtype,
+                                                                    torch.device(device))),
                        **made)
         if len(paths) > 1:
             raise ConfigError(f"an ensemble of {len(paths)} models: not with the ctranslate2 "
