@@ -8,6 +8,7 @@ from conftest import TWO_LINES
 from mt.checkpoint import load_checkpoint
 from mt.document import Document, translate_document, translate_lines
 from mt.document.paragraph import Settings
+from mt.errors import ConfigError
 
 
 def test_a_document_keeps_what_is_not_translated_and_renders_the_rest():
@@ -54,6 +55,12 @@ def translator(tiny_run):
     from mt import Translator
 
     return Translator.load(tiny_run)
+
+
+def test_an_unknown_format_is_a_config_error_naming_the_known_ones(translator):
+    with pytest.raises(ConfigError, match="document format 'pdf': expected one of text, txt, "
+                                          "html, md, srt, docx"):
+        translate_document(translator, "# A dog runs.", "pdf")
 
 
 def test_a_paragraph_is_translated_sentence_by_sentence(translator):
