@@ -1,12 +1,16 @@
 """`mt translate --split-sentences`, `--keep` and `--format html`: paragraphs a line at a time,
 HTML whole, and the mistakes refused in one line before any work."""
 
+import io
 import json
+import subprocess
+import sys
 import time
+import zipfile
 
 import pytest
 
-from conftest import TWO_LINES
+from conftest import ROOT, TWO_LINES
 
 
 @pytest.mark.parametrize("options, message", [
@@ -108,6 +112,23 @@ def test_a_broken_srt_is_one_line_before_the_model_loads_and_nothing_written(cli
     src.write_text("1\n00:00:01 --> 00:00:04,000\nHello.\n", encoding="utf-8")
     r = cli("translate", tmp_path / "no-run", "-i", src, "-o", out, "--doc-format", "auto")
     assert r.code == 4 and "in.srt:2: a broken timing" in r.err and not out.exists()
+
+
+def test_a_docx_to_a_terminal_is_refused_before_the_model_and_a_pipe_takes_it(
+        cli, tmp_path, monkeypatch, tiny_run):
+    docx = pytest.importorskip("docx")
+    src = tmp_path / "in.docx"
+    d = docx.Document()
+    d.add_paragraph("Yesterday we saw forty two red dogs.")
+    d.save(src)
+    with monkeypatch.context() as m:
+        m.setattr(sys.stdout, "isatty", lambda: True)
+        r = cli("translate", tmp_path / "no-run", "-i", src, "--doc-format", "auto")
+    assert r.code == 2 and r.out == "" and r.err.count("\n") == 1
+    assert "a .docx is binary: give -o FILE, or pipe it" in r.err
+    piped = subprocess.run([sys.executable, "-m", "mt", "translate", str(tiny_run), "-i",
+                            str(src), "--doc-format", "docx"], capture_output=True, cwd=ROOT)
+    assert piped.returncode == 0 and zipfile.is_zipfile(io.BytesIO(piped.stdout)), piped.stderr
 
 
 def test_auto_needs_a_file_with_a_known_extension(cli, tmp_path):
