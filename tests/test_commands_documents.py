@@ -94,6 +94,22 @@ def test_a_keep_pattern_that_backtracks_without_end_is_one_line_within_seconds(
     assert r.code == 0 and time.monotonic() - started < 10
 
 
+def test_no_mask_leaves_numbers_to_the_model_and_jsonl_shows_the_sentences_as_written(
+        cli, tmp_path, tiny_run):
+    src = tmp_path / "in.txt"
+    src.write_text("Yesterday we saw forty two red dogs. I need 25 books.\n", encoding="utf-8")
+    masked = json.loads(cli("translate", tiny_run, "-i", src, "--split-sentences", "--format",
+                            "jsonl").out)
+    assert [s["src"] for s in masked["sentences"]] == ["Yesterday we saw forty two red dogs.",
+                                                      "I need 25 books."]
+    r = cli("translate", tiny_run, "-i", src, "--split-sentences", "--no-mask", "number")
+    one = cli("translate", tiny_run, stdin=b"I need 25 books.\n").out.strip()
+    assert r.code == 0 and r.out.rstrip("\n").endswith(one), (r.out, one)
+    r = cli("translate", tiny_run, "-i", src, "--split-sentences", "--no-mask", "numbers")
+    assert r.code == 3 and "--no-mask numbers: decode.no_mask must name" in r.err
+    assert r.err.count("\n") == 1 and not r.out
+
+
 def test_an_html_file_comes_back_html_with_its_tags(cli, tmp_path, tiny_run):
     src, out = tmp_path / "in.html", tmp_path / "out.html"
     src.write_text('<html><body><h1>Yesterday we saw <b>forty two</b> red dogs.</h1>\n'
