@@ -85,13 +85,13 @@ def test_a_keep_pattern_that_backtracks_without_end_is_one_line_within_seconds(
     src.write_text("a" * 40 + "!\n", encoding="utf-8")
     started = time.monotonic()
     r = cli("translate", tiny_run, "-i", src, "-o", out, "--keep", "(a|aa)+$")
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 15  # the limit, the model, a loaded machine
     assert r.code == 4 and not out.exists() and "Traceback" not in r.err
     assert r.err.count("\n") == 1 and "--keep '(a|aa)+$' ran past 1 s" in r.err
     # the issue's own pattern: its engine ends at once, with nothing to keep
     src.write_text("a" * 40 + "\n", encoding="utf-8")
     r = cli("translate", tiny_run, "-i", src, "--keep", "(a+)+$")
-    assert r.code == 0 and time.monotonic() - started < 10
+    assert r.code == 0 and time.monotonic() - started < 30
 
 
 def test_no_mask_leaves_numbers_to_the_model_and_jsonl_shows_the_sentences_as_written(

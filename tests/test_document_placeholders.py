@@ -45,7 +45,7 @@ def test_a_pattern_that_backtracks_without_end_is_a_data_error_within_its_limit(
     started = time.monotonic()
     with pytest.raises(DataError, match=r"--keep '\(a\|aa\)\+\$' ran past 1 s"):
         find("a" * 40 + "!", compile_keep(["(a|aa)+$"]))
-    assert time.monotonic() - started < 3
+    assert time.monotonic() - started < 10  # bounded (a loaded machine: not exactly 1 s)
 
 
 @pytest.mark.parametrize("text, masked", [
