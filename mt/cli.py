@@ -27,6 +27,7 @@ from mt.threads import KERNEL_CACHES
 
 # Bounds of the options that are not config keys (docs/configuration.md#bounds): beyond, exit 2.
 MAX_THREADS, MAX_WORKERS = 1024, 256
+MAX_RESAMPLES = 10_000  # mt eval --bootstrap: sacreBLEU holds an index per sentence per resample
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Train Transformer translation models, translate files, score with BLEU.")
@@ -56,9 +57,19 @@ def workers_option(default: int, help: str):
     return typer.Option(default, "--workers", min=default, max=MAX_WORKERS, help=help)
 
 
+def _version(asked: bool) -> None:
+    if asked:
+        from mt import __version__
+
+        print(f"mt {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(debug: bool = typer.Option(False, "--debug", help="Show tracebacks for errors "
-                                        "(or set MT_DEBUG=1).")) -> None:
+                                        "(or set MT_DEBUG=1)."),
+            version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                         help="Print mt's version and exit.")) -> None:
     if debug:
         os.environ["MT_DEBUG"] = "1"
 
@@ -147,8 +158,10 @@ def _decoding_flags(command: str) -> list:
         if command in f.metadata["commands"]:
             # a Literal's values are checked by mt.config, as any --set item's (exit 3)
             kind = str if typing.get_origin(types[f.name]) is typing.Literal else types[f.name]
+            # a bool is a flag, and its --no- form turns off what the run's config turns on
+            names = f"{_flag(f.name)}/--no-{_flag(f.name)[2:]}" if kind is bool else _flag(f.name)
             flags.append(make(ParamMeta(name=f.name, annotation=kind | None, default=typer.Option(
-                None, _flag(f.name), help=option_help(f, command)))))
+                None, names, help=option_help(f, command)))))
     return flags
 
 
@@ -256,8 +269,8 @@ def evaluate(
                                  "ensemble): a table of BLEU and chrF with 95% confidence "
                                  "intervals and the paired bootstrap p-value against the "
                                  "first RUN."),
-    resamples: int = typer.Option(1000, "--bootstrap", min=1, help="--compare: bootstrap "
-                                  "resamples."),
+    resamples: int = typer.Option(1000, "--bootstrap", min=1, max=MAX_RESAMPLES,
+                                  help="--compare: bootstrap resamples."),
     bootstrap_seed: int = typer.Option(12345, "--bootstrap-seed", min=1, help="--compare: "
                                        "the bootstrap's seed (sacreBLEU's SACREBLEU_SEED)."),
     hyps: list[str] = typer.Option([], "--hyp", help="--compare: a system already "
@@ -710,13 +723,17 @@ def _fail(message: str, code: int) -> None:
 
 def _literal_help(command):
     """The click command with its help texts shown as written: Typer renders them as Rich
-    markup, which would drop `[ctranslate2]` from `pip install "mt[ctranslate2]"`."""
+    markup, which would drop `[ctranslate2]` from `pip install "mt[ctranslate2]"`. And a flag
+    shown without a type: Typer labels it `<bool>`, which reads as if it took a value
+    (`--align true`, then "true" is read as a RUN)."""
     from rich.markup import escape
 
-    for item in (command, *command.params):
+    for item in (command, *command.params, command.get_help_option(typer.Context(command))):
         for attr in ("help", "short_help", "epilog"):
             if getattr(item, attr, None):
                 setattr(item, attr, escape(getattr(item, attr)))
+        if getattr(item, "is_flag", False) and item.metavar is None:
+            item.metavar = ""
     for sub in getattr(command, "commands", {}).values():
         _literal_help(sub)
     return command

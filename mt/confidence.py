@@ -29,9 +29,11 @@ directory as calibration.json beside the checkpoint it was fitted for.
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import json
 import math
+import zipfile
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -256,6 +258,9 @@ class Calibration:
     checkpoint: str  # the checkpoint file's name it was fitted for, and its step
     step: int
     data: str = ""  # the source and reference files, as given
+    # weights_fingerprint of that checkpoint: a copy beside other weights of the same file
+    # name and step is not used ("" in a file from before it was kept: name and step only)
+    fingerprint: str = ""
     # what the held-out lines showed (FLAGGED): a line outside gets that feature's flag
     bounds: dict[str, list[float | None]] = field(default_factory=dict)
 
@@ -292,13 +297,48 @@ class Calibration:
             if zlib.crc32(json.dumps(body, sort_keys=True).encode()) != raw["crc32"]:
                 raise ValueError("its CRC-32 does not match its contents")
             cal = cls(**body)
-            n = model_inputs([dict.fromkeys(FEATURES, 1.0)]).shape[1]
-            if not (len(cal.mean) == len(cal.scale) == len(cal.weights) == n):
-                raise ValueError(f"expected {n} weights")
+            cal.check()
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise CheckpointError(f"{path}: damaged calibration ({e}); run mt calibrate "
                                   "again") from None
         return cal
+
+    def check(self) -> None:
+        """A ValueError naming the first field that is not what predict and flags can use:
+        the right number of finite numbers (numbers or null for the bounds)."""
+        n = model_inputs([dict.fromkeys(FEATURES, 1.0)]).shape[1]
+        for name in ("mean", "scale", "weights"):
+            values = getattr(self, name)
+            if not (isinstance(values, list) and len(values) == n):
+                raise ValueError(f"expected {n} {name}")
+            _finite(name, values)
+        _finite("bias", [self.bias])
+        _finite("threshold", [self.threshold])
+        if not isinstance(self.bounds, dict) or any(
+                k not in FLAGGED or not isinstance(b, list) or len(b) != 2
+                for k, b in self.bounds.items()):
+            raise ValueError(f"bounds must map features of {sorted(FLAGGED)} to [low, high]")
+        for k, b in self.bounds.items():
+            _finite(f"bounds.{k}", [v for v in b if v is not None])
+
+
+def _finite(name: str, values: list) -> None:
+    """A ValueError unless every value is a finite number (a bool is not one)."""
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ValueError(f"{name} holds {v!r}, not a finite number")
+
+
+def weights_fingerprint(checkpoint: Path) -> str:
+    """What identifies a checkpoint's weights: a hash of the CRC-32s its zip archive keeps of
+    each tensor's bytes (read from the archive's directory, no tensor read). The same weights
+    copied elsewhere keep it; other weights saved under the same name and step do not."""
+    with zipfile.ZipFile(checkpoint) as archive:
+        # A member's name starts with the archive's folder, which torch takes from the file's
+        # (temporary) name: only what follows it says which tensor it is.
+        crcs = sorted((i.filename.partition("/")[2], i.CRC) for i in archive.infolist()
+                      if "/data/" in i.filename)
+    return hashlib.sha256(repr(crcs).encode()).hexdigest()[:16]
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -353,6 +393,10 @@ def for_run(checkpoint: Path | None, step: int) -> Calibration | None:
     if (cal.checkpoint, cal.step) != (Path(checkpoint).name, step):
         warn(f"{path}: fitted for {cal.checkpoint} at step {cal.step}, not {Path(checkpoint).name}"
              f" at step {step}: not used; run mt calibrate again")
+        return None
+    if cal.fingerprint and cal.fingerprint != weights_fingerprint(checkpoint):
+        warn(f"{path}: fitted for other weights than {Path(checkpoint).name}'s (the same name "
+             f"and step {step}, another run's?): not used; run mt calibrate again")
         return None
     return cal
 

@@ -226,6 +226,8 @@ EVERYWHERE = ("translate", "serve", "eval", "calibrate", REQUEST)
 LINES = ("translate", "serve", REQUEST)
 COMMANDS = ("translate", "serve", "eval", "calibrate")
 TEACHING = (*EVERYWHERE, "distill")  # mt distill's teachers: beam, batch_tokens, dtype
+# the kinds of placeholder a paragraph takes out (mt.document.placeholders.KINDS: the same)
+PLACEHOLDERS = ("template", "url", "email", "number")
 
 
 def option(default: object, help: str, *, helps: typing.Mapping[str, str] | None = None,
@@ -340,6 +342,16 @@ class DecodeConfig:
     ignore_starters: bool = option(False, "Paragraphs: split after punctuation alone, not also "
                                    "where one of the run's sentence starters follows a word "
                                    "(docs/documents.md).", commands=LINES)
+    # placeholders (mt.document.placeholders.KINDS) left in the sentence: a model that
+    # translates numbers itself ("25" as "fünf und zwanzig") reads better with them
+    no_mask: str = option("", "Paragraphs: placeholder kinds left in the sentence for the "
+                          f"model, comma-separated: {', '.join(PLACEHOLDERS)} "
+                          "(docs/documents.md#placeholders).", commands=LINES)
+
+    @property
+    def unmasked(self) -> tuple[str, ...]:
+        """The placeholder kinds no_mask names."""
+        return tuple(k.strip() for k in self.no_mask.split(",") if k.strip())
 
     def problems(self) -> Iterator[Problem]:
         """Each field's range (its metadata), then the options that need each other."""
@@ -363,6 +375,9 @@ class DecodeConfig:
              "decode.nbest)"),
             (("decode.sampling", "decode.beam"), self.sampling == "none" or self.beam == 1,
              "decode.sampling draws one token at a time: it needs decode.beam 1"),
+            ("decode.no_mask", set(self.unmasked) <= set(PLACEHOLDERS),
+             f"decode.no_mask must name placeholder kinds, comma-separated: "
+             f"{', '.join(PLACEHOLDERS)} (not {self.no_mask!r})"),
         ]
         yield from _failed(checks)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.errors import DataError, FileSystemError, os_error_message
+from mt.log import warn
 from mt.tokenizers import Tokenizer
 from mt.vocab import UNK, Vocab
 
@@ -177,6 +178,9 @@ class Matcher:
     def _set(self, sources: list, target_tokens: list, targets: list) -> None:
         self.sources, self.target_tokens, self.targets = sources, target_tokens, targets
         self.index = TermIndex(sources)
+        # target terms no output can hold: a token the vocabulary lacks (known without a search)
+        self.unwritable = list(dict.fromkeys(
+            t for (_, t), ids in zip(self.glossary.entries, targets) if UNK in ids))
 
     def extended(self, more: Glossary) -> Matcher:
         """This glossary with more's entries (a line's own): an entry of a source term this
@@ -241,13 +245,29 @@ class Matchers:
     def __init__(self, src_tok: Tokenizer, tgt_tok: Tokenizer, tgt_vocab: Vocab):
         self._tools = src_tok, tgt_tok, tgt_vocab
         self._empty: dict[bool, Matcher] = {}  # of an empty glossary, by ignore_case
+        self._warned: set[str] = set()  # target terms warn_unwritable named
 
     def of(self, glossary: Glossary, ignore_case: bool = False) -> Matcher:
         if glossary.entries:
-            return Matcher(glossary, *self._tools, ignore_case)
+            return self.warn_unwritable(Matcher(glossary, *self._tools, ignore_case))
         if ignore_case not in self._empty:
             self._empty[ignore_case] = Matcher(glossary, *self._tools, ignore_case)
         return self._empty[ignore_case]
+
+    def warn_unwritable(self, matcher: Matcher) -> Matcher:
+        """Warn, once per term, of the matcher's target terms that no output can hold, as soon
+        as the glossary is read: the vocabulary, not a translation, decides it."""
+        if new := [t for t in matcher.unwritable if t not in self._warned]:
+            self._warned.update(new)
+            warn(f"glossary: {len(new)} target term(s) have a token the model's target "
+                 f"vocabulary lacks, so no output can hold them: {quoted(new)}")
+        return matcher
+
+
+def quoted(terms: Sequence[str], most: int = 5) -> str:
+    """Terms for a message: the first few, quoted, and how many more."""
+    shown = ", ".join(repr(t) for t in terms[:most])
+    return shown + (f" and {len(terms) - most} more" if len(terms) > most else "")
 
 
 def own_glossaries(glossaries: Iterable[GlossaryLike], start: int = 0) -> list[Glossary | None]:

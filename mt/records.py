@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from dataclasses import dataclass
 
 from mt.config import DecodeConfig
@@ -88,13 +89,25 @@ def record(src: str, translations: list[Translation], nbest: bool) -> dict:
         fields["attention"] = dataclasses.asdict(best.attention)
     if nbest:
         fields["nbest"] = [_fields(t) for t in translations]
-    return fields
+    return finite(fields)
+
+
+def finite(value):
+    """value (JSON-able) with each NaN or infinity made None: JSON has no such numbers (a
+    rejected line's or an empty output's score can be one), so a record writes null."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 def format_jsonl(src: str, translations: list[Translation], nbest: bool) -> str:
     """One JSON line: the input line's `record`."""
     # ASCII (non-ASCII as \u escapes): no reader can split a line on U+2028 or U+0085.
-    return json.dumps(record(src, translations, nbest)) + "\n"
+    return json.dumps(record(src, translations, nbest), allow_nan=False) + "\n"
 
 
 def _fields(t: Translation) -> dict:

@@ -34,6 +34,7 @@ from mt.glossary import (
     as_glossary,
     own_glossaries,
     per_line,
+    quoted,
 )
 from mt.log import warn
 from mt.model import Seq2Seq
@@ -67,11 +68,20 @@ def glossaries_mismatch(lines: int, glossaries: int) -> DataError:
     return DataError(f"glossaries: {what}; give one glossary (None for none) per input line")
 
 
-def unkept_message(lines: int, max_src: int) -> str:
-    """The warning for lines whose output misses a glossary term."""
-    return (f"{lines} line(s) miss a glossary term: the length limit (model.max_positions, "
-            f"{max_src}) left no room for it, its target term has a token the model's "
-            "vocabulary lacks, or (glossary_mode annotate) the model did not copy it")
+def unkept_message(lines: int, max_src: int, modes: Iterable[str] = ("constrain", "annotate"),
+                   terms: Sequence[str] = ()) -> str:
+    """The warning for lines whose output misses a glossary term it could hold (a term no
+    output can hold is named when the glossary is read: Matchers.warn_unwritable): why, by
+    the glossary modes used (constrain: the search holds every term but where the length
+    limit leaves no room; annotate: the model may not copy it), and the terms."""
+    causes = []
+    if {"constrain", "both"} & set(modes):
+        causes.append(f"the length limit (decode.max_len_a and max_len_b, model.max_positions "
+                      f"{max_src}) left no room for it")
+    if {"annotate", "both"} & set(modes):
+        causes.append("the model did not copy the annotated term (glossary_mode annotate)")
+    named = f" ({quoted(terms)})" if terms else ""
+    return f"{lines} line(s) miss a glossary term{named}: {', or '.join(causes)}"
 
 
 class Warned(NamedTuple):
@@ -158,6 +168,8 @@ class Translator:
         self.max_src = (run.cfg.model if model is None else model.cfg).max_positions
         self._truncated = 0  # source lines cut to the model's positions, since the last warning
         self._unkept = 0  # lines whose output misses a glossary term, since the last warning
+        self._unkept_terms: dict[str, None] = {}  # those terms, and the glossary modes used
+        self._unkept_modes: set[str] = set()
         self._matchers = Matchers(self.src_tok, self.tgt_tok, run.tgt_vocab)
         if self._decoding.tag:  # refused now, before any work
             self._tag_id(self._decoding.tag)
@@ -192,7 +204,8 @@ class Translator:
             if len(runs) == 1:
                 return cls(run, cfg, device, **made)
             model = Ensemble([r.model for r in runs]).eval()
-            return cls(run, cfg, device, ModelEngine(decoding_model(model, cfg.dtype, device)),
+            return cls(run, cfg, device, ModelEngine(decoding_model(model, cfg.dtype,
+                                                                    torch.device(device))),
                        **made)
         if len(paths) > 1:
             raise ConfigError(f"an ensemble of {len(paths)} models: not with the ctranslate2 "
@@ -298,7 +311,10 @@ class Translator:
         own = own_glossaries(glossaries, start)
         if matcher is None and any(own):  # a Glossary is true when it has entries
             matcher = self.matcher(Glossary(()), cfg)
-        return per_line(matcher, own)
+        lines_own = per_line(matcher, own)
+        for m in {id(m): m for m in lines_own if m is not None}.values():
+            self._matchers.warn_unwritable(m)  # a line's own glossary's, as it is read
+        return lines_own
 
     def check_options(self, attention: bool = False, **decode) -> DecodeConfig:
         """The decoding config a translate_nbest call with these arguments would use; the
@@ -357,8 +373,18 @@ class Translator:
         for group, done in zip(groups, self.streams.map(decode, groups), strict=True):
             for i, translations in zip(group, done, strict=True):
                 out[i] = translations
-                self._unkept += bool(translations[0].missing)
+                self._count_unkept(translations[0].missing, plan.matchers[i], cfg)
         return out
+
+    def _count_unkept(self, missing: list[str] | None, matcher: Matcher | None,
+                      cfg: DecodeConfig) -> None:
+        """Count a line missing a term it could hold (report warns of them); the terms no
+        output can hold were named when the glossary was read."""
+        cut = [t for t in missing or () if matcher is None or t not in matcher.unwritable]
+        if cut:
+            self._unkept += 1
+            self._unkept_terms.update(dict.fromkeys(cut))
+            self._unkept_modes.add(cfg.glossary_mode)
 
     def _plan(self, lines: list[str], cfg: DecodeConfig, prefixes: list[str] | None,
               matchers: list[Matcher | None]) -> Plan:
@@ -471,8 +497,9 @@ class Translator:
         """Warn of the lines since the last report that miss a glossary term or were cut to
         the model's positions (one line each), and count afresh."""
         if self._unkept:
-            warn(unkept_message(self._unkept, self.max_src))
-            self._unkept = 0
+            warn(unkept_message(self._unkept, self.max_src, self._unkept_modes,
+                                list(self._unkept_terms)))
+            self._unkept, self._unkept_terms, self._unkept_modes = 0, {}, set()
         if self._truncated:
             warn(f"{self._truncated} source line(s) longer than model.max_positions "
                  f"({self.max_src} tokens) were truncated")

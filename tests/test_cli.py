@@ -156,6 +156,22 @@ def test_every_help_text_is_shown_as_written(cli, monkeypatch):
             assert " ".join(line.split()) in shown[path], (path, line)
 
 
+def test_mt_version_prints_the_packages_version(cli):
+    from mt import __version__
+
+    r = cli("--version")
+    assert r.code == 0 and r.out == f"mt {__version__}\n" and r.err == ""
+
+
+def test_confidence_without_jsonl_of_lines_says_it_shows_nowhere(cli, tmp_path):
+    warning = "--confidence: only --format jsonl of lines shows it"
+    for args in ([], ["--split-sentences", "--format", "jsonl"]):
+        r = cli("translate", tmp_path / "no-run", "--confidence", *args, stdin=b"x\n")
+        assert warning in r.err, args
+    r = cli("translate", tmp_path / "no-run", "--confidence", "--format", "jsonl", stdin=b"x\n")
+    assert warning not in r.err and r.code != 0  # the run is missing: only that is said
+
+
 def test_pointers_to_the_docs_name_files_that_exist():
     """Help texts, docstrings and comments point to docs/*.md (the README's sections moved)."""
     root = Path(__file__).resolve().parents[1]

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from conftest import TOY, assert_user_error
 from mt.checkpoint import load_run
 from mt.commands.calibrate import one_sided
@@ -59,6 +61,11 @@ def test_calibrate_then_min_confidence_rejects_exactly_the_lines_below(cli, run_
     rejected = sum(c < x for c in conf)
     assert 0 < rejected < len(conf)
     assert f"{rejected} of {len(conf)} line(s) below it, written empty" in t.err
+    t = cli("translate", str(run_copy), "-i", str(src), "--min-confidence", str(x),
+            "--format", "jsonl")
+    strict = [json.loads(line, parse_constant=pytest.fail) for line in t.out.splitlines()]
+    assert [rec["score"] for rec in strict] == [rec["score"] for rec in records]  # not NaN
+    assert sum(rec.get("rejected", False) for rec in strict) == rejected
     again = cli("translate", str(run_copy), "-i", str(src), "--format", "jsonl", "--confidence")
     assert again.out == j.out  # deterministic
 

@@ -1,11 +1,16 @@
 """`mt translate --split-sentences`, `--keep` and `--format html`: paragraphs a line at a time,
 HTML whole, and the mistakes refused in one line before any work."""
 
+import io
 import json
+import subprocess
+import sys
+import time
+import zipfile
 
 import pytest
 
-from conftest import TWO_LINES, assert_user_error
+from conftest import ROOT, TWO_LINES, assert_user_error
 
 
 @pytest.mark.parametrize("options, message", [
@@ -74,6 +79,37 @@ def test_a_url_and_a_kept_pattern_come_back_once(cli, tmp_path, tiny_run):
     assert r.out.count("https://x.org/a?b=1") == 1 and r.out.count("ID-77") == 1
 
 
+def test_a_keep_pattern_that_backtracks_without_end_is_one_line_within_seconds(
+        cli, tmp_path, tiny_run):
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("a" * 40 + "!\n", encoding="utf-8")
+    started = time.monotonic()
+    r = cli("translate", tiny_run, "-i", src, "-o", out, "--keep", "(a|aa)+$")
+    assert time.monotonic() - started < 15  # the limit, the model, a loaded machine
+    assert r.code == 4 and not out.exists() and "Traceback" not in r.err
+    assert r.err.count("\n") == 1 and "--keep '(a|aa)+$' ran past 1 s" in r.err
+    # the issue's own pattern: its engine ends at once, with nothing to keep
+    src.write_text("a" * 40 + "\n", encoding="utf-8")
+    r = cli("translate", tiny_run, "-i", src, "--keep", "(a+)+$")
+    assert r.code == 0 and time.monotonic() - started < 30
+
+
+def test_no_mask_leaves_numbers_to_the_model_and_jsonl_shows_the_sentences_as_written(
+        cli, tmp_path, tiny_run):
+    src = tmp_path / "in.txt"
+    src.write_text("Yesterday we saw forty two red dogs. I need 25 books.\n", encoding="utf-8")
+    masked = json.loads(cli("translate", tiny_run, "-i", src, "--split-sentences", "--format",
+                            "jsonl").out)
+    assert [s["src"] for s in masked["sentences"]] == ["Yesterday we saw forty two red dogs.",
+                                                      "I need 25 books."]
+    r = cli("translate", tiny_run, "-i", src, "--split-sentences", "--no-mask", "number")
+    one = cli("translate", tiny_run, stdin=b"I need 25 books.\n").out.strip()
+    assert r.code == 0 and r.out.rstrip("\n").endswith(one), (r.out, one)
+    r = cli("translate", tiny_run, "-i", src, "--split-sentences", "--no-mask", "numbers")
+    assert r.code == 3 and "--no-mask numbers: decode.no_mask must name" in r.err
+    assert r.err.count("\n") == 1 and not r.out
+
+
 def test_an_html_file_comes_back_html_with_its_tags(cli, tmp_path, tiny_run):
     src, out = tmp_path / "in.html", tmp_path / "out.html"
     src.write_text('<html><body><h1>Yesterday we saw <b>forty two</b> red dogs.</h1>\n'
@@ -102,6 +138,23 @@ def test_a_broken_srt_is_one_line_before_the_model_loads_and_nothing_written(cli
     src.write_text("1\n00:00:01 --> 00:00:04,000\nHello.\n", encoding="utf-8")
     r = cli("translate", tmp_path / "no-run", "-i", src, "-o", out, "--doc-format", "auto")
     assert r.code == 4 and "in.srt:2: a broken timing" in r.err and not out.exists()
+
+
+def test_a_docx_to_a_terminal_is_refused_before_the_model_and_a_pipe_takes_it(
+        cli, tmp_path, monkeypatch, tiny_run):
+    docx = pytest.importorskip("docx")
+    src = tmp_path / "in.docx"
+    d = docx.Document()
+    d.add_paragraph("Yesterday we saw forty two red dogs.")
+    d.save(src)
+    with monkeypatch.context() as m:
+        m.setattr(sys.stdout, "isatty", lambda: True)
+        r = cli("translate", tmp_path / "no-run", "-i", src, "--doc-format", "auto")
+    assert r.code == 2 and r.out == "" and r.err.count("\n") == 1
+    assert "a .docx is binary: give -o FILE, or pipe it" in r.err
+    piped = subprocess.run([sys.executable, "-m", "mt", "translate", str(tiny_run), "-i",
+                            str(src), "--doc-format", "docx"], capture_output=True, cwd=ROOT)
+    assert piped.returncode == 0 and zipfile.is_zipfile(io.BytesIO(piped.stdout)), piped.stderr
 
 
 def test_auto_needs_a_file_with_a_known_extension(cli, tmp_path):

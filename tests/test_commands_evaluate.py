@@ -86,6 +86,9 @@ def test_eval_compare_is_each_run_alone_against_the_first(cli, tiny_run, other_r
 
 def test_eval_compare_needs_two_runs_and_no_output(cli, tmp_path):
     assert_user_error(cli("eval", tmp_path / "a", "--compare"), 2, "'--compare'", "two or more")
+    # a resample count beyond the bound (docs/configuration.md#bounds), before any work
+    assert_user_error(cli("eval", tmp_path / "a", tmp_path / "b", "--compare", "--bootstrap",
+                          "1000000000000"), 2, "'--bootstrap'", "less than or equal to 10000")
     assert_user_error(cli("eval", tmp_path / "a", tmp_path / "b", "--compare", "--output",
                           tmp_path / "o.txt"), 2, "not with --output")
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 import mt.translator
-from conftest import ROOT, THREADS, assert_user_error, leftovers
+from conftest import ROOT, THREADS, assert_user_error, leftovers, run_mt
 
 WORDS = "one two three four five six seven eight nine ten".split()
 FORMATS = {"text": [], "nbest": ["--beam", "3", "--nbest", "2"],
@@ -42,19 +42,33 @@ def test_workers_write_the_same_bytes_as_one_process(cli, tmp_path, tiny_run, mo
         assert outs["1"].count(b"\n") == 300
 
 
-def test_lines_missing_a_term_are_counted_over_all_workers(cli, tmp_path, tiny_run,
-                                                           monkeypatch):
+def test_a_term_no_output_can_hold_is_named_at_load_not_counted_over_workers(tmp_path,
+                                                                            tiny_run):
     """A target term the vocabulary lacks cannot be kept: every line with its source term
-    misses it, and the one warning counts them over every chunk, as one process does."""
+    misses it (its jsonl "missing"), which is known when the glossary is read: each process
+    names the term then, and the end's count of lines missing a term (the length limit's, the
+    annotation's: summed over every chunk) leaves them out."""
     src, g = tmp_path / "in.txt", tmp_path / "g.tsv"
     src.write_text("".join("We have two cats.\n" if i % 3 else "You see dogs.\n"
                            for i in range(120)))
     g.write_text("cats\tZebras\n", encoding="utf-8")
-    monkeypatch.setattr(mt.translator, "CHUNK_LINES", 40)  # 3 chunks
-    for workers in ("1", "2"):
-        r = cli("translate", tiny_run, "-i", src, "--beam", "2", "--glossary", g, "--workers",
-                workers)
-        assert r.code == 0 and "80 line(s) miss a glossary term" in r.err, (workers, r.err)
+    for workers in ("1", "2"):  # in a subprocess: the workers' warnings reach its stderr
+        r = run_mt("translate", str(tiny_run), "-i", str(src), "--beam", "2", "--glossary",
+                   str(g), "--workers", workers, "--format", "jsonl")
+        assert r.code == 0 and sum('"missing": ["Zebras"]' in line
+                                   for line in r.out.splitlines()) == 80, (workers, r.err)
+        assert "so no output can hold them: 'Zebras'" in r.err, (workers, r.err)
+        assert "line(s) miss a glossary term" not in r.err, (workers, r.err)
+
+
+def test_the_end_warning_names_the_terms_and_the_cause_of_the_modes_used():
+    from mt.translator import unkept_message
+
+    assert unkept_message(3, 64, {"constrain"}, ["zwei Katzen"]) == (
+        "3 line(s) miss a glossary term ('zwei Katzen'): the length limit (decode.max_len_a "
+        "and max_len_b, model.max_positions 64) left no room for it")
+    assert unkept_message(1, 64, {"annotate"}, ["a", "b"]).endswith(
+        "('a', 'b'): the model did not copy the annotated term (glossary_mode annotate)")
 
 
 def test_workers_usage_errors(cli, tmp_path):

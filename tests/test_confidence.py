@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shutil
+import zlib
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -24,6 +28,7 @@ from mt.confidence import (
     for_run,
     model_inputs,
     spearman,
+    weights_fingerprint,
     word_probabilities,
 )
 from mt.data import pad
@@ -151,6 +156,44 @@ def test_the_calibration_file_round_trips_and_is_checked(tmp_path, capsys):
     path.write_text(path.read_text()[:50])  # truncated
     with pytest.raises(CheckpointError, match="damaged calibration"):
         for_run(tmp_path / "best.pt", 7)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("weights", ["x"] * 8, "weights holds 'x', not a finite number"),
+    ("weights", [float("nan")] * 8, "weights holds nan"),
+    ("bias", None, "bias holds None"),
+    ("scale", [1.0] * 3, "expected 8 scale"),
+    ("bounds", {"coverage": ["low", 1.0]}, "bounds.coverage holds 'low'"),
+])
+def test_a_calibration_with_a_matching_crc_but_unusable_values_is_damaged(tmp_path, field, value,
+                                                                         message):
+    rows, chrf = synthetic(300, 2)
+    body = asdict(calibrate(rows, chrf, 50.0, checkpoint="best.pt", step=7))
+    body[field] = value
+    text = json.dumps(body, sort_keys=True)  # NaN written as JSON's NaN, as a hand edit would
+    (tmp_path / CALIBRATION).write_text(json.dumps(
+        {"format": 1, "crc32": zlib.crc32(text.encode()), "calibration": body}))
+    with pytest.raises(CheckpointError, match=f"damaged calibration .*{re.escape(message)}"):
+        Calibration.load(tmp_path / CALIBRATION)
+
+
+def test_a_calibration_beside_other_weights_of_the_same_name_and_step_is_not_used(tmp_path,
+                                                                                 capsys):
+    mine, other = tmp_path / "mine", tmp_path / "other"
+    for directory, seed in ((mine, 0), (other, 1)):
+        directory.mkdir()
+        torch.manual_seed(seed)
+        torch.save({"model": {"w": torch.randn(4, 4)}, "step": 7}, directory / "best.pt")
+    rows, chrf = synthetic(300, 2)
+    cal = calibrate(rows, chrf, 50.0, checkpoint="best.pt", step=7,
+                    fingerprint=weights_fingerprint(mine / "best.pt"))
+    cal.save(mine)
+    assert for_run(mine / "best.pt", 7) == cal
+    shutil.copy(mine / "best.pt", tmp_path / "copy.pt")  # the same weights elsewhere: the same
+    assert weights_fingerprint(tmp_path / "copy.pt") == cal.fingerprint
+    cal.save(other)  # copied to a run whose checkpoint has the same name and step
+    assert for_run(other / "best.pt", 7) is None
+    assert "fitted for other weights than best.pt's" in capsys.readouterr().err
 
 
 def test_model_inputs_take_the_length_ratio_on_a_log_scale():

@@ -70,6 +70,35 @@ def test_mt_translate_flags_reach_the_decode_config(cli, monkeypatch, tmp_path):
         assert got != f.default and type(got) is type(f.default), (f.name, got)
 
 
+@pytest.mark.parametrize("args, align", [
+    ([], False),
+    (["--align"], True),
+    (["--set", "decode.align=true"], True),  # the config's way still works
+    (["--set", "decode.align=true", "--no-align"], False),  # the flag's off form over it
+])
+def test_a_bool_field_is_a_flag_with_an_off_form(cli, monkeypatch, tmp_path, args, align):
+    import mt.commands.translate
+    from mt.config import Config, override
+
+    seen = []
+    monkeypatch.setattr(mt.commands.translate, "translate",
+                        lambda runs, src, out, options, pictures: seen.append(options))
+    assert cli("translate", tmp_path, *args).code == 0
+    options = seen[0]
+    assert options.decoding(override(Config(), options.overrides, "x").decode).align is align
+
+
+def test_help_shows_a_flag_without_a_value(cli, monkeypatch):
+    """Typer labels a flag `<bool>`, which read as if `--align true` were right; it is not
+    (true would be a RUN), so no command's help shows the label."""
+    monkeypatch.setenv("COLUMNS", "200")
+    for command in (*COMMANDS, "train"):
+        r = cli(command, "--help")
+        assert r.code == 0 and "<bool>" not in r.out, command
+    r = cli("translate", "--help")
+    assert "--align" in r.out and "--no-align" in r.out and "--confidence" in r.out
+
+
 def test_with_decode_types_and_checks_a_field_by_its_metadata():
     assert with_decode(DecodeConfig(), {"temperature": 2}).temperature == 2.0  # an int: float
     with pytest.raises(ConfigError, match=r"^Translator options: decode\.topp must be in "

@@ -85,6 +85,14 @@ def test_an_ensemble_and_a_logits_bias_quantize(run):
     assert (q.next_scores(x) - exact).abs().max() < 0.05 * exact.abs().max()
 
 
+def test_an_ensemble_of_the_run_with_itself_translates_in_int8_as_the_run_does(tiny_run):
+    one = Translator.load(tiny_run, dtype="int8", beam=3).translate(TEST[:40])
+    assert Translator.load([tiny_run, tiny_run], dtype="int8", beam=3).translate(TEST[:40]) == one
+    r = run_mt("translate", str(tiny_run), str(tiny_run), "--dtype", "int8", "--beam", "3",
+               input="\n".join(TEST[:40]) + "\n")
+    assert r.code == 0 and r.out.splitlines() == one, r.err
+
+
 def test_every_command_decodes_in_int8(tiny_run, tmp_path):
     r = run_mt("translate", str(tiny_run), "--dtype", "int8", "--beam", "3", "-i",
                str(TOY / "toy.test.en"))

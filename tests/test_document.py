@@ -6,9 +6,9 @@ from document_fakes import identity
 
 from conftest import TWO_LINES
 from mt.checkpoint import load_checkpoint
-from mt.document import Document, translate_document, translate_lines
+from mt.document import Document, settings, translate_document, translate_lines
 from mt.document.paragraph import Settings
-from mt.errors import DataError
+from mt.errors import ConfigError, DataError
 
 
 def test_a_document_keeps_what_is_not_translated_and_renders_the_rest():
@@ -57,6 +57,26 @@ def translator(tiny_run):
     return Translator.load(tiny_run)
 
 
+def test_an_unknown_format_is_a_config_error_naming_the_known_ones(translator):
+    with pytest.raises(ConfigError, match="document format 'pdf': expected one of text, txt, "
+                                          "html, md, srt, docx"):
+        translate_document(translator, "# A dog runs.", "pdf")
+
+
+def test_numbers_left_to_the_model_and_each_sentence_as_written(translator):
+    text = "Yesterday we saw forty two red dogs. I need 25 books."
+    masked = translate_document(translator, text)
+    assert [s for s, _ in masked.sentences] == ["Yesterday we saw forty two red dogs.",
+                                                "I need 25 books."]  # not "I need books."
+    assert masked.text.count("25") == 1
+    left = translate_document(translator, text, no_mask="number")
+    assert [s for s, _ in left.sentences] == [s for s, _ in masked.sentences]
+    assert left.sentences[1][1].text == translator.translate(["I need 25 books."])[0]
+    with pytest.raises(ConfigError, match="decode.no_mask must name placeholder kinds, "
+                                          "comma-separated: template, url, email, number"):
+        translate_document(translator, text, no_mask="numbers")
+
+
 def test_a_paragraph_is_translated_sentence_by_sentence(translator):
     first, second = TWO_LINES.splitlines()
     a, b = translator.translate([first, second])
@@ -69,7 +89,9 @@ def test_a_paragraph_is_translated_sentence_by_sentence(translator):
 def test_placeholders_never_reach_the_model_and_come_back_once(translator):
     text = "Yesterday we saw 42 red dogs at https://x.org/?a=1 for {user}."
     done = translate_document(translator, text, beam=2)
-    assert [s for s, _ in done.sentences] == ["Yesterday we saw red dogs at for."]
+    assert [s for s, _ in done.sentences] == [text]  # as written
+    assert Document(text, "text", settings(translator)).inputs == [
+        "Yesterday we saw red dogs at for."]  # as the model saw it
     for kept in ("42", "https://x.org/?a=1", "{user}"):
         assert done.text.count(kept) == 1
 

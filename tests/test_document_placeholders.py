@@ -1,9 +1,12 @@
 """What the model must not see: found, taken out with the whitespace left once, and where."""
 
+import time
+
 import pytest
 
-from mt.document.placeholders import compile_keep, find, mask
-from mt.errors import UsageError
+from mt.config import PLACEHOLDERS
+from mt.document.placeholders import KINDS, compile_keep, find, mask
+from mt.errors import DataError, UsageError
 
 
 @pytest.mark.parametrize("text, found", [
@@ -29,6 +32,20 @@ def test_a_users_pattern_comes_first_and_others_do_not_overlap_it():
 def test_a_wrong_pattern_is_a_usage_error_naming_it():
     with pytest.raises(UsageError, match=r"'--keep'.*'\(' is not a regular expression"):
         compile_keep(["("])
+
+
+def test_a_kind_left_to_the_model_is_not_found():
+    text = "Mail a@b.org about 25 books at https://x.org"
+    assert [text[a:b] for a, b in find(text)] == ["a@b.org", "25", "https://x.org"]
+    assert [text[a:b] for a, b in find(text, unmasked=("number", "url"))] == ["a@b.org"]
+    assert set(KINDS) == set(PLACEHOLDERS)  # decode.no_mask names them (mt.config)
+
+
+def test_a_pattern_that_backtracks_without_end_is_a_data_error_within_its_limit():
+    started = time.monotonic()
+    with pytest.raises(DataError, match=r"--keep '\(a\|aa\)\+\$' ran past 1 s"):
+        find("a" * 40 + "!", compile_keep(["(a|aa)+$"]))
+    assert time.monotonic() - started < 10  # bounded (a loaded machine: not exactly 1 s)
 
 
 @pytest.mark.parametrize("text, masked", [

@@ -97,3 +97,19 @@ def test_translate_an_ensemble_with_workers_equals_one_process(cli, tiny_run, ot
     two = cli("translate", str(tiny_run), str(other_run), "--nbest", "2", "--beam", "3",
               "--workers", "2", stdin=lines.encode())
     assert two.out == one.out and len(one.out.splitlines()) == 4
+
+
+def test_an_int8_ensemble_without_a_fast_kernel_warns_and_decodes_in_float32(tiny_run,
+                                                                             monkeypatch, capsys):
+    """The ensemble's int8 copy is made as one model's is (tests/test_decoding_precision.py
+    checks it where the CPU has the kernels); here, where it falls back."""
+    from mt.decoding import precision
+    from mt.translator import Translator
+
+    if not precision.quantizable():
+        pytest.skip("this torch build has no quantized linear")
+    monkeypatch.setattr(precision, "cpu_has_int8", lambda: False)
+    lines = ["Yesterday we saw forty two red dogs.", "Today you have eight cats."]
+    pair = Translator.load([tiny_run, tiny_run], dtype="int8", beam=3)
+    assert "no fast int8 kernel" in capsys.readouterr().err
+    assert pair.translate(lines) == Translator.load(tiny_run, beam=3).translate(lines)

@@ -120,6 +120,23 @@ def test_a_glossary_file_with_a_byte_order_mark_keeps_its_first_term(translator,
     assert found[0].terms == [["cats", "Hunde"]] and found[0].missing == []
 
 
+def test_a_term_no_output_can_hold_is_named_when_read_and_not_counted_after(tiny_run,
+                                                                         capsys):
+    translator = Translator.load(tiny_run, beam=2)
+    glossary = [["dogs", "Zebras"], ["cats", "Katzen"]]
+    translator.matcher(glossary)  # read: the vocabulary decides, no translation needed
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "1 target term(s) have a token the model's target " \
+        "vocabulary lacks, so no output can hold them: 'Zebras'" in err
+    found = translator.translate_nbest(["You see dogs.", "Two cats."], glossary=glossary)
+    assert found[0][0].missing == ["Zebras"]  # still reported per line
+    translator.report()
+    assert capsys.readouterr().err == ""  # named once, at load; not "a line misses a term"
+    own = [[["cats", "Elefantenrüssel"]], None]  # a line's own glossary: named as it is read
+    translator.translate(["Two cats.", "Two cats."], glossaries=own)
+    assert "'Elefantenrüssel'" in capsys.readouterr().err
+
+
 def test_greedy_refuses_a_glossary_to_constrain_and_a_plain_model_to_annotate(translator):
     with pytest.raises(ConfigError, match="give --beam 2 or more"):
         translator.translate(LINES, glossary=[["cats", "Hunde"]], beam=1)

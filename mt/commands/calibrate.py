@@ -43,7 +43,8 @@ def calibrate(run_path: Path, src: str, ref: str, options: TranslateOptions = Tr
         raise DataError(f"{src}: {problem}")
     feats = [t.features for t in found]
     cal = confidence.calibrate(feats, scores, threshold, checkpoint=run.checkpoint.name,
-                               step=run.step, data=f"{src} {ref}")
+                               step=run.step, data=f"{src} {ref}",
+                               fingerprint=confidence.weights_fingerprint(run.checkpoint))
     path = cal.save(run.checkpoint.parent)
     probs = np.array(cal.predict(feats))
     return {"path": str(path), "lines": cal.lines, "threshold": threshold,

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from mt.commands import jsonl_input
 from mt.commands.options import TranslateOptions
 from mt.commands.output import (
+    check_binary_output,
     check_input_path,
     check_output_path,
     write_binary_output,
@@ -66,6 +67,8 @@ def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptio
     format = input_format(options, src)
     glossary = options.load_glossary()  # a bad file is an error before any work
     if format is not None:
+        if document_format(format).binary:
+            check_binary_output(out, f"a .{format}")
         text = read_document(src, format)
         document_format(format).parse(text, src)  # what cannot be read: before the model
         translator = options.load(runs)

@@ -46,7 +46,8 @@ def formatted(translator: Translator, lines: Iterator[str], output_format: str, 
     glossary), or None; screen: --min-confidence, or None."""
     g = {"prefix": prefixes, "glossary": glossary, "glossaries": glossaries}
     if screen is not None:
-        for found in screen.passed(translator.translate_nbest_stream(screen.read(lines), False,
+        scored = output_format == "jsonl"  # its records give the score (else NaN: not rescored)
+        for found in screen.passed(translator.translate_nbest_stream(screen.read(lines), scored,
                                                                      **g)):
             if output_format == "jsonl":
                 yield format_jsonl(screen.sources.popleft(), found, False)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-from mt.errors import DataError, FileSystemError, OutputClosed
+from mt.errors import DataError, FileSystemError, OutputClosed, UsageError
 from mt.textio import atomic_write
 
 
@@ -35,6 +35,13 @@ def check_output_path(out: str) -> None:
     if not os.access(out_path.parent, os.W_OK):
         raise FileSystemError(f"{out}: output directory {out_path.parent} is not writable; "
                               "check the permissions or choose another path")
+
+
+def check_binary_output(out: str, what: str, command: str = "translate") -> None:
+    """Refuse binary output to a terminal before any work (as curl does): its bytes would
+    garble the screen. A file or a pipe takes it."""
+    if out == "-" and sys.stdout.isatty():
+        raise UsageError(command, "'--output'", f"{what} is binary: give -o FILE, or pipe it")
 
 
 def write_output(out: str, write: Callable[[TextIO], None]) -> None:

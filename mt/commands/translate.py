@@ -17,7 +17,7 @@ from mt.commands.output import check_input_path, check_output_path, write_output
 from mt.compatibility import first_clash
 from mt.errors import ConfigError, DataError, UsageError
 from mt.glossary import Glossary
-from mt.log import info
+from mt.log import info, warn
 from mt.records import lists
 from mt.runs import Paths, as_paths, open_runs
 from mt.textio import iter_lines
@@ -35,6 +35,11 @@ def translate(runs: Paths, src: str, out: str, options: TranslateOptions,
     nbest = options.given("decode.nbest")
     runs = as_paths(runs)
     whole = options.doc_format is not None or options.output_format == "html"
+    if options.decode.get("confidence") and (options.output_format != "jsonl"
+                                             or options.documents):
+        # decoding still records it (a damaged calibration is still refused), for nothing
+        warn("--confidence: only --format jsonl of lines shows it; this output leaves it out "
+             "(docs/confidence.md)")
     if options.input_format == "jsonl":
         refuse("jsonl_input", "--input-format jsonl", {
             "prefix": ("--prefix (give each record its \"prefix\")", options.prefix is not None),

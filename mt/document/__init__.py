@@ -18,6 +18,7 @@ import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+from mt.config import DecodeConfig
 from mt.document.document import Document, DocumentTranslation, decode_text
 from mt.document.formats import FORMATS, document_format, extensions
 from mt.document.paragraph import Settings
@@ -74,18 +75,29 @@ def format_of_path(path: str) -> str | None:
     return extensions().get(ext)
 
 
-def settings(translator: Translator, keep: Sequence[re.Pattern] = ()) -> Settings:
-    """How a translator's documents are read: its source language's sentence splitter (and its
-    run's sentence starters, unless decode.ignore_starters), its longest source
-    (model.max_positions, less a tag's token), and keep."""
-    room = translator.max_src - bool(translator.decoding.tag)
+def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
+             cfg: DecodeConfig | None = None) -> Settings:
+    """How a translator's documents are read with its decoding options (cfg; None: its own):
+    its source language's sentence splitter (and its run's sentence starters, unless
+    decode.ignore_starters), its longest source (model.max_positions, less a tag's token),
+    keep, and the placeholder kinds decode.no_mask leaves to the model."""
+    cfg = cfg or translator.decoding
+    room = translator.max_src - bool(cfg.tag)
 
     def too_long(sentence: str) -> bool:  # a token is at least a character, less a mark
         return len(sentence) >= room and len(translator.src_tok.tokenize(sentence)) > room
 
-    starters = [] if translator.decoding.ignore_starters else translator.run.starters
+    starters = [] if cfg.ignore_starters else translator.run.starters
     begins = starts_sentence(starters, translator.src_tok.tokenize) if starters else None
-    return Settings(translator.run.cfg.data.src_lang, True, too_long, tuple(keep), str, begins)
+    return Settings(translator.run.cfg.data.src_lang, True, too_long, tuple(keep), str, begins,
+                    cfg.unmasked)
+
+
+def _settings(translator: Translator, keep: Sequence[str], decode: dict) -> Settings:
+    """settings with keep's patterns compiled and the decoding options among decode (the
+    others, a glossary, go to the Translator's call)."""
+    options = {k: v for k, v in decode.items() if k in DecodeConfig.__dataclass_fields__}
+    return settings(translator, compile_keep(keep), translator.check_options(**options))
 
 
 def translate_inputs(translator: Translator, documents: Sequence[Document],
@@ -119,7 +131,7 @@ def translate_document(translator: Translator, text: str | bytes, format: str = 
     (regular expressions) left as they are, markup (a .docx: its runs' formatting) put back.
     name: the document's, for errors. decode: decoding options, as for Translator.translate.
     A binary format's file comes back as the DocumentTranslation's `data`."""
-    doc = Document(text, format, settings(translator, compile_keep(keep)), name)
+    doc = Document(text, format, _settings(translator, keep, decode), name)
     return doc.render(translate_inputs(translator, [doc], **decode))
 
 
@@ -130,7 +142,7 @@ def translate_lines(translator: Translator, lines: Iterable[str], keep: Sequence
     a chunk of lines at a time (the translator's chunk_lines). glossaries: each line's own
     glossary (None for none; as Translator.translate takes them), read as far as the lines
     are."""
-    ready = settings(translator, compile_keep(keep))
+    ready = _settings(translator, keep, decode)
     it, own, read = iter(lines), None if glossaries is None else iter(glossaries), 0
     while chunk := list(itertools.islice(it, translator.chunk_lines or CHUNK_LINES)):
         batch = Documents([Document(line, "text", ready) for line in chunk])

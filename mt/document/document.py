@@ -17,7 +17,7 @@ from mt.records import Translation
 @dataclass
 class DocumentTranslation:
     text: str  # the translated document (a .docx: its paragraphs' translations, one a line)
-    # each sentence as the model saw it (placeholders out), with its translation
+    # each sentence as the source has it (placeholders in), with its translation
     sentences: list[tuple[str, Translation]] = field(default_factory=list)
     cut: int = 0  # sentence pieces from sentences too long for the model, cut to fit
     notes: list[str] = field(default_factory=list)  # what was not well-formed
@@ -54,6 +54,7 @@ class Document:
                       for p in self.blocks]
         paragraphs = self.paragraphs
         self.inputs = [x for p in paragraphs for x in p.inputs]
+        self.written = [x for p in paragraphs for x in p.written]  # each input as written
         self.marked = any(p.marked for p in paragraphs)
         self.aligned = [x for p in paragraphs for x in p.aligned]  # per input: needs it
 
@@ -71,5 +72,5 @@ class Document:
             pieces.append(p.render(translations[done:done + len(p.inputs)]))
             done += len(p.inputs)
         text, data = self.format.render(self.source, self.name, self.blocks, pieces)
-        return DocumentTranslation(text, list(zip(self.inputs, translations, strict=True)),
+        return DocumentTranslation(text, list(zip(self.written, translations, strict=True)),
                                    sum(p.cut for p in self.paragraphs), self.notes, data)

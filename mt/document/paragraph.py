@@ -19,8 +19,9 @@ from mt.records import Translation
 class Settings:
     """How paragraphs are read: the source language (its sentence splitter), whether a line
     break ends a sentence (plain text: yes; HTML: no), whether a sentence is too long for the
-    model, the user's --keep patterns, how translated text is escaped (HTML), and whether a
-    word begins a sentence after another (the run's sentence starters)."""
+    model, the user's --keep patterns, how translated text is escaped (HTML), whether a
+    word begins a sentence after another (the run's sentence starters), and the placeholder
+    kinds left to the model (decode.no_mask)."""
 
     lang: str
     lines: bool = True
@@ -28,6 +29,7 @@ class Settings:
     keep: Sequence[re.Pattern] = ()
     escape: Callable[[str], str] = str
     begins: Callable[[str], bool] | None = None
+    unmasked: Sequence[str] = ()
 
 
 class Paragraph:
@@ -36,7 +38,7 @@ class Paragraph:
 
     def __init__(self, text: str, settings: Settings, root: Element | None = None):
         self.text, self.escape = text, settings.escape
-        spans = find(text, settings.keep)
+        spans = find(text, settings.keep, settings.unmasked)
         self.sentences = split(text, settings.lang, settings.lines, settings.too_long, spans,
                                settings.begins)
         found = [[(a - s.start, b - s.start) for a, b in spans if s.start <= a < s.end]
@@ -51,6 +53,7 @@ class Paragraph:
                                        self.source.masked_anchor(k, p.at), p.space_before,
                                        p.space_after))
         self.inputs = [m.text for m in masked]
+        self.written = [text[s.start:s.end] for s in self.sentences]  # placeholders in
         self.marked = bool(self.root.children)  # placed by the alignment
         # the sentences whose word alignment places something (the others need none)
         self.aligned = [False] * len(self.inputs)

@@ -11,7 +11,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from mt.errors import UsageError
+import regex
+
+from mt.errors import DataError, UsageError
 
 UNITS = ("%|‰|°[CF]?|€|\\$|£|¥|km/h|km²|m²|m³|km|cm|mm|kg|mg|ml|GB|MB|KB|kB|TB|GHz|MHz|kHz|Hz|"
          "kWh|kW|mAh|ms|min|h|m|g|l|s|V|W|t")
@@ -26,6 +28,9 @@ KINDS: dict[str, re.Pattern] = {
                          r"(?:[.,]\d+|\.(?=\s+\w))?(?:\s?(?:" + UNITS + r")(?!\w))?"),
 }
 TRAILING = ".,;:!?'\""  # a URL's or address's last characters that end the sentence instead
+# A --keep pattern is the user's: one that backtracks without end ('(a+)+$') must not hang the
+# command or the server, so it runs on the `regex` engine under this limit per paragraph.
+KEEP_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -53,25 +58,26 @@ class Masked:
         return len(self.text)
 
 
-def compile_keep(patterns: Sequence[str], command: str = "translate") -> list[re.Pattern]:
-    """--keep REGEX items; a wrong one is a UsageError naming it."""
+def compile_keep(patterns: Sequence[str], command: str = "translate") -> list[regex.Pattern]:
+    """--keep REGEX items (Python's syntax, run by the `regex` engine under KEEP_SECONDS); a wrong
+    one is a UsageError naming it."""
     compiled = []
     for p in patterns:
         try:
-            compiled.append(re.compile(p))
-        except re.error as e:
+            compiled.append(regex.compile(p, flags=regex.VERSION0))
+        except regex.error as e:
             raise UsageError(command, "'--keep'", f"{p!r} is not a regular expression ({e})"
                              ) from None
     return compiled
 
 
-def find(text: str, keep: Sequence[re.Pattern] = ()) -> list[tuple[int, int]]:
+def find(text: str, keep: Sequence[regex.Pattern] = (), unmasked: Sequence[str] = ()
+         ) -> list[tuple[int, int]]:
     """The (start, end) of each placeholder in text, in order, none overlapping another: the
-    user's patterns first, then KINDS."""
+    user's patterns first, then KINDS but those unmasked names (decode.no_mask)."""
     found: list[tuple[int, int]] = []
-    for pattern in [*keep, *KINDS.values()]:
-        for m in pattern.finditer(text):
-            a, b = m.span()
+    for pattern in [*keep, *(p for kind, p in KINDS.items() if kind not in unmasked)]:
+        for a, b in _spans(pattern, text):
             if pattern in (KINDS["url"], KINDS["email"]):
                 b = a + len(text[a:b].rstrip(TRAILING))
                 if pattern is KINDS["url"] and text[b - 1] == ")" and "(" not in text[a:b]:
@@ -79,6 +85,19 @@ def find(text: str, keep: Sequence[re.Pattern] = ()) -> list[tuple[int, int]]:
             if b > a and not any(a < e and s < b for s, e in found):
                 found.append((a, b))
     return sorted(found)
+
+
+def _spans(pattern: re.Pattern | regex.Pattern, text: str) -> list[tuple[int, int]]:
+    """Where pattern matches in text; a user's (`regex`) pattern that runs past KEEP_SECONDS is
+    a DataError."""
+    if isinstance(pattern, re.Pattern):
+        return [m.span() for m in pattern.finditer(text)]
+    try:
+        return [m.span() for m in pattern.finditer(text, timeout=KEEP_SECONDS)]
+    except TimeoutError:
+        raise DataError(f"--keep {pattern.pattern!r} ran past {KEEP_SECONDS:g} s on one paragraph: "
+                        "it can match the same text in very many ways (as '(a|aa)+$' can); "
+                        "write it with one way to match") from None
 
 
 def mask(text: str, spans: Sequence[tuple[int, int]]) -> Masked:

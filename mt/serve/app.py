@@ -158,7 +158,8 @@ async def translate_lines(served: Served, request: Request) -> JSONResponse:
         access.admit(client, len(lines))  # only what is to be translated counts
         docs = None
         if documents.wanted(req.format, req.split, prefix is not None, cfg):
-            docs = await asyncio.to_thread(documents.prepare, translator, lines, req.format)
+            docs = await asyncio.to_thread(documents.prepare, translator, lines, req.format,
+                                           cfg)
             job = Job(docs.inputs, {**options, **docs.options(translator)}, None,
                       req.attention, glossary, own and docs.per_input(own))
         else:
@@ -191,7 +192,8 @@ async def translate_file(served: Served, request: Request) -> Response:
         if glossary is not None:  # refused now: beam 1, CTranslate2
             translator.matcher(glossary, cfg)
         data = await read_body(request, limits, limits.max_file_bytes)
-        docs = await asyncio.to_thread(documents.prepare_file, translator, data, query.format)
+        docs = await asyncio.to_thread(documents.prepare_file, translator, data,
+                                       query.format, cfg)
         request.state.lines = len(docs.inputs)
         check_limits(docs.inputs, None, limits, "the document", lines_too=False)
         access.admit(client, len(docs.inputs))

@@ -68,11 +68,12 @@ def check_document(cfg: DecodeConfig) -> None:
         raise ClientError(422, f"a document: not with {name} (it is per sentence)")
 
 
-def prepare(translator: Translator, lines: list[str], format: str) -> Documents:
+def prepare(translator: Translator, lines: list[str], format: str,
+            cfg: DecodeConfig | None = None) -> Documents:
     """The lines as Documents; a 422 ClientError for a line that is not in its format (an
     .srt's broken timing)."""
     try:
-        return Documents.read(lines, format, settings(translator),
+        return Documents.read(lines, format, settings(translator, cfg=cfg),
                               [f"text[{i}]" for i in range(len(lines))])
     except DataError as e:
         raise ClientError(422, str(e)) from None
@@ -102,11 +103,12 @@ def glossary_pairs(given: str | None) -> list | None:
     return pairs
 
 
-def prepare_file(translator: Translator, data: bytes, format: str) -> Documents:
+def prepare_file(translator: Translator, data: bytes, format: str,
+                 cfg: DecodeConfig | None = None) -> Documents:
     """A file's bytes as a document of its format (text formats: UTF-8); a 422 ClientError for
     a file that is not one."""
     try:
-        return Documents.read([data], format, settings(translator), ["document"])
+        return Documents.read([data], format, settings(translator, cfg=cfg), ["document"])
     except DataError as e:
         raise ClientError(422, str(e)) from None
     except ConfigError as e:  # the server lacks an extra (python-docx)

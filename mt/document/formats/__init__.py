@@ -18,6 +18,7 @@ from dataclasses import replace
 
 from mt.document.markup import Block
 from mt.document.paragraph import Settings
+from mt.errors import ConfigError
 
 FORMATS = {  # a document format's name -> the module whose FORMAT reads and writes it
     "text": "mt.document.formats.text",
@@ -59,9 +60,12 @@ class DocumentFormat:
 
 def document_format(name: str) -> DocumentFormat:
     """The registered format called `name` (or one of its aliases: "txt" is "text"), its module
-    imported on first use; KeyError if none."""
+    imported on first use; a ConfigError naming the known ones if none."""
     if name not in FORMATS:
-        name = next((f.name for f in formats() if name in f.aliases), name)
+        found = next((f.name for f in formats() if name in f.aliases), None)
+        if found is None:
+            raise ConfigError(f"document format {name!r}: expected one of {', '.join(names())}")
+        name = found
     return importlib.import_module(FORMATS[name]).FORMAT
 
 
