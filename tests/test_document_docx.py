@@ -19,6 +19,7 @@ from document_fakes import identity, reversed_words
 from zip_bombs import bomb_docx
 
 from conftest import ROOT, assert_user_error
+from mt.config import DecodeConfig
 from mt.document import Document, translate_document
 from mt.document.docx import W
 from mt.document.paragraph import Settings
@@ -136,10 +137,13 @@ def test_a_docx_through_translate_document_and_marks_in_the_text_are_text():
     d.save(data)
 
     class Fake:  # what translate_document asks of a Translator
-        decoding = type("Cfg", (), {"tag": "", "ignore_starters": True})()
+        decoding = DecodeConfig(ignore_starters=True)
         run = type("Run", (), {"cfg": type("Cfg", (), {"data": type("D", (), {
             "src_lang": "en"})()})()})()
         max_src, model = 256, None
+
+        def check_options(self, **options):
+            return self.decoding
 
         def translate_nbest(self, lines, **options):
             return [[t] for t in identity(lines)]

@@ -17,6 +17,7 @@ from mt.document.formats import (
 )
 from mt.document.markup import Block
 from mt.document.paragraph import Settings
+from mt.errors import ConfigError
 
 
 def test_the_names_each_surface_takes_come_from_the_registry():
@@ -26,7 +27,7 @@ def test_the_names_each_surface_takes_come_from_the_registry():
     assert list(extensions()) == [".txt", ".text", ".html", ".htm", ".xhtml", ".md",
                                   ".markdown", ".srt", ".docx"]
     assert document_format("txt") is document_format("text")
-    with pytest.raises(KeyError):
+    with pytest.raises(ConfigError, match="document format 'po': expected one of text"):
         document_format("po")
 
 
