@@ -105,6 +105,21 @@ def test_patience_counts_validations_since_the_best(tmp_path, metric, values):
     assert not never.patience_spent(Progress(bad_evals=100)) and never.reason is None
 
 
+def test_while_bleu_is_stuck_at_zero_the_validation_loss_decides(tmp_path):
+    """A new model decodes nothing that matches yet: BLEU 0, 0, 0 says nothing, and a falling
+    loss is progress (best.pt moves, patience waits); once BLEU moves, BLEU decides again."""
+    s, p = stopping(tmp_path, metric="bleu", patience=2), Progress()
+    results = [(0.0, 5.0), (0.0, 4.5), (0.0, 4.0), (0.0, 4.2), (0.0, 3.9), (1.5, 4.1),
+               (0.0, 3.0), (1.5, 2.9)]
+    better = [s.improved(p, {"val_bleu": b, "val_loss": loss}) for b, loss in results]
+    assert better == [True, True, True, False, True, True, False, False]
+    assert (p.best, p.best_loss, p.bad_evals) == (1.5, 4.1, 2)
+    assert s.patience_spent(p)
+    resumed = Progress(best=0.0, bad_evals=1)  # last.pt of a run before best_loss: no tie-break
+    assert not s.improved(resumed, {"val_bleu": 0.0, "val_loss": 1.0})
+    assert resumed.bad_evals == 2
+
+
 def test_signals_are_caught_only_while_training(tmp_path):
     s, before = stopping(tmp_path), signal.getsignal(signal.SIGTERM)
     with s.catching_signals():

@@ -46,6 +46,7 @@ class Progress:
     position: int = 0  # batches of this epoch already trained, by all ranks together
     world: int = 1  # ranks of the run that saved this (a resume may use another number)
     best: float | None = None  # best validation metric so far
+    best_loss: float | None = None  # the best's validation loss (Stopping.improved: BLEU 0)
     bad_evals: int = 0  # validations since the best one
     train_s: float = 0.0  # wall-clock seconds trained before this process (train.max_minutes)
     warmup_s: float = 0.0  # wall-clock seconds when warmup ended (a time-budgeted decay's start)

@@ -109,12 +109,23 @@ class Stopping:
 
     def improved(self, progress: Progress, result: dict) -> bool:
         """Whether a validation's result is the best so far (by train.metric); counts it in
-        progress.best and bad_evals, which patience_spent reads."""
-        value = result["val_bleu"] if self.cfg.metric == "bleu" else result["val_loss"]
-        best = progress.best
-        better = best is None or (value > best if self.cfg.metric == "bleu" else value < best)
+        progress.best and bad_evals, which patience_spent reads.
+
+        A BLEU of 0 after a best of 0 cannot tell the two models apart (no 4-gram of the
+        output matches yet: a new model, or a random one fine-tuned), so the validation loss
+        decides; else patience would stop a run that is still learning, and best.pt would
+        never move. progress.best_loss keeps the best's loss for this."""
+        bleu = self.cfg.metric == "bleu"
+        value = result["val_bleu"] if bleu else result["val_loss"]
+        best, loss = progress.best, result.get("val_loss")
+        if best is None:
+            better = True
+        elif bleu and value == best == 0:
+            better = None not in (loss, progress.best_loss) and loss < progress.best_loss
+        else:
+            better = value > best if bleu else value < best
         if better:
-            progress.best, progress.bad_evals = value, 0
+            progress.best, progress.best_loss, progress.bad_evals = value, loss, 0
         else:
             progress.bad_evals += 1
         return better
