@@ -146,6 +146,7 @@ def test_info_names_a_held_out_corpus_by_its_file(tmp_path):
     assert (held_label(d, "val"), held_label(d, "test")) == ("toy.val", str(tmp_path / "test.tsv"))
 
 
+@pytest.mark.slow  # builds and imports a Marian model
 def test_info_of_an_imported_model_says_it_has_no_training_data(tmp_path, cli):
     """Its config's data section is mt's default: shown as the model's data, it read
     `data: data/toy (train data/toy/toy.train…)` (issue 65)."""

@@ -198,6 +198,7 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) >> 10)  # Ki
 """
 
 
+@pytest.mark.slow  # a fresh interpreter each, which imports python-docx
 @pytest.mark.parametrize("declared, message", [
     (None, "a zip bomb, not read"),
     # a part that declares 1,000 bytes, with their CRC: zipfile's read() would inflate the
