@@ -161,20 +161,9 @@ def parse(source: str, name: str = "document") -> tuple[list[str | Block], list[
                 raise DataError(f"{name}:{line}: <{tag}> nests inline elements "
                                 f"{NESTING_MOST + 1} deep, more than the {NESTING_MOST} mt "
                                 "reads; close those left open, or flatten the markup")
-            e = Element(len(block.text), len(block.text), raw)
-            (stack[-1] if stack else block.root).children.append(e)
-            stack.append(e)
-            block.raw.append(raw)
+            _open_inline(block, stack, raw)
         elif tag in [_tag(e.open) for e in stack]:
-            while True:
-                e = stack.pop()
-                e.end = len(block.text)
-                if _tag(e.open) == tag:
-                    e.close = raw
-                    break
-                e.close = f"</{_tag(e.open)}>"
-                notes.append(f"<{_tag(e.open)}> closed by </{tag}>")
-            block.raw.append(raw)
+            _close_inline(block, stack, tag, raw, notes)
         elif tag in carried:
             carried.remove(tag)
             flush()
@@ -186,6 +175,29 @@ def parse(source: str, name: str = "document") -> tuple[list[str | Block], list[
         (parts.append if whole else leaf)("".join(kept))
     flush()
     return parts, notes
+
+
+def _open_inline(block: Block, stack: list[Element], raw: str) -> None:
+    """An inline element opens at the end of block's text, inside the innermost open one."""
+    e = Element(len(block.text), len(block.text), raw)
+    (stack[-1] if stack else block.root).children.append(e)
+    stack.append(e)
+    block.raw.append(raw)
+
+
+def _close_inline(block: Block, stack: list[Element], tag: str, raw: str,
+                  notes: list[str]) -> None:
+    """The end tag raw closes the innermost open element named tag, and the ones opened inside
+    it that were left open (each noted)."""
+    while True:
+        e = stack.pop()
+        e.end = len(block.text)
+        if _tag(e.open) == tag:
+            e.close = raw
+            break
+        e.close = f"</{_tag(e.open)}>"
+        notes.append(f"<{_tag(e.open)}> closed by </{tag}>")
+    block.raw.append(raw)
 
 
 def _tag(open_tag: str) -> str:
