@@ -361,7 +361,7 @@ def translate(
     keep: list[str] = typer.Option([], "--keep", help="A regular expression whose matches are "
                                    "not translated (repeatable; implies --split-sentences)."),
     doc_format: str = typer.Option(None, "--doc-format",
-                                   callback=_one_of("mt.commands.documents:doc_formats"),
+                                   callback=_one_of("mt.document.formats:cli_names"),
                                    help="The input is one document, written back in its format: "
                                    "txt, md, html, srt, docx (needs python-docx), or auto "
                                    "(by the input file's extension)."),

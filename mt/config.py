@@ -484,14 +484,20 @@ def override_keys(overrides: Sequence[str]) -> set[str]:
     return {item.partition("=")[0].strip() for item in overrides}
 
 
+def override_value(value: str) -> object:
+    """A `--set key=VALUE`'s value as YAML reads it; "" for none, the text where it is not
+    YAML."""
+    try:
+        return yaml.safe_load(value) if value.strip() else ""
+    except yaml.YAMLError:
+        return value
+
+
 def _apply_override(raw: dict, item: str) -> None:
     key, sep, value = item.partition("=")
     if not sep or not key:
         raise ConfigError(f"--set {item!r}: expected key=value, e.g. --set train.lr=3e-4")
-    try:
-        parsed = yaml.safe_load(value) if value.strip() else ""
-    except yaml.YAMLError:
-        parsed = value
+    parsed = override_value(value)
     node = raw
     *parents, last = key.split(".")
     data = raw.get("data")
@@ -524,12 +530,12 @@ def _indexed(key: str, part: str) -> tuple[str, int | None]:
 def blamer(where: str, overrides: Sequence[str]) -> Callable[[str | tuple[str, ...]], str]:
     """Who gave the values of some keys: the last `--set` item that set one of them (or a
     section holding it, or a key inside it), else where."""
-    sets = [(_ALIASES.get(k, k), item)
+    sets = [(ALIASES.get(k, k), item)
             for item in reversed(overrides) for k in [item.partition("=")[0]]]
 
     def blame(keys: str | tuple[str, ...]) -> str:
         keys = (keys,) if isinstance(keys, str) else keys
-        keys = tuple(re.sub(r"\[\d+\]", "", _ALIASES.get(k, k)) for k in keys)  # data.train[0]
+        keys = tuple(re.sub(r"\[\d+\]", "", ALIASES.get(k, k)) for k in keys)  # data.train[0]
         for set_key, item in sets:
             if any(f"{set_key}.".startswith(f"{key}.") or f"{key}.".startswith(f"{set_key}.")
                    for key in keys):
@@ -744,7 +750,8 @@ def _corpus_problems(d: DataConfig) -> list[Problem]:
 
 # --- data.tokenizer: a kind's name, or its section; the old flat keys an alias ---------------
 TOKENIZER_KEY = "data.tokenizer"
-_ALIASES = {f"data.{key}": f"{TOKENIZER_KEY}.{name}" for key, (_, name, _) in FLAT_KEYS.items()}
+# the old flat keys (data.vocab_size) -> their place in data.tokenizer
+ALIASES = {f"data.{key}": f"{TOKENIZER_KEY}.{name}" for key, (_, name, _) in FLAT_KEYS.items()}
 
 
 def _listed(options: Sequence[str]) -> str:

@@ -117,7 +117,7 @@ class Plan:
 
     def prefix(self, group: list[int], device: torch.device) -> torch.Tensor | None:
         """The group's prefix ids, (B, P); None where none of them has one."""
-        if any(self.forced[i] for i in group if self.forced):
+        if self.forced and any(self.forced[i] for i in group):
             return pad([self.forced[i] for i in group]).to(device)
         return None
 
@@ -380,7 +380,7 @@ class Translator:
                       cfg: DecodeConfig) -> None:
         """Count a line missing a term it could hold (report warns of them); the terms no
         output can hold were named when the glossary was read."""
-        cut = [t for t in missing or () if matcher is None or t not in matcher.unwritable]
+        cut = [t for t in missing or () if t not in matcher.unwritable]  # missing: a matcher's
         if cut:
             self._unkept += 1
             self._unkept_terms.update(dict.fromkeys(cut))

@@ -28,18 +28,12 @@ from mt.document import (
     translate_document,
     translate_lines,
 )
-from mt.document.formats import cli_names, extensions
+from mt.document.formats import extensions
 from mt.errors import UsageError
 from mt.glossary import Glossary
 from mt.log import warn
 from mt.runs import Paths
 from mt.textio import iter_lines, read_error
-
-
-def doc_formats() -> tuple[str, ...]:
-    """`--doc-format`'s values (mt.cli): auto and the registry's formats, read when asked, so
-    that a format registered later (a test's) is one too."""
-    return cli_names()
 
 
 def input_format(options: TranslateOptions, src: str) -> str | None:

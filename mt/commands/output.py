@@ -37,11 +37,11 @@ def check_output_path(out: str) -> None:
                               "check the permissions or choose another path")
 
 
-def check_binary_output(out: str, what: str, command: str = "translate") -> None:
+def check_binary_output(out: str, what: str) -> None:
     """Refuse binary output to a terminal before any work (as curl does): its bytes would
     garble the screen. A file or a pipe takes it."""
     if out == "-" and sys.stdout.isatty():
-        raise UsageError(command, "'--output'", f"{what} is binary: give -o FILE, or pipe it")
+        raise UsageError("translate", "'--output'", f"{what} is binary: give -o FILE, or pipe it")
 
 
 def write_output(out: str, write: Callable[[TextIO], None]) -> None:

@@ -11,9 +11,9 @@ from pathlib import Path
 import yaml
 
 from mt.checkpoint import CONFIG
-from mt.config import blamer, load_config, override
+from mt.config import ALIASES, blamer, load_config, override, override_value
 from mt.errors import ConfigError
-from mt.tokenizers import FLAT_KEYS, config_problems
+from mt.tokenizers import config_problems
 from mt.train.finetune import child_config, open_parent
 from mt.train.loop import Trainer
 from mt.train.metrics_log import require_tensorboard
@@ -75,6 +75,5 @@ def given_keys(config: Path | None, overrides: list[str]) -> set[str]:
             for k in walk(str(name), node)}
     for item in overrides:  # load_config has checked them
         key, _, value = item.partition("=")
-        keys.update(walk(key.strip(), yaml.safe_load(value)))
-    return keys | {f"data.tokenizer.{FLAT_KEYS[k[5:]][1]}" for k in keys
-                   if k.startswith("data.") and k[5:] in FLAT_KEYS}
+        keys.update(walk(key.strip(), override_value(value)))
+    return keys | {ALIASES[k] for k in keys if k in ALIASES}

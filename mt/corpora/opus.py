@@ -151,7 +151,7 @@ def _archive(path: Path) -> Iterator[zipfile.ZipFile]:
     try:
         with zipfile.ZipFile(path) as z:
             yield z
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as e:
+    except (zipfile.BadZipFile, zlib.error, EOFError) as e:  # not the disk's OSErrors
         raise DamagedArchive(f"{path}: not a readable zip archive ({e})") from None
 
 

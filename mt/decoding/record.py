@@ -94,11 +94,6 @@ class Traced:
                       torch.cat([self.entropy[index], step.entropy[index, None]], dim=1),
                       self.received[index] + step.attention[index], members)
 
-    def select(self, index: torch.Tensor) -> Traced:
-        """The rows `index` (n,), as they are."""
-        return Traced(self.logprobs[index], self.entropy[index], self.received[index],
-                      None if self.members is None else self.members[index])
-
     def traces(self) -> list[Trace]:
         """Each row's record, as plain lists."""
         members = ([None] * len(self.logprobs) if self.members is None

@@ -76,8 +76,9 @@ class Sample(Greedy):
     def __init__(self, model: Decodable, request: SearchRequest, src_mask: torch.Tensor):
         self.copies = request.cfg.samples
         super().__init__(model, request, src_mask)
-        self.uniforms = uniforms(request.src, request.cfg, request.prefix,
-                                 model.cfg.max_positions)  # (B * samples, steps, 2)
+        # (B * samples, steps, 2), up to each sentence's length limit (its copies share it)
+        self.uniforms = uniforms(request.src, request.cfg,
+                                 self.constraints.limits[::self.copies])
 
     @classmethod
     def wanted(cls, cfg: DecodeConfig) -> bool:
@@ -102,7 +103,6 @@ class Beam(Rule):
         super().__init__(model, request, src_mask)
         cfg, B, dev = request.cfg, request.src.size(0), request.src.device
         self.K, self.n, self.V = cfg.beam, min(cfg.nbest, cfg.beam), model.vocab_size
-        self.lexical = request.terms
         self.sents = torch.arange(B, device=dev)  # (b,) the sentence of each running one
         # (b*k rows, then b*N candidates) where each beam stands on the terms
         self.state = None if request.terms is None else request.terms.start(self.sents)
@@ -118,7 +118,7 @@ class Beam(Rule):
         lprobs = self.constraints.apply(scores.log_probs(), t, hyp, rows, self.state)
         best = beam_step(lprobs.view(b, k, self.V), self.scores, self.K)  # (b, 2K) each
         if self.state is not None:  # (b, N) each, in the order the banks deal them
-            *best, self.state = self.lexical.step(lprobs.view(b, k, self.V), self.scores,
+            *best, self.state = self.constraints.terms.step(lprobs.view(b, k, self.V), self.scores,
                                                   self.state, best)
         top, tokens, beams = best
         moves = self._ends(t, top, tokens, beams, k)

@@ -12,7 +12,6 @@ import hashlib
 import torch
 
 from mt.config import DecodeConfig
-from mt.decoding.constraints import max_lengths, with_prefix
 from mt.decoding.search import CHUNK
 from mt.vocab import PAD
 
@@ -119,14 +118,12 @@ def _passes(weights: torch.Tensor, cum: torch.Tensor, target: torch.Tensor) -> t
     return torch.minimum(at, (last - 1).clamp(min=0)[:, None])
 
 
-def uniforms(src: torch.Tensor, cfg: DecodeConfig, prefix: torch.Tensor | None,
-             max_positions: int) -> torch.Tensor:
-    """The uniforms of a batch src (B, S)'s decode.samples samples: (B * samples, steps, 2),
-    two per step (`draw`) from each sample's own CPU torch.Generator, seeded by `sample_seed`
-    (on CPU, the model's logits do not depend on the batch either)."""
+def uniforms(src: torch.Tensor, cfg: DecodeConfig, limits: torch.Tensor) -> torch.Tensor:
+    """The uniforms of a batch src (B, S)'s decode.samples samples, whose length limits are
+    limits (B,): (B * samples, steps, 2), two per step (`draw`) from each sample's own CPU
+    torch.Generator, seeded by `sample_seed` (on CPU, the model's logits do not depend on the
+    batch either)."""
     n = cfg.samples
-    limits = with_prefix(max_lengths(src != PAD, cfg.max_len_a, cfg.max_len_b, max_positions),
-                         prefix)
     out = torch.zeros(src.size(0) * n, int(limits.max()) + 1, 2)  # (B * n, steps, 2)
     for s, (ids, limit) in enumerate(zip(src.tolist(), limits.tolist(), strict=True)):
         ids = [i for i in ids if i != PAD]

@@ -31,7 +31,7 @@ class DocxFormat(DocumentFormat):
                pieces: Sequence[str]) -> tuple[str, bytes]:
         """The file (opened afresh from source, so a document renders again) with each
         paragraph's runs written anew, and the paragraphs' translations as text, one a line."""
-        doc, texts = docx.open_docx(source, name), []
+        doc, texts = docx.open_docx(source, name, checked=True), []  # as parse read it
         for p, part, piece in zip(docx.paragraphs(doc), parts, pieces, strict=True):
             if isinstance(part, str):
                 continue
