@@ -350,10 +350,16 @@ def placeholders(translator: Translator, data: list[Corpus]) -> None:
         kinds = Counter(k for s, _, ps in held for p in ps for k, pat in KINDS.items()
                         if pat.fullmatch(p))
         sources, refs = [s for s, *_ in held], [r for _, r, _ in held]
-        masked = [d.text for d in translate_lines(translator, sources)]
+        raw = translator.with_options(unk="show")
+        masked = translator.with_options(mask="template,url,email,number")
+        left = translator.with_options(unk="replace", mask="template,url,email")
         rows, base = [], None
-        for label, hyps in (("not masked (the model sees them)", unmasked(translator, sources)),
-                            ("masked, put back by the alignment", masked)):
+        for label, hyps in (
+                ("not masked, as the model writes them", unmasked(raw, sources)),
+                ("masked, put back by the alignment",
+                 [d.text for d in translate_lines(masked, sources)]),
+                ("numbers left in, those it cannot read copied (mt.unknowns)",
+                 [d.text for d in translate_lines(left, sources)])):
             row, s = bleu_row(label, hyps, refs, base)
             base = base or s
             rows.append(row + [sum(all(h.count(p) == s_.count(p) for p in ps)

@@ -46,8 +46,11 @@ class Searched:
         return (t for ts in self.out for t in ts)
 
     def memory_rows(self, rows: list[int]) -> Memory:
-        """The encoder output (an ensemble's: one per model) of the batch's rows `rows`."""
+        """The encoder output (an ensemble's: one per model) of the batch's rows `rows`; None
+        where the search's caller did not keep it."""
         memory = self.memory
+        if memory is None:  # not encoded yet: cross_attention encodes
+            return None
         return [m[rows] for m in memory] if isinstance(memory, list) else memory[rows]
 
 

@@ -30,6 +30,7 @@ Schedule = Literal["inverse_sqrt", "cosine", "linear"]  # learning-rate decay af
 LengthNorm = Literal["gnmt", "average", "none"]  # how beam search compares lengths
 DecodeDtype = Literal["float32", "bf16", "int8"]
 GlossaryMode = Literal["constrain", "annotate", "both"]  # decode.glossary_mode
+UnkMode = Literal["replace", "forbid", "show"]  # decode.unk (mt.unknowns)
 Sampling = Literal["none", "topk", "topp"]  # none: the search (greedy or beam) picks
 SCHEDULES = typing.get_args(Schedule)
 LENGTH_NORMS = typing.get_args(LengthNorm)
@@ -228,6 +229,7 @@ COMMANDS = ("translate", "serve", "eval", "calibrate")
 TEACHING = (*EVERYWHERE, "distill")  # mt distill's teachers: beam, batch_tokens, dtype
 # the kinds of placeholder a paragraph takes out (mt.document.placeholders.KINDS: the same)
 PLACEHOLDERS = ("template", "url", "email", "number")
+MASKED = ("template", "url", "email")  # decode.mask's default
 
 
 def option(default: object, help: str, *, helps: typing.Mapping[str, str] | None = None,
@@ -337,21 +339,34 @@ class DecodeConfig:
     glossary_mode: GlossaryMode = option("constrain", "With --glossary: constrain (the search "
                                          "holds its terms), annotate (for a model trained with "
                                          "data.terminology) or both (docs/terminology.md).")
+    # what a reader sees where the model writes <unk> (mt.unknowns): chosen on validation
+    # sets (docs/results.md#unknown-words)
+    unk: UnkMode = option("replace", "<unk> in outputs: replace (by the source word the "
+                          "attention points to, or a glossary term's own word), forbid (the "
+                          "search never writes it) or show (docs/decoding.md#unknown-words).")
+    # the model's own words for a term's source (its greedy translation, aligned) blocked in
+    # that line (mt.own_words)
+    glossary_replace: bool = option(True, "With --glossary (constrain or both): the words the "
+                                    "model would write for a term's source are not written, so "
+                                    "the term replaces them (one greedy pass more; "
+                                    "docs/terminology.md).")
     # paragraphs (documents, serve, --split-sentences): by default a sentence also begins
     # where one of the run's sentence starters follows a word
     ignore_starters: bool = option(False, "Paragraphs: split after punctuation alone, not also "
                                    "where one of the run's sentence starters follows a word "
                                    "(docs/documents.md).", commands=LINES)
-    # placeholders (mt.document.placeholders.KINDS) left in the sentence: a model that
-    # translates numbers itself ("25" as "fünf und zwanzig") reads better with them
-    no_mask: str = option("", "Paragraphs: placeholder kinds left in the sentence for the "
-                          f"model, comma-separated: {', '.join(PLACEHOLDERS)} "
-                          "(docs/documents.md#placeholders).", commands=LINES)
+    # placeholders (mt.document.placeholders.KINDS) taken out of each sentence, chosen on
+    # validation sets (docs/results.md#placeholders): numbers stay, for the model to write,
+    # and one it cannot read is copied where it wrote for it (mt.unknowns)
+    mask: str = option(",".join(MASKED), "Paragraphs: the placeholder kinds taken out of each "
+                       "sentence and put back by the alignment, comma-separated, of "
+                       f"{', '.join(PLACEHOLDERS)}; \"\" for none "
+                       "(docs/documents.md#placeholders).", commands=LINES)
 
     @property
-    def unmasked(self) -> tuple[str, ...]:
-        """The placeholder kinds no_mask names."""
-        return tuple(k.strip() for k in self.no_mask.split(",") if k.strip())
+    def masked(self) -> tuple[str, ...]:
+        """The placeholder kinds mask names."""
+        return tuple(k.strip() for k in self.mask.split(",") if k.strip())
 
     def problems(self) -> Iterator[Problem]:
         """Each field's range (its metadata), then the options that need each other."""
@@ -375,9 +390,9 @@ class DecodeConfig:
              "decode.nbest)"),
             (("decode.sampling", "decode.beam"), self.sampling == "none" or self.beam == 1,
              "decode.sampling draws one token at a time: it needs decode.beam 1"),
-            ("decode.no_mask", set(self.unmasked) <= set(PLACEHOLDERS),
-             f"decode.no_mask must name placeholder kinds, comma-separated: "
-             f"{', '.join(PLACEHOLDERS)} (not {self.no_mask!r})"),
+            ("decode.mask", set(self.masked) <= set(PLACEHOLDERS),
+             f"decode.mask must name placeholder kinds, comma-separated: "
+             f"{', '.join(PLACEHOLDERS)} (not {self.mask!r})"),
         ]
         yield from _failed(checks)
 
@@ -549,11 +564,24 @@ def _checked(raw: dict, blame: Callable[[str | tuple[str, ...]], str],
              checks: Sequence[Check] = ()) -> Config:
     if isinstance(raw.get("data"), dict):
         raw = {**raw, "data": _with_flat_keys_folded(raw["data"], blame)}
+    if isinstance(raw.get("decode"), dict) and "no_mask" in raw["decode"]:
+        raw = {**raw, "decode": _mask_from_no_mask(raw["decode"])}
     cfg = _dataclass_from(Config, raw, blame, "")
     for check in (_range_problems, *checks):
         for keys, message in check(cfg):
             raise ConfigError(f"{blame(keys)}: {message}")
     return cfg
+
+
+def _mask_from_no_mask(decode: dict) -> dict:
+    """A decode section written before decode.mask: its no_mask (the kinds left in, all
+    others masked) as the mask that means the same, so the runs of then still load."""
+    decode = dict(decode)
+    left = decode.pop("no_mask")
+    if "mask" not in decode and isinstance(left, str):
+        gone = {k.strip() for k in left.split(",")}
+        decode["mask"] = ",".join(k for k in PLACEHOLDERS if k not in gone)
+    return decode
 
 
 def _nearest(name: str, options: Iterable[str]) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mt.errors import DataError, FileSystemError, os_error_message
-from mt.log import warn
+from mt.log import info
 from mt.tokenizers import Tokenizer
 from mt.vocab import UNK, Vocab
 
@@ -178,7 +178,8 @@ class Matcher:
     def _set(self, sources: list, target_tokens: list, targets: list) -> None:
         self.sources, self.target_tokens, self.targets = sources, target_tokens, targets
         self.index = TermIndex(sources)
-        # target terms no output can hold: a token the vocabulary lacks (known without a search)
+        # target terms with a token the vocabulary lacks (known without a search): held through
+        # <unk> in its place (mt.unknowns writes the word), or by no output with decode.unk show
         self.unwritable = list(dict.fromkeys(
             t for (_, t), ids in zip(self.glossary.entries, targets) if UNK in ids))
 
@@ -213,15 +214,19 @@ class Matcher:
             del self._extended[next(iter(self._extended))]
         return made
 
-    def terms(self, entries: list[int]) -> list[list[int]]:
-        """The target terms (ids) a search can hold for these entries: not those with a
-        token the vocabulary lacks (the output would hold <unk>)."""
-        return [self.targets[e] for e in entries if UNK not in self.targets[e]]
+    def terms(self, entries: list[int], placeholders: bool = True) -> list[list[int]]:
+        """The target terms (ids) a search must hold for these entries, <unk> standing for a
+        token the vocabulary lacks (mt.unknowns writes it); without placeholders, not those."""
+        return [self.targets[e] for e in entries if placeholders or UNK not in self.targets[e]]
 
-    def missing(self, entries: list[int], output: list[int]) -> list[str]:
-        """The target terms of these entries that the output ids do not hold as whole tokens."""
+    def missing(self, entries: list[int], output: list[int], placeholders: bool = True
+                ) -> list[str]:
+        """The target terms of these entries that the output ids do not hold as whole tokens
+        (placeholders: <unk> standing for a token the vocabulary lacks; else such a term is
+        never held)."""
         return [self.glossary.entries[e][1] for e in entries
-                if UNK in self.targets[e] or not occurrences(output, self.targets[e])]
+                if (UNK in self.targets[e] and not placeholders)
+                or not occurrences(output, self.targets[e])]
 
     def _key(self, tokens: Sequence[str]) -> list[str]:
         return [t.casefold() for t in tokens] if self.ignore_case else list(tokens)
@@ -259,8 +264,9 @@ class Matchers:
         as the glossary is read: the vocabulary, not a translation, decides it."""
         if new := [t for t in matcher.unwritable if t not in self._warned]:
             self._warned.update(new)
-            warn(f"glossary: {len(new)} target term(s) have a token the model's target "
-                 f"vocabulary lacks, so no output can hold them: {quoted(new)}")
+            info(f"glossary: {len(new)} target term(s) have a word the model's target "
+                 f"vocabulary lacks, written where the search puts <unk> for it "
+                 f"(decode.unk show: left out): {quoted(new)}")
         return matcher
 
 

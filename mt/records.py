@@ -62,6 +62,9 @@ class Translation:
     # showed (mt.confidence.Calibration.flags): "coverage", "repetition", "length_ratio"
     flags: list[str] | None = None
     rejected: bool = False  # `mt translate --min-confidence`: below it, so text was emptied
+    # with decode.unk replace or forbid: what text holds where the model wrote <unk>, in order
+    # (mt.unknowns); None where it wrote none
+    unknowns: list[str] | None = None
 
 
 def format_nbest(index: int, translations: list[Translation]) -> str:
@@ -79,8 +82,9 @@ def record(src: str, translations: list[Translation], nbest: bool) -> dict:
     """One input line's JSON object (`mt translate --format jsonl`, `mt serve`): {"src",
     "text", "score"} of the best translation, its "alignment" (with decode.align) and
     "attention" (when asked for), with a glossary its "terms" (the active entries) and the
-    "missing" target terms, and with nbest every translation, best first, as
-    "nbest": [{"text", "score"}, ...] (each with its "alignment" and "missing")."""
+    "missing" target terms, "unknowns": what stands where the model wrote <unk>
+    (mt.unknowns), and with nbest every translation, best first, as "nbest": [{"text",
+    "score"}, ...] (each with its "alignment", "missing" and "unknowns")."""
     best = translations[0]
     fields = {"src": src, **_fields(best)}
     if best.terms is not None:
@@ -116,6 +120,8 @@ def _fields(t: Translation) -> dict:
         fields["alignment"] = t.alignment
     if t.missing is not None:
         fields["missing"] = t.missing
+    if t.unknowns is not None:
+        fields["unknowns"] = t.unknowns
     if t.features is not None:
         fields.update(confidence=t.confidence, features=t.features, words=t.words)
         if t.flags is not None:

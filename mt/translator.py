@@ -14,8 +14,8 @@ from typing import NamedTuple
 import numpy as np
 import torch
 
-from mt import confidence
-from mt.attention import Searched, attend
+from mt import confidence, own_words, unknowns
+from mt.attention import Searched, attend, labels
 from mt.checkpoint import Run, load_run
 from mt.compatibility import OWN_SEARCH, own_search_only
 from mt.config import DecodeConfig, corpus_configs, with_decode
@@ -42,6 +42,7 @@ from mt.records import AttentionSpec, Translation
 from mt.runs import Paths, as_paths, check_ensemble, refuse_exports
 from mt.terminology import MARKERS, annotate
 from mt.threads import Streams, translation_streams
+from mt.vocab import UNK
 
 CHUNK_LINES = 2000  # lines read, sorted and translated together: bounds memory on any input
 
@@ -100,7 +101,9 @@ class Plan:
     ids: list[list[int]] = field(default_factory=list)  # each line's source; [] if empty
     tokens: list[list[str]] = field(default_factory=list)  # as ids says (no lead)
     active: list[list[int]] = field(default_factory=list)  # its glossary's active entries
+    spans: list[list[tuple[int, int, int]]] = field(default_factory=list)  # matcher.spans's
     forced: list[list[int]] = field(default_factory=list)  # each prefix's ids; [] for none
+    forced_tokens: list[list[str]] = field(default_factory=list)  # as forced says
 
     def groups(self, rows: int, batch_tokens: int) -> list[list[int]]:
         """The lines with a source, shortest first, in groups of at most batch_tokens tokens
@@ -121,21 +124,51 @@ class Plan:
             return pad([self.forced[i] for i in group]).to(device)
         return None
 
-    def terms(self, group: list[int], cfg: DecodeConfig, device: torch.device) -> Terms | None:
-        """The target terms the group's outputs must hold (glossary_mode constrain or both)."""
-        if any(self.matchers[i] for i in group) and cfg.glossary_mode != "annotate":
-            return Terms.of([self.matchers[i].terms(self.active[i]) if self.matchers[i] else []
-                             for i in group], cfg.glossary_ordered, device)
-        return None
+    def constrained(self, group: list[int], cfg: DecodeConfig) -> bool:
+        """Whether the group's search holds terms (glossary_mode constrain or both)."""
+        return cfg.glossary_mode != "annotate" and any(self.matchers[i] for i in group)
+
+    def terms(self, group: list[int], cfg: DecodeConfig, device: torch.device,
+              blocked: list[list[list[int]]] | None = None) -> Terms | None:
+        """The target terms the group's outputs must hold (None where they hold none); a word
+        the vocabulary lacks is <unk> in its place, but with decode.unk show. blocked: per
+        line, per active entry, the ids it blocks while pending (mt.own_words)."""
+        if not self.constrained(group, cfg):
+            return None
+        terms = [self.matchers[i].terms(self.active[i], cfg.unk != "show")
+                 if self.matchers[i] else [] for i in group]
+        if blocked is not None and cfg.unk == "show":  # the entries terms() left out
+            blocked = [[own for e, own in zip(self.active[i], b, strict=True)
+                        if UNK not in self.matchers[i].targets[e]]
+                       for i, b in zip(group, blocked, strict=True)]
+        return Terms.of(terms, cfg.glossary_ordered, device, blocked)
+
+    def term_spans(self, i: int) -> list[own_words.Span]:
+        """Line i's active entries' source spans (the first of each) and target ids, in
+        the order of active."""
+        first = {}
+        for start, stop, e in self.spans[i]:
+            first.setdefault(e, (start, stop))
+        m = self.matchers[i]
+        return [(*first[e], m.targets[e]) for e in self.active[i]]
+
+    def term_words(self, i: int) -> list[unknowns.Term]:
+        """Line i's active glossary terms, ids and tokens (what a term's <unk> stands for)."""
+        m = self.matchers[i]
+        return [] if m is None else [(m.targets[e], m.target_tokens[e]) for e in self.active[i]]
+
+    def prefix_tokens(self, i: int) -> list[str]:
+        return self.forced_tokens[i] if self.forced_tokens else []
 
     def mark(self, group: list[int], found: list[list[Hypothesis]],
-             done: list[list[Translation]]) -> None:
-        """Each translation of a line with a glossary: its active entries, its missing terms."""
+             done: list[list[Translation]], placeholders: bool) -> None:
+        """Each translation of a line with a glossary: its active entries, its missing terms
+        (placeholders: a term's <unk> stands for its word the vocabulary lacks)."""
         for i, hyps, ts in zip(group, found, done, strict=True):
             if (matcher := self.matchers[i]) is not None:
                 for h, t in zip(hyps, ts, strict=True):
                     t.terms = [list(matcher.glossary.entries[e]) for e in self.active[i]]
-                    t.missing = matcher.missing(self.active[i], h.tokens)
+                    t.missing = matcher.missing(self.active[i], h.tokens, placeholders)
 
 
 class Translator:
@@ -379,8 +412,9 @@ class Translator:
     def _count_unkept(self, missing: list[str] | None, matcher: Matcher | None,
                       cfg: DecodeConfig) -> None:
         """Count a line missing a term it could hold (report warns of them); the terms no
-        output can hold were named when the glossary was read."""
-        cut = [t for t in missing or () if t not in matcher.unwritable]  # missing: a matcher's
+        output can hold (with decode.unk show) were named when the glossary was read."""
+        cut = [t for t in missing or ()  # missing: a matcher's
+               if cfg.unk != "show" or t not in matcher.unwritable]
         if cut:
             self._unkept += 1
             self._unkept_terms.update(dict.fromkeys(cut))
@@ -396,6 +430,7 @@ class Translator:
         for toks, matcher in zip(self.src_tok.tokenize_many(lines), matchers, strict=True):
             spans = matcher.spans(toks) if matcher else []
             plan.active.append(list(dict.fromkeys(e for _, _, e in spans)))
+            plan.spans.append(spans)
             if spans and cfg.glossary_mode != "constrain":  # as data.terminology trained it
                 toks = annotate(toks, spans, matcher.target_tokens, MARKERS)
             if len(toks) > room:
@@ -404,8 +439,9 @@ class Translator:
             plan.ids.append(plan.lead + self.run.src_vocab.encode(toks) if toks else [])
             plan.tokens.append(toks)
         # A prefix and <eos> must fit the model's positions after <bos>.
-        plan.forced = [self.run.tgt_vocab.encode(toks[: self.max_src - 1])
-                       for toks in self.tgt_tok.tokenize_many(prefixes or [])]
+        plan.forced_tokens = [toks[: self.max_src - 1]
+                              for toks in self.tgt_tok.tokenize_many(prefixes or [])]
+        plan.forced = [self.run.tgt_vocab.encode(toks) for toks in plan.forced_tokens]
         return plan
 
     def _decode(self, plan: Plan, cfg: DecodeConfig, scored: bool,
@@ -413,20 +449,34 @@ class Translator:
         """One group of the plan's lines through the engine, and their translations with what
         the call asked for: glossary terms, word alignments, attention, confidence."""
         src, prefix = plan.source(group, self.device), plan.prefix(group, self.device)
-        terms = plan.terms(group, cfg, self.device)
-        memory = None
-        if cfg.align or attention or cfg.confidence:  # encoded once: search and passes
+        memory, blocked = None, None
+        replacing = (cfg.glossary_replace and self.model is not None
+                     and plan.constrained(group, cfg))
+        if cfg.align or attention or cfg.confidence or replacing:  # encoded once for all
             with torch.no_grad():
                 memory = self.model.encode(src, self.model.src_mask(src))
+        if replacing:  # the model's own words for each term's source: not beside the term
+            blocked = own_words.own_words(
+                self.engine, SearchRequest(src, cfg, prefix, memory=memory), len(plan.lead),
+                [plan.term_spans(i) for i in group])
+        terms = plan.terms(group, cfg, self.device, blocked)
         # the search keeps the alignment's attention and the confidence's record as it goes
         # (no second pass), where the engine can
         found = search_with(self.engine, SearchRequest(
             src, cfg, prefix, terms, memory, scored,
             attention=bool(cfg.align and not attention), trace=cfg.confidence))
-        done = [[Translation(self.detokenize(h.tokens), h.score) for h in hyps]
-                for hyps in found]
-        plan.mark(group, found, done)
-        batch = Searched(src, len(plan.lead), memory, found, done)
+        batch = Searched(src, len(plan.lead), memory, found, [])
+        if cfg.unk == "show":
+            written = [(self.run.tgt_vocab.decode(y), []) for y in batch.outputs]
+        else:
+            written = unknowns.written(
+                self.model, batch, [plan.tokens[i] for i in group],
+                [plan.prefix_tokens(i) for i in group], [plan.term_words(i) for i in group],
+                self.run.tgt_vocab, functools.partial(labels, tokenizer=self.src_tok))
+        it = iter(written)
+        batch.out = done = [[self._translation(*next(it), h.score) for h in hyps]
+                            for hyps in found]
+        plan.mark(group, found, done, cfg.unk != "show")
         if cfg.align or attention:
             attend(self.model, batch, [plan.tokens[i] for i in group], cfg.align, attention,
                    self.src_tok, self.tgt_tok, self.run.tgt_vocab)
@@ -444,11 +494,12 @@ class Translator:
             raise ConfigError(f"decode.tag {tag}: not a tag of this model ({have})")
         return self.run.src_vocab.stoi[tag]
 
-    def detokenize(self, ids: list[int]) -> str:
-        """Output ids to one line of text."""
-        text = self.tgt_tok.detokenize(self.run.tgt_vocab.decode(ids))
+    def _translation(self, tokens: list[str], replaced: list[str], score: float) -> Translation:
+        """An output's tokens (its <unk>s replaced by `replaced`) as a Translation."""
+        text = self.tgt_tok.detokenize(tokens)
         # Only plain spaces inside a line, so no reader splits it into two.
-        return " ".join(text.split())
+        return Translation(" ".join(text.split()), score,
+                           unknowns=labels(replaced, self.tgt_tok) if replaced else None)
 
     def translate_stream(self, lines: Iterable[str], prefix: Iterable[str] | None = None,
                          glossary: GlossaryLike = None,

@@ -47,7 +47,7 @@ TINY = [
     "train.warmup=100", "train.eval_every=100", "train.log_every=20", "train.max_epochs=4",
 ]
 # Fixtures that train a model (seconds to a minute each): every test using one is slow.
-TRAINED = {"tiny_run", "spm_run"}
+TRAINED = {"tiny_run", "spm_run", "unk_run"}
 
 
 def pytest_collection_modifyitems(items):
@@ -115,7 +115,9 @@ SPM = [*TINY, "data.tokenizer=sentencepiece", "data.shared_vocab=true", "data.vo
 # Models trained once per test session, whatever the number of xdist workers (shared_run):
 # fixture -> the --set values of its training (in the directory named without "_run").
 SHARED_RUNS = {"tiny_run": TINY, "other_run": [*TINY, "train.seed=2", "train.max_epochs=2"],
-               "spm_run": SPM}
+               "spm_run": SPM,
+               # vocabularies of 70 tokens a side: the model learns to write <unk>
+               "unk_run": [*TINY, "data.max_size=70"]}
 NEEDED: set[str] = set()  # those the session's tests use (pytest_collection_finish)
 TRIED: set[str] = set()  # those this process trained while it waited for another
 

@@ -94,19 +94,19 @@ def test_a_keep_pattern_that_backtracks_without_end_is_one_line_within_seconds(
     assert r.code == 0 and time.monotonic() - started < 30
 
 
-def test_no_mask_leaves_numbers_to_the_model_and_jsonl_shows_the_sentences_as_written(
+def test_numbers_are_left_to_the_model_unless_masked_and_jsonl_shows_the_sentences_as_written(
         cli, tmp_path, tiny_run):
     src = tmp_path / "in.txt"
     src.write_text("Yesterday we saw forty two red dogs. I need 25 books.\n", encoding="utf-8")
     masked = json.loads(cli("translate", tiny_run, "-i", src, "--split-sentences", "--format",
-                            "jsonl").out)
+                            "jsonl", "--mask", "number").out)
     assert [s["src"] for s in masked["sentences"]] == ["Yesterday we saw forty two red dogs.",
                                                       "I need 25 books."]
-    r = cli("translate", tiny_run, "-i", src, "--split-sentences", "--no-mask", "number")
+    r = cli("translate", tiny_run, "-i", src, "--split-sentences")
     one = cli("translate", tiny_run, stdin=b"I need 25 books.\n").out.strip()
     assert r.code == 0 and r.out.rstrip("\n").endswith(one), (r.out, one)
-    r = cli("translate", tiny_run, "-i", src, "--split-sentences", "--no-mask", "numbers")
-    assert r.code == 3 and "--no-mask numbers: decode.no_mask must name" in r.err
+    r = cli("translate", tiny_run, "-i", src, "--split-sentences", "--mask", "numbers")
+    assert r.code == 3 and "--mask numbers: decode.mask must name" in r.err
     assert r.err.count("\n") == 1 and not r.out
 
 

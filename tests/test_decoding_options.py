@@ -62,7 +62,8 @@ def test_mt_translate_flags_reach_the_decode_config(cli, monkeypatch, tmp_path):
     args = []
     for f in FIELDS:
         value = changed(f)
-        args += ["--" + f.name.replace("_", "-"), *([value] if value else [])]
+        flag = ("no-" if f.default is True else "") + f.name.replace("_", "-")  # turned off
+        args += ["--" + flag, *([value] if value else [])]
     assert cli("translate", tmp_path, *args).code == 0
     assert list(seen) == [f.name for f in FIELDS]
     for f in FIELDS:

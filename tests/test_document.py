@@ -65,16 +65,18 @@ def test_an_unknown_format_is_a_config_error_naming_the_known_ones(translator):
 
 def test_numbers_left_to_the_model_and_each_sentence_as_written(translator):
     text = "Yesterday we saw forty two red dogs. I need 25 books."
-    masked = translate_document(translator, text)
-    assert [s for s, _ in masked.sentences] == ["Yesterday we saw forty two red dogs.",
-                                                "I need 25 books."]  # not "I need books."
-    assert masked.text.count("25") == 1
-    left = translate_document(translator, text, no_mask="number")
-    assert [s for s, _ in left.sentences] == [s for s, _ in masked.sentences]
+    left = translate_document(translator, text)
+    assert [s for s, _ in left.sentences] == ["Yesterday we saw forty two red dogs.",
+                                              "I need 25 books."]  # not "I need books."
+    # the toy model never saw a digit: 25 is copied where it wrote for it (mt.unknowns)
     assert left.sentences[1][1].text == translator.translate(["I need 25 books."])[0]
-    with pytest.raises(ConfigError, match="decode.no_mask must name placeholder kinds, "
+    assert left.text.count("25") == 1 and left.sentences[1][1].unknowns == ["25"]
+    masked = translate_document(translator, text, mask="number")
+    assert [s for s, _ in masked.sentences] == [s for s, _ in left.sentences]
+    assert masked.text.count("25") == 1 and masked.sentences[1][1].unknowns is None
+    with pytest.raises(ConfigError, match="decode.mask must name placeholder kinds, "
                                           "comma-separated: template, url, email, number"):
-        translate_document(translator, text, no_mask="numbers")
+        translate_document(translator, text, mask="numbers")
 
 
 def test_a_paragraph_is_translated_sentence_by_sentence(translator):
@@ -91,9 +93,15 @@ def test_placeholders_never_reach_the_model_and_come_back_once(translator):
     done = translate_document(translator, text, beam=2)
     assert [s for s, _ in done.sentences] == [text]  # as written
     assert Document(text, "text", settings(translator)).inputs == [
-        "Yesterday we saw red dogs at for."]  # as the model saw it
+        "Yesterday we saw 42 red dogs at for."]  # as the model saw it: numbers left in
+    every = translator.check_options(mask="template,url,email,number")
+    assert Document(text, "text", settings(translator, cfg=every)).inputs == [
+        "Yesterday we saw red dogs at for."]
     for kept in ("42", "https://x.org/?a=1", "{user}"):
         assert done.text.count(kept) == 1
+    masked = translate_document(translator, text, beam=2, mask="template,url,email,number")
+    for kept in ("42", "https://x.org/?a=1", "{user}"):
+        assert masked.text.count(kept) == 1
 
 
 def test_html_nested_100_deep_is_translated_and_deeper_is_a_data_error(translator):

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from mt.config import PLACEHOLDERS
+from mt.config import MASKED, PLACEHOLDERS
 from mt.document.placeholders import KINDS, compile_keep, find, mask
 from mt.errors import DataError, UsageError
 
@@ -37,8 +37,10 @@ def test_a_wrong_pattern_is_a_usage_error_naming_it():
 def test_a_kind_left_to_the_model_is_not_found():
     text = "Mail a@b.org about 25 books at https://x.org"
     assert [text[a:b] for a, b in find(text)] == ["a@b.org", "25", "https://x.org"]
-    assert [text[a:b] for a, b in find(text, unmasked=("number", "url"))] == ["a@b.org"]
-    assert set(KINDS) == set(PLACEHOLDERS)  # decode.no_mask names them (mt.config)
+    assert [text[a:b] for a, b in find(text, masked=("email",))] == ["a@b.org"]
+    assert [text[a:b] for a, b in find(text, masked=MASKED)] == ["a@b.org", "https://x.org"]
+    assert find(text, masked=()) == []
+    assert set(KINDS) == set(PLACEHOLDERS)  # decode.mask names them (mt.config)
 
 
 def test_a_pattern_that_backtracks_without_end_is_a_data_error_within_its_limit():
@@ -67,3 +69,10 @@ def test_offsets_of_the_source_map_into_the_masked_text():
     assert m.points[0].at == 6 and m.text[6:] == "for more"
     assert m.offset(0) == 0 and m.offset(10) == 6  # inside what was taken out: where it went
     assert m.offset(text.index("more")) == m.text.index("more")
+
+
+def test_a_run_written_with_no_mask_loads_with_the_mask_it_meant():
+    from mt.config import config_from_dict
+
+    assert config_from_dict({"decode": {"no_mask": "number"}}).decode.mask == "template,url,email"
+    assert config_from_dict({"decode": {"no_mask": ""}}).decode.mask == ",".join(PLACEHOLDERS)

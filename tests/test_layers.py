@@ -25,7 +25,7 @@ LAYERS = [
     ["config"],
     ["data", "buckets", "mixing", "token_cache", "cached_mix", "filters", "audit", "kernels",
      "model", "loss", "decoding", "glossary", "terminology", "metrics", "records",
-     "attention", "confidence", "corpora", "compatibility"],
+     "attention", "unknowns", "own_words", "confidence", "corpora", "compatibility"],
     ["checkpoint", "runs", "ensemble", "translator", "ct2", "hf"],
     ["train", "serve", "document"],
     ["commands"],

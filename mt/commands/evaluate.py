@@ -55,6 +55,12 @@ def report(r: dict) -> str:
     if "term_use" in r:
         lines.append(f"term use rate = {r['term_use']:.2f}%  ({r['terms_active']} active "
                      "glossary entries)")
+        if r["terms_active_unk"]:
+            lines.append(f"  of which {r['terms_active_unk']} with a word the vocabulary lacks: "
+                         f"{r['term_use_unk']:.2f}%; the others {r['term_use_known']:.2f}%")
+    if r.get("unknowns"):
+        lines.append(f"<unk> replaced = {r['unknowns']} in {r['unknown_lines']} line(s) "
+                     "(decode.unk; what was written: --format jsonl's \"unknowns\")")
     return "\n".join(lines)
 
 
@@ -87,18 +93,26 @@ def evaluate(run_path: Paths, split: str = "test", src: str | None = None,
     if "bleu_moses_lc" not in result:
         info('BLEU on lowercased Moses tokens left out: it needs sacremoses '
              '(pip install "mt[moses]")')
-    result.update(src=str(source.paths[0]), ref=str(source.paths[-1]), step=run.step)
+    result.update(src=str(source.paths[0]), ref=str(source.paths[-1]), step=run.step,
+                  unknowns=sum(len(t.unknowns or ()) for t in found),
+                  unknown_lines=sum(bool(t.unknowns) for t in found))
     if glossary is not None:
-        result.update(term_use(found))
+        result.update(term_use(found, set(translator.matcher(glossary).unwritable)))
     return result
 
 
-def term_use(found: list[Translation]) -> dict:
+def term_use(found: list[Translation], outside: set[str] = frozenset()) -> dict:
     """The term use rate: the share (%) of the active glossary entries whose target term the
-    output holds as whole tokens, and the count of active entries."""
-    active = sum(len(t.terms) for t in found)
-    held = active - sum(len(t.missing) for t in found)
-    return {"term_use": 100.0 * held / active if active else 100.0, "terms_active": active}
+    output holds as whole tokens, and the count of active entries; the same for those whose
+    target term has a word the vocabulary lacks (outside: those terms) and for the others."""
+    out = {}
+    for suffix, which in (("", lambda term: True), ("_unk", lambda term: term in outside),
+                          ("_known", lambda term: term not in outside)):
+        active = sum(sum(which(target) for _, target in t.terms) for t in found)
+        held = active - sum(sum(which(term) for term in t.missing) for t in found)
+        out.update({f"term_use{suffix}": 100.0 * held / active if active else 100.0,
+                    f"terms_active{suffix}": active})
+    return out
 
 
 def check_files(src: str | None, ref: str | None, pairs: str | None) -> None:

@@ -102,6 +102,8 @@ class CTranslate2Engine:
                 length_penalty=cfg.length_penalty if alpha is None else alpha,
                 no_repeat_ngram_size=cfg.no_repeat_ngram, **sampling,
                 suppress_sequences=[[self.tgt_vocab.itos[PAD]]],  # as mt's search: never <pad>
+                # no attention here to replace an <unk> with (mt.unknowns): never write one
+                disable_unk=cfg.unk != "show",
                 target_prefix=prefixes and [prefixes[i] for i in group])
             for i, r in zip(group, results, strict=True):
                 out[i] = [Hypothesis(self.tgt_vocab.encode(h), float("nan"))

@@ -13,7 +13,7 @@ import torch
 
 from mt.config import DecodeConfig
 from mt.decoding.lexical import Terms, TermState
-from mt.vocab import EOS, PAD
+from mt.vocab import EOS, PAD, UNK
 
 
 def max_lengths(src_mask: torch.Tensor, a: float, b: int, limit: int) -> torch.Tensor:
@@ -62,13 +62,16 @@ def with_prefix(limits: torch.Tensor, prefix: torch.Tensor | None) -> torch.Tens
 class Constraints:
     """What a search may not choose freely, in one place: greedy, sampling and beam search
     call `apply` on every step's scores. Per row of the search (a sentence, a sample or a
-    beam): no <eos> before min_len, no repeated n-gram (no_repeat_ngram), no <eos> before its
-    terms are met (beam search with terms), <eos> and nothing else at its length limit, and
-    inside a forced prefix its token and nothing else, scored as the model scores it. A new
-    constraint is a field here and a few lines in `apply`.
+    beam): no <unk> where decode.unk forbids it (but in a term that holds one: a word the
+    vocabulary lacks), none of the words its terms block (mt.own_words), no <eos> before
+    min_len, no repeated n-gram (no_repeat_ngram), no <eos> before its terms are met (beam
+    search with terms), <eos> and nothing else at its length limit, and inside a forced
+    prefix its token and nothing else, scored as the model scores it. A new constraint is a
+    field here and a few lines in `apply`.
 
     limits (R,): each row's length limit (with_prefix, and the terms' tokens), prefix (R, P)
     or None; `rows` in apply index them. terms: what beam search must hold (mt.decoding.lexical).
+    no_unk (R,) bool: the rows that may not write <unk>; None: all may.
     """
 
     limits: torch.Tensor
@@ -76,6 +79,7 @@ class Constraints:
     min_len: int = 0
     no_repeat_ngram: int = 0
     terms: Terms | None = None
+    no_unk: torch.Tensor | None = None
 
     def __post_init__(self):
         self.first_limit = int(self.limits.min())  # no row must end before this step
@@ -91,10 +95,16 @@ class Constraints:
         if terms is not None:  # room for the prefix and every term after it
             held = 0 if prefix is None else (prefix != PAD).sum(1)
             limits = torch.maximum(limits, held + terms.tokens()).clamp(max=max_positions - 1)
+        no_unk = None
+        if cfg.unk == "forbid":
+            no_unk = torch.ones_like(limits, dtype=torch.bool)
+            if terms is not None:
+                no_unk &= ~(terms.ids == UNK).flatten(1).any(1)
         if copies > 1:
             limits = limits.repeat_interleave(copies)
             prefix = None if prefix is None else prefix.repeat_interleave(copies, 0)
-        return cls(limits, prefix, cfg.min_len, cfg.no_repeat_ngram, terms)
+            no_unk = None if no_unk is None else no_unk.repeat_interleave(copies)
+        return cls(limits, prefix, cfg.min_len, cfg.no_repeat_ngram, terms, no_unk)
 
     def apply(self, scores: torch.Tensor, t: int, hyp: torch.Tensor, rows: torch.Tensor,
               state: TermState | None = None) -> torch.Tensor:
@@ -107,8 +117,11 @@ class Constraints:
             kept = scores.gather(1, want.clamp(min=0)[:, None])  # (r, 1)
         eos = scores[:, EOS].clone() if t >= self.first_limit else None
         scores = block_repeats(_forbid(scores, t, self.min_len), hyp, self.no_repeat_ngram)
+        if self.no_unk is not None:
+            scores[:, UNK] = scores[:, UNK].masked_fill(self.no_unk[rows], float("-inf"))
         if state is not None:  # no end before the terms (the length limit below still wins)
             scores[:, EOS] = scores[:, EOS].masked_fill(~state.complete, float("-inf"))
+            scores = self.terms.block(scores, state)
         # Only the rows concerned are rewritten, not every row at every step.
         if eos is not None:  # rows at their limit must end now: <eos> (even before min_len)
             end = (self.limits[rows] <= t).nonzero().squeeze(1)

@@ -50,29 +50,49 @@ class TermState:
 @dataclass
 class Terms:
     """The terms each sentence's output must hold: ids (B, C, L) padded with -1, lengths
-    (B, C) (0 for padding), ordered: met only in the order given."""
+    (B, C) (0 for padding), ordered: met only in the order given; blocked (B, C, M) padded
+    with -1, or None: the tokens no row of the sentence may write (mt.own_words)."""
 
     ids: torch.Tensor
     lengths: torch.Tensor
     ordered: bool = False
+    blocked: torch.Tensor | None = None
 
     @classmethod
-    def of(cls, terms: list[list[list[int]]], ordered: bool, device: torch.device | str
-           ) -> Terms | None:
-        """Per sentence, its terms' target ids -> Terms; None when no sentence has one (the
-        search is then the unconstrained one, exactly). A term given twice is held once."""
-        terms = [list(dict.fromkeys(map(tuple, t))) for t in terms]
-        C = max((len(t) for t in terms), default=0)
+    def of(cls, terms: list[list[list[int]]], ordered: bool, device: torch.device | str,
+           blocked: list[list[list[int]]] | None = None) -> Terms | None:
+        """Per sentence, its terms' target ids (and the ids each blocks) -> Terms; None when
+        no sentence has one (the search is then the unconstrained one, exactly). A term given
+        twice is held once (blocking what both block)."""
+        per: list[dict[tuple, set]] = []
+        for b, sentence in enumerate(terms):
+            per.append({})
+            for c, term in enumerate(sentence):
+                per[-1].setdefault(tuple(term), set()).update(blocked[b][c] if blocked else ())
+        C = max((len(t) for t in per), default=0)
         if C == 0:
             return None
-        L = max(len(term) for t in terms for term in t)
-        ids = torch.full((len(terms), C, L), NONE, dtype=torch.long)
-        lengths = torch.zeros(len(terms), C, dtype=torch.long)
-        for b, sentence in enumerate(terms):
-            for c, term in enumerate(sentence):
+        L = max(len(term) for t in per for term in t)
+        M = max((len(x) for t in per for x in t.values()), default=0)
+        ids = torch.full((len(per), C, L), NONE, dtype=torch.long)
+        lengths = torch.zeros(len(per), C, dtype=torch.long)
+        block = torch.full((len(per), C, M), NONE, dtype=torch.long)
+        for b, sentence in enumerate(per):
+            for c, (term, own) in enumerate(sentence.items()):
                 ids[b, c, : len(term)] = torch.tensor(term, dtype=torch.long)
                 lengths[b, c] = len(term)
-        return cls(ids.to(device), lengths.to(device), ordered)
+                block[b, c, : len(own)] = torch.tensor(sorted(own), dtype=torch.long)
+        return cls(ids.to(device), lengths.to(device), ordered, block.to(device) if M else None)
+
+    def block(self, scores: torch.Tensor, st: TermState) -> torch.Tensor:
+        """In place on the next-token scores (r, V) of rows in states st: -inf for the tokens
+        their sentence's terms block."""
+        if self.blocked is None:
+            return scores
+        own = self.blocked[st.sent]  # (r, C, M)
+        row, c, m = (own >= 0).nonzero().unbind(-1)
+        scores[row, own[row, c, m]] = float("-inf")
+        return scores
 
     def tokens(self) -> torch.Tensor:
         """(B,) the term tokens each sentence's output must hold."""

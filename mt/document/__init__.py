@@ -80,7 +80,7 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
     """How a translator's documents are read with its decoding options (cfg; None: its own):
     its source language's sentence splitter (and its run's sentence starters, unless
     decode.ignore_starters), its longest source (model.max_positions, less a tag's token),
-    keep, and the placeholder kinds decode.no_mask leaves to the model."""
+    keep, and the placeholder kinds decode.mask takes out of the sentences."""
     cfg = cfg or translator.decoding
     room = translator.max_src - bool(cfg.tag)
 
@@ -90,7 +90,7 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
     starters = [] if cfg.ignore_starters else translator.run.starters
     begins = starts_sentence(starters, translator.src_tok.tokenize) if starters else None
     return Settings(translator.run.cfg.data.src_lang, True, too_long, tuple(keep), str, begins,
-                    cfg.unmasked)
+                    cfg.masked)
 
 
 def _settings(translator: Translator, keep: Sequence[str], decode: dict) -> Settings:

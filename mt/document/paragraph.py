@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from mt.config import PLACEHOLDERS
 from mt.document.placeholders import find, mask
 from mt.document.placement import Anchor, Element, Layout, Leaf, Source, place, render
 from mt.document.segment import split
@@ -21,7 +22,7 @@ class Settings:
     break ends a sentence (plain text: yes; HTML: no), whether a sentence is too long for the
     model, the user's --keep patterns, how translated text is escaped (HTML), whether a
     word begins a sentence after another (the run's sentence starters), and the placeholder
-    kinds left to the model (decode.no_mask)."""
+    kinds taken out of the sentences (decode.mask)."""
 
     lang: str
     lines: bool = True
@@ -29,7 +30,7 @@ class Settings:
     keep: Sequence[re.Pattern] = ()
     escape: Callable[[str], str] = str
     begins: Callable[[str], bool] | None = None
-    unmasked: Sequence[str] = ()
+    masked: Sequence[str] = PLACEHOLDERS
 
 
 class Paragraph:
@@ -38,7 +39,7 @@ class Paragraph:
 
     def __init__(self, text: str, settings: Settings, root: Element | None = None):
         self.text, self.escape = text, settings.escape
-        spans = find(text, settings.keep, settings.unmasked)
+        spans = find(text, settings.keep, settings.masked)
         self.sentences = split(text, settings.lang, settings.lines, settings.too_long, spans,
                                settings.begins)
         found = [[(a - s.start, b - s.start) for a, b in spans if s.start <= a < s.end]

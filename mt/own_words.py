@@ -1,0 +1,52 @@
+"""The words a model would write for a glossary term's source, so that a constrained search
+writes the term in their place rather than beside them (decode.glossary_replace).
+
+Lexically constrained beam search holds a term somewhere in the output; nothing in it stops the
+model from also writing its own translation of the term's source ("A man is getting ready to
+the guy." for Mann -> guy). So, before the constrained search, the model translates the lines
+with a term greedily and without terms; each output token whose step attends most to a term's
+source span (all decoder layers and heads averaged: the word alignment's weights,
+mt.decoding.align) is one of the model's own words for that term. The constrained search may
+not write those anywhere in that line (mt.decoding.constraints), so it writes the term where
+the model would have written them. (Blocked only while the term is pending, the model wrote
+the term early, where it fits worst, and its own word after it: the toy model's "Wir
+Pudelhunde zwei und vierzig rote Hunde.")
+
+Shapes: B rows, S source tokens, T target tokens.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from mt.decoding import align
+from mt.decoding.engines import Engine, search_with
+from mt.decoding.request import Memory, SearchRequest
+from mt.vocab import EOS
+
+Span = tuple[int, int, list[int]]  # a term's source tokens [start, stop) and its target ids
+
+
+@torch.no_grad()
+def own_words(engine: Engine, request: SearchRequest, lead: int, spans: list[list[Span]]
+              ) -> list[list[list[int]]]:
+    """Per row of request.src (B, S), per span of spans[b]: the ids the model's own greedy
+    translation (request's prefix, no terms) writes for that source span, but the term's own
+    ids. request.memory: the encoder output, or None (encoded here)."""
+    memory: Memory = request.memory
+    if memory is None:
+        memory = engine.model.encode(request.src, engine.model.src_mask(request.src))
+    greedy = replace(request.cfg, beam=1, nbest=1, sampling="none", samples=1)
+    found = search_with(engine, SearchRequest(request.src, greedy, request.prefix, None,
+                                              memory, False))
+    outputs = [hyps[0].tokens for hyps in found]
+    weights = align.cross_attention(engine.model, request.src, outputs, memory=memory)
+    out = []
+    for row, y, w in zip(spans, outputs, weights, strict=True):
+        at = w[:, lead:].argmax(-1).tolist() if y else []  # (T,) each token's source token
+        out.append([sorted({t for t, a in zip(y, at, strict=True)
+                            if start <= a < stop and t not in term and t != EOS})
+                    for start, stop, term in row])
+    return out
