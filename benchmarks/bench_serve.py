@@ -53,9 +53,10 @@ class Served:
     """`mt serve RUN ARGS --port 0` in a subprocess, from the line saying where it listens to
     stop(): url, and every line of its stderr so far in log."""
 
-    def __init__(self, run: str | Path, *args: str, env: dict | None = None,
+    def __init__(self, run: str | Path | None, *args: str, env: dict | None = None,
                  timeout: float = 300, cwd: Path = ROOT):
-        command = [sys.executable, "-m", "mt", "serve", str(run), "--port", "0", *args]
+        runs = [] if run is None else [str(run)]  # None: ARGS name the pairs (--model)
+        command = [sys.executable, "-m", "mt", "serve", *runs, "--port", "0", *args]
         self.process = subprocess.Popen(command, cwd=cwd, stdin=subprocess.DEVNULL,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                         text=True, env={**os.environ, **(env or {})})

@@ -413,7 +413,16 @@ def _proxies(value: str) -> tuple[str, ...]:
 @app.command(cls=Decoding)
 def serve(
     ctx: typer.Context,
-    runs: list[Path] = typer.Argument(..., help=RUNS_HELP, metavar="RUN..."),
+    runs: list[Path] = typer.Argument(None, help=RUNS_HELP + " One language pair, the "
+                                      "run's; or leave out and give --model.",
+                                      metavar="RUN...", show_default=False),
+    model: list[str] = typer.Option([], "--model", metavar="SRC-TGT=RUN[,RUN]",
+                                    help="A language pair and its run (several runs: an "
+                                    "ensemble), e.g. de-en=runs/a; repeat for each pair "
+                                    "served. Instead of RUN.", show_default=False),
+    state_dir: Path = typer.Option(None, "--state-dir", help="Where the DeepL API's "
+                                   "glossaries are kept across restarts (default: in memory "
+                                   "only)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to listen on; 0.0.0.0: "
                              "every interface (reachable from other machines)."),
     port: int = typer.Option(8000, "--port", min=0, max=65535,
@@ -452,7 +461,11 @@ def serve(
         "Default: none; every client is its connection's address."),
 ) -> None:
     """Keep the model loaded and translate over HTTP: POST /translate (JSON), GET /health,
-    GET /info, and a page at / to try it (docs/serve.md).
+    GET /info, and a page at / to try it (docs/serve.md); LibreTranslate's API (/translate,
+    /languages, /translate_file) and DeepL's (/v2/...) too, for their clients.
+
+    One run serves its language pair; --model serves several, e.g. --model de-en=runs/a
+    --model en-de=runs/b,runs/c, each request routed by its source and target.
 
     Requests that arrive together are translated together. The decoding options here are the
     server's defaults; a request may give its own. SIGTERM or Ctrl-C answers the requests in
@@ -464,9 +477,10 @@ def serve(
 
     options = TranslateOptions(device=_device(device), engine=engine, overrides=tuple(set_),
                                decode=decoding(ctx), threads=threads)
-    run_server(runs, options,
+    run_server(runs or None, options,
                ServeOptions(host, port, max_lines, max_chars, batch_wait_ms, api_key_file,
-                            lines_per_minute, grace, full_info, forwarded_allow_ips))
+                            lines_per_minute, grace, full_info, forwarded_allow_ips,
+                            tuple(model), state_dir))
 
 
 @app.command("export")

@@ -47,7 +47,7 @@ TINY = [
     "train.warmup=100", "train.eval_every=100", "train.log_every=20", "train.max_epochs=4",
 ]
 # Fixtures that train a model (seconds to a minute each): every test using one is slow.
-TRAINED = {"tiny_run", "spm_run", "unk_run"}
+TRAINED = {"tiny_run", "spm_run", "unk_run", "reverse_run"}
 
 
 def pytest_collection_modifyitems(items):
@@ -117,7 +117,9 @@ SPM = [*TINY, "data.tokenizer=sentencepiece", "data.shared_vocab=true", "data.vo
 SHARED_RUNS = {"tiny_run": TINY, "other_run": [*TINY, "train.seed=2", "train.max_epochs=2"],
                "spm_run": SPM,
                # vocabularies of 70 tokens a side: the model learns to write <unk>
-               "unk_run": [*TINY, "data.max_size=70"]}
+               "unk_run": [*TINY, "data.max_size=70"],
+               # the toy corpus the other way, German to English: a second pair to serve
+               "reverse_run": [*TINY, "data.src_lang=de", "data.tgt_lang=en"]}
 NEEDED: set[str] = set()  # those the session's tests use (pytest_collection_finish)
 TRIED: set[str] = set()  # those this process trained while it waited for another
 
@@ -182,6 +184,12 @@ def _train_meanwhile(shared: Path, wanted: str) -> bool:
 def tiny_run(tmp_path_factory) -> Path:
     """A tiny model trained for real on the toy corpus (shared by all tests that only read it)."""
     return shared_run(tmp_path_factory, "tiny_run")
+
+
+@pytest.fixture(scope="session")
+def reverse_run(tmp_path_factory) -> Path:
+    """The tiny model trained the other way, German to English (mt serve's second pair)."""
+    return shared_run(tmp_path_factory, "reverse_run")
 
 
 @pytest.fixture(scope="session")

@@ -10,8 +10,8 @@ import torch
 
 from mt.commands.info import run_info, tokenizer_info
 from mt.commands.options import TranslateOptions
-from mt.errors import MTError
-from mt.log import info
+from mt.errors import ConfigError, MTError, UsageError
+from mt.log import info as info_line
 from mt.runs import Paths, as_paths
 from mt.serve import require
 from mt.threads import follow_load
@@ -38,15 +38,19 @@ class ServeOptions:
     full_info: bool = False  # GET /info: `mt info --json`'s object, paths included
     # proxies whose X-Forwarded-For names the client (mt.serve.access.proxies); none: no one's
     forwarded_allow_ips: tuple[str, ...] = ()
+    # --model SRC-TGT=RUN[,RUN]: several pairs (mt.serve.pairs.parse_model), instead of runs
+    models: tuple[str, ...] = ()
+    state_dir: Path | None = None  # where the DeepL API's glossaries are kept; None: memory
 
 
-def serve(runs: Paths, options: TranslateOptions = TranslateOptions(),
+def serve(runs: Paths | None, options: TranslateOptions = TranslateOptions(),
           server: ServeOptions = ServeOptions()) -> dict:
     """Serve until stopped; returns the count of requests begun and answered.
 
-    runs: one run (or checkpoint, or export), or several as an ensemble (Translator.load). The
-    API keys are read, and the port taken, before the model loads (a ServerError, exit 8, if
-    it cannot be); then one line says where the server listens: `serving RUN on
+    runs: one run (or checkpoint, or export), or several as an ensemble (Translator.load): one
+    pair, the run's languages; or None, and server.models names the pairs (each loaded once).
+    The API keys are read, and the port taken, before the models load (a ServerError, exit 8,
+    if it cannot be); then one line says where the server listens: `serving RUN on
     http://HOST:PORT/ ...`.
     options.overrides and options.decode are the server's decoding defaults (a request may
     change them for itself; decode.batch_tokens is CALL_BUDGET times the run's unless given);
@@ -55,10 +59,11 @@ def serve(runs: Paths, options: TranslateOptions = TranslateOptions(),
     require()  # the missing extra: one line, before anything else
     from mt.serve.access import Access, read_keys
     from mt.serve.app import Limits, create_app
+    from mt.serve.pairs import Pairs
     from mt.serve.server import bind, url
     from mt.serve.server import serve as run_server
 
-    runs = as_paths(runs)
+    specs = pair_specs(runs, server.models)
     access = Access(read_keys(server.api_key_file) if server.api_key_file else [],
                     server.lines_per_minute)
     sock = bind(server.host, server.port)
@@ -66,30 +71,66 @@ def serve(runs: Paths, options: TranslateOptions = TranslateOptions(),
         # The batcher's thread runs the model, and is to be the only one with a team of OpenMP
         # threads: libgomp hardly spins when it manages more threads than there are cores, so
         # a second team makes every parallel region wake sleeping threads (1.4x the time of a
-        # translation, docs/serve.md#threads). The model loads on one thread here.
+        # translation, docs/serve.md#threads). The models load on one thread here.
         cap = torch.get_num_threads()
         torch.set_num_threads(1)
-        translator = Translator.load(runs, options.device, options.engine, options.overrides,
-                                    **options.decode)
-        if not options.given("decode.batch_tokens"):
-            translator = translator.with_options(
-                batch_tokens=CALL_BUDGET * translator.decoding.batch_tokens)
-        about = [model_info(path, translator) for path in runs]
-        about = about if server.full_info else [public_info(a, path)
-                                                for a, path in zip(about, runs, strict=True)]
-        app = create_app(translator, about[0] if len(about) == 1 else ensemble_info(about),
-                         Limits(server.max_lines, server.max_chars), server.wait_ms,
-                         setup=lambda: follow_load(options.threads, cap), access=access)
+        pairs = Pairs([load_pair(source, target, paths, options, server.full_info)
+                       for source, target, paths in specs])
+        info = pairs.default.info
+        app = create_app(pairs, info, Limits(server.max_lines, server.max_chars),
+                         server.wait_ms, setup=lambda: follow_load(options.threads, cap),
+                         access=access, state_dir=server.state_dir)
         address = url(server.host, sock.getsockname()[1])
-        shown = " + ".join(map(str, runs))
+        shown = (" + ".join(map(str, specs[0][2])) if runs is not None else
+                 ", ".join(f"{s}-{t}" for s, t, _ in specs))
         run_server(app, sock, server.grace_s,
-                   on_start=lambda: info(f"serving {shown} on {address}/ (the API: "
-                                         f"{address}/docs); SIGTERM or Ctrl-C stops"),
-                   on_stop=lambda: info(f"stopping: answering the {app.in_flight} request(s) "
-                                        f"in flight first (at most {server.grace_s:g} s)"),
+                   on_start=lambda: info_line(f"serving {shown} on {address}/ (the API: "
+                                              f"{address}/docs); SIGTERM or Ctrl-C stops"),
+                   on_stop=lambda: info_line(f"stopping: answering the {app.in_flight} "
+                                             f"request(s) in flight first (at most "
+                                             f"{server.grace_s:g} s)"),
                    proxies=server.forwarded_allow_ips)
-    info(f"stopped: answered {app.answered} of {app.begun} request(s)")
+    info_line(f"stopped: answered {app.answered} of {app.begun} request(s)")
     return {"begun": app.begun, "answered": app.answered}
+
+
+def pair_specs(runs: Paths | None, models: tuple[str, ...]) -> list[tuple[str | None,
+                                                                          str | None, list]]:
+    """(source, target, runs) per pair to serve: RUN... (its languages read when it loads) or
+    each --model; a UsageError for both or neither, or a --model not SRC-TGT=RUN."""
+    from mt.serve.pairs import parse_model
+
+    if (runs is not None) == bool(models):
+        raise UsageError("give RUN... (one pair) or --model SRC-TGT=RUN (each pair), not "
+                         + ("both" if models else "neither"))
+    if runs is not None:
+        return [(None, None, as_paths(runs))]
+    try:
+        return [parse_model(m) for m in models]
+    except ValueError as e:
+        raise UsageError(f"--model {e}") from None
+
+
+def load_pair(source: str | None, target: str | None, runs: list[Path],
+              options: TranslateOptions, full_info: bool):
+    """One pair's Translator, loaded once, with what GET /info tells of it; its languages the
+    run's where not named (a --model naming others than the run's is a ConfigError)."""
+    from mt.serve.pairs import Pair
+
+    translator = Translator.load(runs, options.device, options.engine, options.overrides,
+                                 **options.decode)
+    if not options.given("decode.batch_tokens"):
+        translator = translator.with_options(
+            batch_tokens=CALL_BUDGET * translator.decoding.batch_tokens)
+    data = translator.run.cfg.data
+    if source is not None and (source, target) != (data.src_lang, data.tgt_lang):
+        raise ConfigError(f"--model {source}-{target}={','.join(map(str, runs))}: the run "
+                          f"translates {data.src_lang}-{data.tgt_lang}; name it so")
+    about = [model_info(path, translator) for path in runs]
+    about = about if full_info else [public_info(a, path) for a, path in zip(about, runs,
+                                                                              strict=True)]
+    info = about[0] if len(about) == 1 else ensemble_info(about)
+    return Pair(data.src_lang, data.tgt_lang, translator, info)
 
 
 def model_info(path: Path, translator: Translator) -> dict:

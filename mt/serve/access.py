@@ -73,18 +73,23 @@ class Access:
 
     def client(self, headers: dict[str, str], address: str | None) -> str:
         """Who sends the request: its key (else its address); a ClientError 401 if keys are
-        asked for and it holds none of them."""
+        asked for and it holds none of them (mt's API: `Authorization: Bearer KEY`)."""
+        scheme, _, key = headers.get("authorization", "").partition(" ")
+        return self.holder(key if scheme.lower() == "bearer" else None, address,
+                           "send the header `Authorization: Bearer KEY`")
+
+    def holder(self, key: str | None, address: str | None, how: str) -> str:
+        """Who holds key (else its address): a ClientError 401 if keys are asked for and key
+        is none of them. how: where the API wants the key, for the message."""
         if not self.keys:
             return address or "?"
-        scheme, _, key = headers.get("authorization", "").partition(" ")
-        given = key.strip().encode()
+        given = (key or "").strip().encode()
         # compare_digest with every key: the time taken does not tell how much of a key matched
-        if scheme.lower() != "bearer" or not any([hmac.compare_digest(given, k)
-                                                  for k in self.keys]):
-            why = "a wrong API key" if scheme.lower() == "bearer" and given else "no API key"
-            raise ClientError(401, f"{why}: send the header `Authorization: Bearer KEY` with a "
-                                   "key this server was given", {"WWW-Authenticate": "Bearer"})
-        return key.strip()
+        if not any([hmac.compare_digest(given, k) for k in self.keys]):
+            why = "a wrong API key" if given else "no API key"
+            raise ClientError(401, f"{why}: {how} with a key this server was given",
+                              {"WWW-Authenticate": "Bearer"})
+        return given.decode()
 
     def admit(self, client: str, lines: int) -> None:
         """Count a request's lines against its client's minute, or a ClientError 429 (with

@@ -1,13 +1,16 @@
 """The HTTP side of `mt serve` (FastAPI): POST /translate, POST /translate/document, GET
 /health, GET /info, the page at GET /, every error as JSON `{"error": "..."}` with a status that
-says what the client did wrong, and one log line per request.
+says what the client did wrong, and one log line per request; and beside mt's own API the
+LibreTranslate- and DeepL-compatible ones (mt.serve.libretranslate, mt.serve.deepl), which take
+the same path (mt.serve.translating).
 
 Statuses: 400 a body that is not JSON; 422 an unknown field, a wrong type or a bad value (the
-decoding options are checked as `--set decode.KEY` is); 413 more lines or characters than the
-server's limits (--max-lines, --max-chars, --lines-per-minute); 401 no or a wrong API key
-(--api-key-file); 429 more lines a minute than --lines-per-minute; 499 (in the log only) a
-client gone before its request was read; 404 and 405 as usual; 501 a document format the
-server lacks the extra for (.docx without python-docx); 500 only for a bug in mt.
+decoding options are checked as `--set decode.KEY` is), or a language pair not served; 413
+more lines or characters than the server's limits (--max-lines, --max-chars,
+--lines-per-minute); 401 no or a wrong API key (--api-key-file); 429 more lines a minute than
+--lines-per-minute; 499 (in the log only) a client gone before its request was read; 404 and
+405 as usual; 501 a document format the server lacks the extra for (.docx without
+python-docx); 500 only for a bug in mt.
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ import sys
 import time
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -30,18 +33,21 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect
 
 from mt.config import REQUEST, DecodeConfig
 from mt.document.formats import extensions
 from mt.errors import MTError
 from mt.glossary import Glossary, as_glossary
-from mt.records import lists, record
-from mt.serve import documents
+from mt.serve import deepl, documents, libretranslate
 from mt.serve.access import Access, ClientError
-from mt.serve.batcher import Batcher, Job
+from mt.serve.batcher import Batcher
 from mt.serve.documents import TEXT_FORMATS  # POST /translate's `format`
+from mt.serve.pairs import Pairs
+from mt.serve.translating import Ask, Limits, Served, address, read_body, translate_file
+from mt.serve.translating import translate_lines as translate_asked
 from mt.translator import Translator
+
+__all__ = ["OPTIONS", "Limits", "TranslateRequest", "create_app"]
 
 # The decoding options a request may give: the DecodeConfig fields whose metadata names
 # REQUEST; the others (batch_tokens, bounding its memory, and the weights' dtype, chosen when
@@ -53,25 +59,11 @@ DOCUMENT_EXTENSIONS = extensions()  # ".htm": "html", ...: POST /translate/docum
 DOCS_ASSETS = "/docs-assets"  # where /docs and /redoc get Swagger UI's and ReDoc's files
 
 
-@dataclass
-class Limits:
-    """What one request may hold (413 beyond)."""
-
-    max_lines: int = 100
-    max_chars: int = 20_000  # characters of all its lines and prefixes (a document's text)
-    max_file_bytes: int = 16 * 2**20  # POST /translate/document's body: a .docx has pictures
-
-    @property
-    def max_body(self) -> int:
-        """Bytes of a request body: max_chars characters written as JSON `\\u` escapes (a
-        surrogate pair is 12 bytes), plus room for the rest of the object."""
-        return 12 * self.max_chars + 65_536
-
-
 def request_model() -> type[BaseModel]:
-    """The body of POST /translate: text, prefix and attention, and each decoding option in
-    OPTIONS, typed as DecodeConfig types it (null or absent: the server's). Strict: "5" is not
-    a number; unknown fields are refused."""
+    """The body of POST /translate: text, prefix and attention, the pair (source, target; of
+    a one-pair server, none needed), and each decoding option in OPTIONS, typed as
+    DecodeConfig types it (null or absent: the server's). Strict: "5" is not a number; unknown
+    fields are refused."""
     hints = typing.get_type_hints(DecodeConfig)
     options = {key: (hints[key] | None, None) for key in OPTIONS}
     return create_model(
@@ -79,41 +71,34 @@ def request_model() -> type[BaseModel]:
         text=(str | list[str], ...), prefix=(str | list[str] | None, None),
         attention=(bool, False), glossary=(list[list[str]] | None, None),
         glossaries=(list[list[list[str]] | None] | None, None),
-        format=(typing.Literal[TEXT_FORMATS], "text"), split=(bool | None, None), **options)
+        format=(typing.Literal[TEXT_FORMATS], "text"), split=(bool | None, None),
+        source=(str | None, None), target=(str | None, None), **options)
 
 
 TranslateRequest = request_model()
 DocumentQuery = documents.file_model(
     {key: (hint | None, None) for key, hint in typing.get_type_hints(DecodeConfig).items()
-     if key in OPTIONS})
+     if key in OPTIONS} | {"source": (str | None, None), "target": (str | None, None)})
 
 
-@dataclass
-class Served:
-    """What every route reads: the translator, the limits, who may ask, and the batcher (made
-    when the app starts: `batcher` is None before)."""
-
-    translator: Translator
-    limits: Limits
-    access: Access
-    batcher: Batcher | None = None
-
-
-def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: float,
+def create_app(translator: Translator | Pairs, info: dict, limits: Limits, wait_ms: float,
                setup: Callable[[], Callable[[], None]] | None = None,
-               access: Access | None = None) -> RequestLog:
-    """The ASGI app: FastAPI's routes inside the request log. info: GET /info's object (what
-    `mt info --json` says of the model, and how this server decodes). The batcher's worker
-    starts with the app's lifespan (first calling setup, in its thread) and, when it ends,
-    answers what is queued, then stops. access: the keys and the lines per minute
-    (mt.serve.access; default none)."""
-    served = Served(translator, limits, access or Access())  # default: no keys, no limit
+               access: Access | None = None, state_dir: Path | None = None) -> RequestLog:
+    """The ASGI app: FastAPI's routes inside the request log. translator: the one pair's, or
+    the Pairs served. info: GET /info's object (what `mt info --json` says of the model, and
+    how this server decodes). Each pair's batcher starts with the app's lifespan (first calling
+    setup, in its thread) and, when it ends, answers what is queued, then stops. access: the
+    keys and the lines per minute (mt.serve.access; default none). state_dir: where the DeepL
+    API's glossaries are kept (None: in memory)."""
+    pairs = translator if isinstance(translator, Pairs) else Pairs.of(translator, info)
+    served = Served(pairs, limits, access or Access())  # default: no keys, no limit
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        served.batcher = Batcher(translator, wait_ms, setup=setup)
+        for pair in pairs.all:
+            pair.batcher = Batcher(pair.translator, wait_ms, setup=setup)
         yield
-        await asyncio.to_thread(served.batcher.close)
+        await asyncio.gather(*(asyncio.to_thread(p.batcher.close) for p in pairs.all))
 
     # /docs and /redoc with their scripts served from here (fastapi-offline ships them), not
     # from a CDN: a server without internet shows its API too; no validator badge fetched
@@ -122,91 +107,73 @@ def create_app(translator: Translator, info: dict, limits: Limits, wait_ms: floa
                          description="Translate with a model kept loaded; see docs/serve.md.")
     schema = {"content": {"application/json": {"schema": TranslateRequest.model_json_schema()}},
               "required": True}
+    compatible = libretranslate.Api(served)
 
     @app.post("/translate", openapi_extra={"requestBody": schema})
-    async def translate(request: Request) -> JSONResponse:
-        """Translate one line ("text": "...") or several (["...", ...]), in input order."""
-        return await translate_lines(served, request)
+    async def translate(request: Request) -> Response:
+        """Translate one line ("text": "...") or several (["...", ...]), in input order. A
+        LibreTranslate request (a form, or JSON with "q") is answered as LibreTranslate
+        answers it."""
+        try:
+            body = await read_body(request, limits)
+        except ClientError as e:
+            return error(e.status, str(e), e.headers)
+        if libretranslate.asks(body, request.headers.get("content-type", "")):
+            return await compatible.translate(request, body)
+        return await translate_lines(served, request, body)
 
     @app.post("/translate/document")
     async def translate_document(request: Request) -> Response:
         """Translate one document, the body (`?format=` html, md, srt, txt or docx; the
         decoding options and a JSON `glossary` in the query too): the answer is the
         translated document, in its format."""
-        return await translate_file(served, request)
+        return await document_route(served, request)
 
     add_info_routes(app, served, info)
+    compatible.add_routes(app)
+    deepl.Api(served, deepl.Glossaries(state_dir)).add_routes(app)
     add_error_handlers(app)
     return RequestLog(app)
 
 
-async def translate_lines(served: Served, request: Request) -> JSONResponse:
+async def translate_lines(served: Served, request: Request, body: bytes) -> JSONResponse:
     """POST /translate: its lines whole, or as documents (mt.serve.documents.wanted)."""
-    translator, limits, access = served.translator, served.limits, served.access
     try:
-        client = access.client(request.headers, address(request))
-        req = TranslateRequest.model_validate_json(await read_body(request, limits))
-        lines, prefix = as_lines(req.text), as_prefix(req.prefix, req.text)
-        request.state.lines = len(lines)
-        check_limits(lines, prefix, limits)
+        client = served.access.client(request.headers, address(request))
+        req = TranslateRequest.model_validate_json(body)
+        pair = served.pairs.route(req.source, req.target)
         options = {k: getattr(req, k) for k in OPTIONS if getattr(req, k) is not None}
-        cfg = translator.check_options(req.attention, **options)
-        glossary = as_glossary(req.glossary)
-        own = as_glossaries(req.glossaries, req.text)
-        if glossary is not None or any(own or ()):  # refused now: beam 1, CTranslate2
-            translator.matcher(glossary or Glossary(()), cfg)
-        access.admit(client, len(lines))  # only what is to be translated counts
-        docs = None
-        if documents.wanted(req.format, req.split, prefix is not None, cfg):
-            docs = await asyncio.to_thread(documents.prepare, translator, lines, req.format,
-                                           cfg)
-            job = Job(docs.inputs, {**options, **docs.options(translator)}, None,
-                      req.attention, glossary, own and docs.per_input(own))
-        else:
-            job = Job(lines, options, prefix, req.attention, glossary, own)
-        found = await asyncio.wrap_future(served.batcher.submit(job))
+        ask = Ask(as_lines(req.text), options, as_prefix(req.prefix, req.text), req.attention,
+                  as_glossary(req.glossary), as_glossaries(req.glossaries, req.text),
+                  req.format, req.split)
+        found = await translate_asked(served, pair, client, ask, request)
     except ValidationError as e:
         return error(*validation_message(e))
     except ClientError as e:
         return error(e.status, str(e), e.headers)
     except MTError as e:  # a bad option value, an unknown tag: what --set would refuse
         return option_error(e)
-    if docs is not None:
-        terms = [glossary is not None or bool(g) for g in own or [None] * len(lines)]
-        return JSONResponse({"translations": documents.records(lines, docs, found, terms)})
-    nbest = lists(cfg)
-    return JSONResponse({"translations": [record(src, ts, nbest)
-                                          for src, ts in zip(lines, found, strict=True)]})
+    return JSONResponse({"translations": found})
 
 
-async def translate_file(served: Served, request: Request) -> Response:
+async def document_route(served: Served, request: Request) -> Response:
     """POST /translate/document: the body, one document, translated in its format."""
-    translator, limits, access = served.translator, served.limits, served.access
     try:
-        client = access.client(request.headers, address(request))
+        client = served.access.client(request.headers, address(request))
         query = DocumentQuery.model_validate(dict(request.query_params))
+        pair = served.pairs.route(query.source, query.target)
         options = {k: getattr(query, k) for k in OPTIONS if getattr(query, k) is not None}
-        cfg = translator.check_options(**options)
-        documents.check_document(cfg)
         glossary = as_glossary(documents.glossary_pairs(query.glossary))
-        if glossary is not None:  # refused now: beam 1, CTranslate2
-            translator.matcher(glossary, cfg)
-        data = await read_body(request, limits, limits.max_file_bytes)
-        docs = await asyncio.to_thread(documents.prepare_file, translator, data,
-                                       query.format, cfg)
-        request.state.lines = len(docs.inputs)
-        check_limits(docs.inputs, None, limits, "the document", lines_too=False)
-        access.admit(client, len(docs.inputs))
-        found = await asyncio.wrap_future(served.batcher.submit(
-            Job(docs.inputs, {**options, **docs.options(translator)}, None, False, glossary)))
-        done = await asyncio.to_thread(docs.docs[0].render, [ts[0] for ts in found])
+        data = await read_body(request, served.limits, served.limits.max_file_bytes)
+        done, sentences = await translate_file(served, pair, client, data, query.format,
+                                               options, glossary, request)
     except ValidationError as e:
         return error(*validation_message(e, DocumentQuery, "query parameter"))
     except ClientError as e:
         return error(e.status, str(e), e.headers)
     except MTError as e:
         return option_error(e)
-    headers = {"MT-Sentences": str(len(docs.inputs))}
+    headers = {"MT-Sentences": str(sentences)}
     if done.cut:
         headers["MT-Cut"] = str(done.cut)
     if done.notes:  # JSON: ASCII, as a header must be
@@ -235,25 +202,30 @@ def add_info_routes(app: FastAPI, served: Served, info: dict) -> None:
 
     @app.get("/health")
     async def health() -> dict:
-        """ok, with what the batcher has translated and holds queued."""
-        b = served.batcher
-        return {"status": "ok", "queued": b.queued, "requests": b.requests, "lines": b.lines,
-                "translator_calls": b.calls}
+        """ok, with what the batchers (one a pair) have translated and hold queued."""
+        batchers = [p.batcher for p in served.pairs.all]
+        return {"status": "ok", **{key: sum(getattr(b, attr) for b in batchers) for key, attr in (
+            ("queued", "queued"), ("requests", "requests"), ("lines", "lines"),
+            ("translator_calls", "calls"))}}
 
     @app.get("/info")
     async def model_info(request: Request) -> JSONResponse:
         """What the model is (its name, languages, step, size; `mt info --json`'s object with
-        `mt serve --full-info`), and "serve": decoding and limits."""
-        access = served.access
+        `mt serve --full-info`), and "serve": decoding and limits; of several pairs, the first
+        pair's, and "pairs": each pair's languages and model."""
+        access, pairs = served.access, served.pairs
         try:
             access.client(request.headers, address(request))
         except ClientError as e:
             return error(e.status, str(e), e.headers)
-        return JSONResponse({**info, "serve": {
-            "decode": dataclasses.asdict(served.translator.decoding), "options": list(OPTIONS),
+        translator = pairs.default.translator
+        more = {} if len(pairs.all) == 1 else {"pairs": [
+            {"source": p.source, "target": p.target, **p.info} for p in pairs.all]}
+        return JSONResponse({**info, **more, "serve": {
+            "decode": dataclasses.asdict(translator.decoding), "options": list(OPTIONS),
             **dataclasses.asdict(served.limits), "lines_per_minute": access.lines_per_minute,
             "documents": DOCUMENT_EXTENSIONS,  # the page's upload: a file's format by its name
-            "api_key": bool(access.keys), "attention": served.translator.model is not None}})
+            "api_key": bool(access.keys), "attention": translator.model is not None}})
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index() -> HTMLResponse:
@@ -283,32 +255,6 @@ def error(status: int, message: str, headers: dict | None = None) -> JSONRespons
     return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-async def read_body(request: Request, limits: Limits, most: int | None = None) -> bytes:
-    """The body, or a 413 ClientError past `most` bytes (limits.max_body if None). A larger
-    body is still read to its end (and dropped), so the client, still sending, gets the answer
-    and not a reset."""
-    most = limits.max_body if most is None else most
-    chunks, size = [], 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size <= most:
-                chunks.append(chunk)
-    except ClientDisconnect:  # nobody reads the answer; its status is for the log
-        raise ClientError(499, "the client closed the connection before sending its whole "
-                               "request") from None
-    if size > most:
-        origin = (f"from --max-chars {limits.max_chars:,}" if most == limits.max_body
-                  else "a document's")
-        raise ClientError(413, f"a body of {size:,} bytes: more than this server takes "
-                               f"({most:,}, {origin})")
-    return b"".join(chunks)
-
-
-def address(request: Request) -> str | None:
-    return request.client.host if request.client else None
-
-
 def as_lines(text: str | list[str]) -> list[str]:
     return [text] if isinstance(text, str) else text
 
@@ -335,20 +281,6 @@ def as_glossaries(given: list | None, text: str | list[str]) -> list[Glossary | 
         raise ClientError(422, f"glossaries: {len(given)} given; give one glossary per line "
                                f"of text ({lines}; null for none)")
     return [as_glossary(g, f"glossaries[{i}]") if g else None for i, g in enumerate(given)]
-
-
-def check_limits(lines: list[str], prefix: list[str] | None, limits: Limits,
-                 what: str = "text", lines_too: bool = True) -> None:
-    """A 413 for more lines (lines_too) or characters than limits; what: how the answer names
-    them."""
-    if lines_too and len(lines) > limits.max_lines:
-        raise ClientError(413, f"{what}: {len(lines)} lines, more than this server takes in one "
-                               f"request ({limits.max_lines}, --max-lines); send them in parts")
-    chars = sum(map(len, lines)) + sum(map(len, prefix or []))
-    if chars > limits.max_chars:
-        raise ClientError(413, f"{what}: {chars:,} characters, more than this server takes in "
-                               f"one request ({limits.max_chars:,}, --max-chars); send them in "
-                               "parts")
 
 
 def validation_message(e: ValidationError, model: type[BaseModel] | None = None,

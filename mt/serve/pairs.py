@@ -1,0 +1,110 @@
+"""The language pairs one `mt serve` answers: each a Translator loaded once (a run, or several
+as an ensemble) with its own batcher, and the routing of a request's source and target to
+one of them.
+
+`mt serve RUN` is one pair, its languages the run's (data.src_lang, data.tgt_lang); `mt serve
+--model de-en=runs/a --model en-de=runs/b,runs/c` several. A request names its target, and its
+source unless only one served pair has that target (`"auto"` or none: that pair). No language
+is identified from the text: mt has no identifier, and a guess would route silently wrong.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mt.serve.access import ClientError
+from mt.serve.batcher import Batcher
+from mt.translator import Translator
+
+AUTO = "auto"  # a request's source when it does not name one
+SPEC = re.compile(r"([A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)*)-([A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)*)")
+
+# The names /languages answers with; any other code is named by itself.
+NAMES = {"ar": "Arabic", "bg": "Bulgarian", "cs": "Czech", "da": "Danish", "de": "German",
+         "el": "Greek", "en": "English", "es": "Spanish", "et": "Estonian", "fi": "Finnish",
+         "fr": "French", "hu": "Hungarian", "id": "Indonesian", "it": "Italian",
+         "ja": "Japanese", "ko": "Korean", "lt": "Lithuanian", "lv": "Latvian",
+         "nb": "Norwegian", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
+         "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sv": "Swedish",
+         "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese"}
+
+
+def language_name(code: str) -> str:
+    return NAMES.get(code, code)
+
+
+def parse_model(spec: str) -> tuple[str, str, list[Path]]:
+    """`--model SRC-TGT=RUN[,RUN...]`: the pair's languages (lower case) and its runs; a
+    ValueError saying what is wrong."""
+    pair, eq, runs = spec.partition("=")
+    found = SPEC.fullmatch(pair.strip())
+    if not eq or not found or not runs.strip():
+        raise ValueError(f"{spec!r}: give SOURCE-TARGET=RUN, e.g. de-en=runs/a (an ensemble: "
+                         "de-en=runs/a,runs/b)")
+    paths = [Path(r.strip()) for r in runs.split(",") if r.strip()]
+    return found[1].lower(), found[2].lower(), paths
+
+
+@dataclass
+class Pair:
+    """One served pair: its languages, its Translator, what GET /info tells of its model, and
+    its batcher (made when the app starts)."""
+
+    source: str
+    target: str
+    translator: Translator
+    info: dict = field(default_factory=dict)
+    batcher: Batcher | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.source}-{self.target}"
+
+
+class Pairs:
+    """The served pairs, the first the default (of a one-pair server: the only one)."""
+
+    def __init__(self, pairs: list[Pair]):
+        names = [p.name for p in pairs]
+        if len(set(names)) != len(names):
+            twice = next(n for n in names if names.count(n) > 1)
+            raise ValueError(f"{twice}: served twice; give each pair once (an ensemble: "
+                             f"{twice}=runs/a,runs/b)")
+        self.all = pairs
+
+    @classmethod
+    def of(cls, translator: Translator, info: dict | None = None) -> Pairs:
+        """One pair: the translator's run's languages."""
+        data = translator.run.cfg.data
+        return cls([Pair(data.src_lang, data.tgt_lang, translator, info or {})])
+
+    @property
+    def default(self) -> Pair:
+        return self.all[0]
+
+    def sources(self) -> list[str]:
+        return list(dict.fromkeys(p.source for p in self.all))
+
+    def targets(self, source: str | None = None) -> list[str]:
+        return list(dict.fromkeys(p.target for p in self.all if source in (None, p.source)))
+
+    def route(self, source: str | None, target: str | None) -> Pair:
+        """The pair that translates source into target (None or "auto": the one pair with that
+        target; target None: the one pair served); a ClientError (422) naming the pairs served
+        for a pair not served, or a source that cannot be told."""
+        source = None if source is None or source.lower() == AUTO else source.lower()
+        target = None if target is None else target.lower()
+        found = [p for p in self.all if source in (None, p.source) and target in (None, p.target)]
+        if len(found) == 1:
+            return found[0]
+        served = ", ".join(p.name for p in self.all)
+        if not found:
+            asked = f"{source or AUTO}-{target or '?'}"
+            raise ClientError(422, f"{asked}: a language pair this server does not translate; "
+                                   f"it translates {served}")
+        what = f"into {target}" if target else "here"
+        raise ClientError(422, f"source {source or AUTO}: several pairs translate {what} "
+                               f"({', '.join(p.name for p in found)}); name the source "
+                               "language" + ("" if target else " and the target"))
