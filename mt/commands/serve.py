@@ -101,14 +101,14 @@ def pair_specs(runs: Paths | None, models: tuple[str, ...]) -> list[tuple[str | 
     from mt.serve.pairs import parse_model
 
     if (runs is not None) == bool(models):
-        raise UsageError("give RUN... (one pair) or --model SRC-TGT=RUN (each pair), not "
-                         + ("both" if models else "neither"))
+        raise UsageError("serve", "RUN", "give RUN... (one pair) or --model SRC-TGT=RUN "
+                         "(each pair), not " + ("both" if models else "neither"))
     if runs is not None:
         return [(None, None, as_paths(runs))]
     try:
         return [parse_model(m) for m in models]
     except ValueError as e:
-        raise UsageError(f"--model {e}") from None
+        raise UsageError("serve", "'--model'", str(e)) from None
 
 
 def load_pair(source: str | None, target: str | None, runs: list[Path],
