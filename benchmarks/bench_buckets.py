@@ -86,7 +86,7 @@ def train(config: str, sets: list[str], steps: int, threads: int, scratch: str,
 
 def main() -> None:
     ap = parser(__doc__, rounds=1, smoke="5 steps of the toy config, 1 round")
-    ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en_30min.yaml"))
+    ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en_30min_words.yaml"))
     ap.add_argument("--data", default=None, help="data.dir, if not the config's")
     ap.add_argument("--steps", type=int, default=1000)
     ap.add_argument("--amp", default="bf16,none", help="train.amp values (default bf16,none)")

@@ -58,7 +58,7 @@ def main() -> None:
     ap.add_argument("run", help="a run directory or checkpoint to translate with")
     ap.add_argument("--input", type=Path, default=MULTI30K / "train.de.gz")
     ap.add_argument("--lines", type=int, default=8000)
-    ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en_30min.yaml"))
+    ap.add_argument("--config", default=str(ROOT / "configs" / "multi30k_de_en_30min_words.yaml"))
     ap.add_argument("--data", default=None, help="data.dir for training, if not the config's")
     ap.add_argument("--steps", type=int, default=300, help="training steps (0: no training)")
     ap.add_argument("--threads", type=int, nargs="+", default=[0],

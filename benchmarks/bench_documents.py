@@ -55,7 +55,7 @@ import torch
 from benchmarks.harness import MULTI30K, ROOT, TOY, alternate, markdown, parse, parser
 from mt.data import pad
 from mt.decoding import align
-from mt.document import Document, Documents, settings, translate_lines
+from mt.document import Document, Documents, settings, translate_document, translate_lines
 from mt.document.placeholders import KINDS, find
 from mt.document.segment import split
 from mt.document.starters import learn
@@ -340,6 +340,19 @@ def markup(translator: Translator, data: list[Corpus], count: int, seed: int,
         print(f"{len(shown)} examples written to {examples}\n")
 
 
+def unread_masked(translator: Translator, sources: list[str]) -> list[str]:
+    """Each paragraph with only the numbers that hold a token outside the model's source
+    vocabulary masked (as --keep patterns of their own), the other numbers left in."""
+    vocab, tok = translator.run.src_vocab.stoi, translator.src_tok
+    out = []
+    for s in sources:
+        unread = [s[a:b] for a, b in find(s, masked=("number",))
+                  if any(t not in vocab for t in tok.tokenize(s[a:b]))]
+        keep = [re.escape(n) for n in dict.fromkeys(unread)]
+        out.append(translate_document(translator, s, keep=keep).text)
+    return out
+
+
 def placeholders(translator: Translator, data: list[Corpus]) -> None:
     print("## Placeholders\n")
     for name, src, ref in data:
@@ -359,7 +372,9 @@ def placeholders(translator: Translator, data: list[Corpus]) -> None:
                 ("masked, put back by the alignment",
                  [d.text for d in translate_lines(masked, sources)]),
                 ("numbers left in, those it cannot read copied (mt.unknowns)",
-                 [d.text for d in translate_lines(left, sources)])):
+                 [d.text for d in translate_lines(left, sources)]),
+                ("numbers it cannot read masked, the others left in",
+                 unread_masked(left, sources))):
             row, s = bleu_row(label, hyps, refs, base)
             base = base or s
             rows.append(row + [sum(all(h.count(p) == s_.count(p) for p in ps)

@@ -49,6 +49,7 @@ examples. Test sets are scored once, after the choices above are made on validat
 from __future__ import annotations
 
 import collections
+import re
 import sys
 import unicodedata
 from collections.abc import Callable
@@ -214,12 +215,12 @@ def unwritable(glossary: Glossary, tr: Translator) -> set[str]:
     return set(Matcher(glossary, tr.src_tok, tr.tgt_tok, tr.run.tgt_vocab).unwritable)
 
 
-def both(entries, src: list[str], out: list[str], tr: Translator) -> str:
+def both(entries, src: list[str], out: list[str]) -> str:
     """Of the (line, entry) pairs where a wrong entry's source word occurs once in the line,
     how many outputs hold its term and also the model's own word for it (case aside), as
     "n of N (x%)"."""
-    src_words = [[w.casefold() for w in line] for line in tr.src_tok.tokenize_many(src)]
-    out_words = [[w.casefold() for w in line] for line in tr.tgt_tok.tokenize_many(out)]
+    src_words = [re.findall(r"\w+", line.casefold()) for line in src]  # words, any run
+    out_words = [re.findall(r"\w+", line.casefold()) for line in out]
     pairs = doubled = 0
     for a, term, own in entries:
         a, term, own = a.casefold(), term.casefold().split(), own.casefold()
@@ -315,7 +316,7 @@ def main() -> None:
         use, n = term_use(g, src, outputs[name], tr.run)
         lacking = Glossary.of([e for e in g.entries if e[1] in unwritable(g, tr)])
         use_unk, n_unk = term_use(lacking, src, outputs[name], tr.run) if lacking else (100, 0)
-        doubled = both(wrong_terms, src, outputs[name], tr) if name in sanity else ""
+        doubled = both(wrong_terms, src, outputs[name]) if name in sanity else ""
         s = score(outputs[name], ref, langs[1])
         print(f"| {name} | {use:.2f}% | {n} | {n_unk} | {use_unk:.2f}% | {doubled} | "
               f"{s['bleu']:.2f} | {s['chrf']:.2f} | {len(src) / best[name]:.1f} |")

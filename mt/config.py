@@ -229,7 +229,6 @@ COMMANDS = ("translate", "serve", "eval", "calibrate")
 TEACHING = (*EVERYWHERE, "distill")  # mt distill's teachers: beam, batch_tokens, dtype
 # the kinds of placeholder a paragraph takes out (mt.document.placeholders.KINDS: the same)
 PLACEHOLDERS = ("template", "url", "email", "number")
-MASKED = ("template", "url", "email")  # decode.mask's default
 
 
 def option(default: object, help: str, *, helps: typing.Mapping[str, str] | None = None,
@@ -355,11 +354,12 @@ class DecodeConfig:
     ignore_starters: bool = option(False, "Paragraphs: split after punctuation alone, not also "
                                    "where one of the run's sentence starters follows a word "
                                    "(docs/documents.md).", commands=LINES)
-    # placeholders (mt.document.placeholders.KINDS) taken out of each sentence, chosen on
-    # validation sets (docs/results.md#placeholders): numbers stay, for the model to write,
-    # and one it cannot read is copied where it wrote for it (mt.unknowns)
-    mask: str = option(",".join(MASKED), "Paragraphs: the placeholder kinds taken out of each "
-                       "sentence and put back by the alignment, comma-separated, of "
+    # placeholders (mt.document.placeholders.KINDS) taken out of each sentence: every kind,
+    # numbers included, chosen on validation sets
+    # (docs/results.md#placeholders-chosen-on-validation), but for a
+    # model that never saw a digit (mt.document.reads_digits)
+    mask: str = option(",".join(PLACEHOLDERS), "Paragraphs: the placeholder kinds taken out "
+                       "of each sentence and put back by the alignment, comma-separated, of "
                        f"{', '.join(PLACEHOLDERS)}; \"\" for none "
                        "(docs/documents.md#placeholders).", commands=LINES)
 

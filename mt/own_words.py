@@ -6,7 +6,8 @@ model from also writing its own translation of the term's source ("A man is gett
 the guy." for Mann -> guy). So, before the constrained search, the model translates the lines
 with a term greedily and without terms; each output token whose step attends most to a term's
 source span (all decoder layers and heads averaged: the word alignment's weights,
-mt.decoding.align) is one of the model's own words for that term. The constrained search may
+mt.decoding.align), the one that weighs the span most, is the model's own word for that term,
+in each of its casings. The constrained search may
 not write those anywhere in that line (mt.decoding.constraints), so it writes the term where
 the model would have written them. (Blocked only while the term is pending, the model wrote
 the term early, where it fits worst, and its own word after it: the toy model's "Wir
@@ -17,6 +18,7 @@ Shapes: B rows, S source tokens, T target tokens.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 import torch
@@ -30,11 +32,12 @@ Span = tuple[int, int, list[int]]  # a term's source tokens [start, stop) and it
 
 
 @torch.no_grad()
-def own_words(engine: Engine, request: SearchRequest, lead: int, spans: list[list[Span]]
-              ) -> list[list[list[int]]]:
-    """Per row of request.src (B, S), per span of spans[b]: the ids the model's own greedy
-    translation (request's prefix, no terms) writes for that source span, but the term's own
-    ids. request.memory: the encoder output, or None (encoded here)."""
+def own_words(engine: Engine, request: SearchRequest, lead: int, spans: list[list[Span]],
+              cased: Callable[[int], set[int]]) -> list[list[list[int]]]:
+    """Per row of request.src (B, S), per span of spans[b]: the ids of the word the model's own
+    greedy translation (request's prefix, no terms) writes for that source span (cased: an
+    id's other casings, `Man` for `man`), but any of the row's terms' own ids. request.memory:
+    the encoder output, or None (encoded here)."""
     memory: Memory = request.memory
     if memory is None:
         memory = engine.model.encode(request.src, engine.model.src_mask(request.src))
@@ -45,8 +48,16 @@ def own_words(engine: Engine, request: SearchRequest, lead: int, spans: list[lis
     weights = align.cross_attention(engine.model, request.src, outputs, memory=memory)
     out = []
     for row, y, w in zip(spans, outputs, weights, strict=True):
-        at = w[:, lead:].argmax(-1).tolist() if y else []  # (T,) each token's source token
-        out.append([sorted({t for t, a in zip(y, at, strict=True)
-                            if start <= a < stop and t not in term and t != EOS})
-                    for start, stop, term in row])
+        terms = {t for _, _, term in row for t in term}
+        w = w[:, lead:]  # (T, S) without the tag's columns
+        at = w.argmax(-1).tolist() if y else []  # each output token's source token
+        words = []
+        for start, stop, _ in row:
+            mine = [j for j, a in enumerate(at) if start <= a < stop and y[j] != EOS]
+            # the one token that weighs the span most: "a" or "the" attending to "Mann" is
+            # not the model's word for it, "man" is; where that is a term's, nothing to block
+            best = max(mine, key=lambda j: float(w[j, start:stop].sum()), default=None)
+            own = set() if best is None or y[best] in terms else set(cased(y[best])) - terms
+            words.append(sorted(own))
+        out.append(words)
     return out

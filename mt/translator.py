@@ -458,7 +458,7 @@ class Translator:
         if replacing:  # the model's own words for each term's source: not beside the term
             blocked = own_words.own_words(
                 self.engine, SearchRequest(src, cfg, prefix, memory=memory), len(plan.lead),
-                [plan.term_spans(i) for i in group])
+                [plan.term_spans(i) for i in group], self._casings)
         terms = plan.terms(group, cfg, self.device, blocked)
         # the search keeps the alignment's attention and the confidence's record as it goes
         # (no second pass), where the engine can
@@ -485,6 +485,17 @@ class Translator:
             confidence.confide(self.model, batch, cfg, self.calibration, twin,
                                self.run.tgt_vocab, self.tgt_tok)
         return done
+
+    @functools.lru_cache(maxsize=4096)  # noqa: B019 (one per Translator, ids are few)
+    def _casings(self, i: int) -> frozenset[int]:
+        """Target id i and the ids of its other casings (its first letter upper or lower)."""
+        token = self.run.tgt_vocab.itos[i]
+        k = next((n for n, c in enumerate(token) if c.isalpha()), None)
+        if k is None:
+            return frozenset({i})
+        forms = {token[:k] + f + token[k + 1:] for f in (token[k].lower(), token[k].upper())}
+        return frozenset({i} | {self.run.tgt_vocab.stoi[f] for f in forms
+                                if f in self.run.tgt_vocab.stoi})
 
     def _tag_id(self, tag: str) -> int:
         """The id of a corpus tag the model was trained with; ConfigError for any other."""

@@ -12,9 +12,10 @@ first that applies:
 And a number in the source that the model cannot read (a token outside its source vocabulary:
 it sees `<unk>`) is written as it is where the model wrote for it: the output tokens that attend
 most to it, each run of them becoming the number once (the model wrote "zwei" or `<unk>` for
-an unknown "25"). `forbid`: the search never writes `<unk>` but as a term's placeholder
-(mt.decoding.constraints), whose word is written as above. `show`: outputs as the model wrote
-them (and unread numbers as it wrote for them).
+an unknown "25"); where no token attends to it (the model dropped it), after the last token
+that attends to a source token before it. `forbid`: the search never writes `<unk>` but as a
+term's placeholder (mt.decoding.constraints), whose word is written as above. `show`: outputs
+as the model wrote them (and unread numbers as it wrote for them).
 
 Shapes: B rows, T target tokens, S source tokens.
 """
@@ -103,19 +104,28 @@ def written(model, batch: Searched, sources: list[list[str]], prefixes: list[lis
 def _numbers(tokens: list[str], ids: list[int], at: list[int], source: list[str],
              numbers: set[int]) -> tuple[list[str], list[str]]:
     """tokens with each run of those attending most to an unread source number (at: each
-    one's source token) written as that number once; and what replaced <unk> or was so
-    written, in order."""
-    out, replaced, previous = [], [], None
-    for j, (t, i) in enumerate(zip(tokens, ids, strict=False)):
-        a = at[j]
+    one's source token) written as that number once, and a number no token attends to put
+    after the last token that attends to a source token before it (the model dropped it);
+    and what replaced <unk> or was written so, in order."""
+    out, replaced, previous, where = [], [], None, []  # where: each output's source token
+    for t, i, a in zip(tokens, ids, at, strict=False):
         if a in numbers:
             if a != previous:
                 out.append(source[a])
                 replaced.append(source[a])
+                where.append(a)
             previous = a
             continue
         previous = None
         out.append(t)
+        where.append(a)
         if i == UNK:
             replaced.append(t)
+    for a in sorted(numbers - set(where), reverse=True):
+        k = max((j + 1 for j, b in enumerate(where) if b < a), default=0)
+        if k and k == len(out) and not any(c.isalnum() for c in out[-1]):
+            k -= 1  # before the final punctuation
+        out.insert(k, source[a])
+        where.insert(k, a)
+        replaced.append(source[a])
     return out, replaced

@@ -44,20 +44,20 @@ def test_workers_write_the_same_bytes_as_one_process(cli, tmp_path, tiny_run, mo
 
 def test_a_term_no_output_can_hold_is_named_at_load_not_counted_over_workers(tmp_path,
                                                                             tiny_run):
-    """A target term the vocabulary lacks cannot be kept: every line with its source term
-    misses it (its jsonl "missing"), which is known when the glossary is read: each process
-    names the term then, and the end's count of lines missing a term (the length limit's, the
-    annotation's: summed over every chunk) leaves them out."""
+    """With --unk show, a target term the vocabulary lacks cannot be kept: every line with its
+    source term misses it (its jsonl "missing"), which is known when the glossary is read: each
+    process names the term then, and the end's count of lines missing a term (the length
+    limit's, the annotation's: summed over every chunk) leaves them out."""
     src, g = tmp_path / "in.txt", tmp_path / "g.tsv"
     src.write_text("".join("We have two cats.\n" if i % 3 else "You see dogs.\n"
                            for i in range(120)))
     g.write_text("cats\tZebras\n", encoding="utf-8")
     for workers in ("1", "2"):  # in a subprocess: the workers' warnings reach its stderr
         r = run_mt("translate", str(tiny_run), "-i", str(src), "--beam", "2", "--glossary",
-                   str(g), "--workers", workers, "--format", "jsonl")
+                   str(g), "--workers", workers, "--format", "jsonl", "--unk", "show")
         assert r.code == 0 and sum('"missing": ["Zebras"]' in line
                                    for line in r.out.splitlines()) == 80, (workers, r.err)
-        assert "so no output can hold them: 'Zebras'" in r.err, (workers, r.err)
+        assert "(decode.unk show: left out): 'Zebras'" in r.err, (workers, r.err)
         assert "line(s) miss a glossary term" not in r.err, (workers, r.err)
 
 

@@ -1,12 +1,14 @@
 """mt.document's API: a Document's inputs and render, and translate_document /
 translate_lines with the tiny model."""
 
+from types import SimpleNamespace
+
 import pytest
 from document_fakes import identity
 
 from conftest import TWO_LINES
 from mt.checkpoint import load_checkpoint
-from mt.document import Document, settings, translate_document, translate_lines
+from mt.document import Document, reads_digits, settings, translate_document, translate_lines
 from mt.document.paragraph import Settings
 from mt.errors import ConfigError, DataError
 
@@ -71,9 +73,8 @@ def test_numbers_left_to_the_model_and_each_sentence_as_written(translator):
     # the toy model never saw a digit: 25 is copied where it wrote for it (mt.unknowns)
     assert left.sentences[1][1].text == translator.translate(["I need 25 books."])[0]
     assert left.text.count("25") == 1 and left.sentences[1][1].unknowns == ["25"]
-    masked = translate_document(translator, text, mask="number")
-    assert [s for s, _ in masked.sentences] == [s for s, _ in left.sentences]
-    assert masked.text.count("25") == 1 and masked.sentences[1][1].unknowns is None
+    assert not reads_digits(translator)  # so numbers stay in, whatever decode.mask says
+    assert translate_document(translator, text, mask="").text == left.text
     with pytest.raises(ConfigError, match="decode.mask must name placeholder kinds, "
                                           "comma-separated: template, url, email, number"):
         translate_document(translator, text, mask="numbers")
@@ -92,16 +93,29 @@ def test_placeholders_never_reach_the_model_and_come_back_once(translator):
     text = "Yesterday we saw 42 red dogs at https://x.org/?a=1 for {user}."
     done = translate_document(translator, text, beam=2)
     assert [s for s, _ in done.sentences] == [text]  # as written
+    # as the model saw it: numbers left in for the toy model, which never saw a digit
     assert Document(text, "text", settings(translator)).inputs == [
-        "Yesterday we saw 42 red dogs at for."]  # as the model saw it: numbers left in
-    every = translator.check_options(mask="template,url,email,number")
-    assert Document(text, "text", settings(translator, cfg=every)).inputs == [
-        "Yesterday we saw red dogs at for."]
+        "Yesterday we saw 42 red dogs at for."]
     for kept in ("42", "https://x.org/?a=1", "{user}"):
         assert done.text.count(kept) == 1
-    masked = translate_document(translator, text, beam=2, mask="template,url,email,number")
+
+
+
+def test_numbers_are_masked_for_a_model_that_reads_digits(translator, monkeypatch):
+    import mt.document
+
+    text = "Yesterday we saw 42 red dogs at https://x.org/?a=1 for {user}."
+    monkeypatch.setattr(mt.document, "reads_digits", lambda translator: True)
+    assert Document(text, "text", settings(translator)).inputs == [
+        "Yesterday we saw red dogs at for."]
+    masked = translate_document(translator, text, beam=2)
     for kept in ("42", "https://x.org/?a=1", "{user}"):
         assert masked.text.count(kept) == 1
+    left = translator.check_options(mask="template,url,email")
+    assert Document(text, "text", settings(translator, cfg=left)).inputs == [
+        "Yesterday we saw 42 red dogs at for."]
+    vocab = SimpleNamespace(run=SimpleNamespace(src_vocab=SimpleNamespace(itos=["<unk>", "25"])))
+    assert reads_digits(vocab)  # the real one: a vocabulary with "25"
 
 
 def test_html_nested_100_deep_is_translated_and_deeper_is_a_data_error(translator):

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from mt.config import MASKED, PLACEHOLDERS
+from mt.config import PLACEHOLDERS
 from mt.document.placeholders import KINDS, compile_keep, find, mask
 from mt.errors import DataError, UsageError
 
@@ -38,7 +38,8 @@ def test_a_kind_left_to_the_model_is_not_found():
     text = "Mail a@b.org about 25 books at https://x.org"
     assert [text[a:b] for a, b in find(text)] == ["a@b.org", "25", "https://x.org"]
     assert [text[a:b] for a, b in find(text, masked=("email",))] == ["a@b.org"]
-    assert [text[a:b] for a, b in find(text, masked=MASKED)] == ["a@b.org", "https://x.org"]
+    assert [text[a:b] for a, b in find(text, masked=("url", "email"))] == [
+        "a@b.org", "https://x.org"]
     assert find(text, masked=()) == []
     assert set(KINDS) == set(PLACEHOLDERS)  # decode.mask names them (mt.config)
 
@@ -75,4 +76,5 @@ def test_a_run_written_with_no_mask_loads_with_the_mask_it_meant():
     from mt.config import config_from_dict
 
     assert config_from_dict({"decode": {"no_mask": "number"}}).decode.mask == "template,url,email"
+    assert config_from_dict({}).decode.mask == ",".join(PLACEHOLDERS)
     assert config_from_dict({"decode": {"no_mask": ""}}).decode.mask == ",".join(PLACEHOLDERS)

@@ -117,9 +117,13 @@ def test_overlapping_matches_go_longest_first():
 
 def test_target_terms_and_what_an_output_misses():
     m = matcher([["Vertrag", "agreement"], ["NY", "new york"], ["Hund", "dog"]])
-    assert m.terms([0, 1, 2]) == [[7], [4, 5]]  # "dog" has no id: it cannot be forced
+    # "dog" has no id: forced as <unk> in its place (mt.unknowns writes it), or not at all
+    assert m.terms([0, 1, 2]) == [[7], [4, 5], [UNK]]
+    assert m.terms([0, 1, 2], placeholders=False) == [[7], [4, 5]]
     assert m.targets[2] == [UNK]
     assert m.missing([0, 1, 2], [7, 4, 5]) == ["dog"]
+    assert m.missing([0, 1, 2], [7, 4, 5, UNK]) == []
+    assert m.missing([0, 1, 2], [7, 4, 5, UNK], placeholders=False) == ["dog"]
     assert m.missing([0, 1], [4, 7, 5]) == ["new york"]
     assert occurrences([1, 2, 1, 2], [1, 2]) == [0, 2]
 

@@ -33,8 +33,9 @@ class Slow(Upper):
     bug in mt would."""
 
     decoding, model = DecodeConfig(), None
-    # a paragraph's language, no sentence starters; its bound
-    run, max_src = SimpleNamespace(cfg=Config(), starters=[]), 256
+    # a paragraph's language, no sentence starters, a vocabulary with digits; its bound
+    run = SimpleNamespace(cfg=Config(), starters=[], src_vocab=SimpleNamespace(itos=["7"]))
+    max_src = 256
 
     def check_options(self, attention=False, **options) -> DecodeConfig:
         return self.decoding

@@ -120,16 +120,19 @@ def test_a_glossary_file_with_a_byte_order_mark_keeps_its_first_term(translator,
     assert found[0].terms == [["cats", "Hunde"]] and found[0].missing == []
 
 
-def test_a_term_no_output_can_hold_is_named_when_read_and_not_counted_after(tiny_run,
-                                                                         capsys):
+def test_a_term_the_vocabulary_lacks_is_named_when_read_and_written_through_unk(tiny_run,
+                                                                             capsys):
     translator = Translator.load(tiny_run, beam=2)
     glossary = [["dogs", "Zebras"], ["cats", "Katzen"]]
     translator.matcher(glossary)  # read: the vocabulary decides, no translation needed
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "1 target term(s) have a token the model's target " \
-        "vocabulary lacks, so no output can hold them: 'Zebras'" in err
+    assert err.count("\n") == 1 and "1 target term(s) have a word the model's target " \
+        "vocabulary lacks, written where the search puts <unk> for it" in err and "'Zebras'" in err
     found = translator.translate_nbest(["You see dogs.", "Two cats."], glossary=glossary)
-    assert found[0][0].missing == ["Zebras"]  # still reported per line
+    assert found[0][0].missing == [] and "Zebras" in found[0][0].text
+    found = translator.translate_nbest(["You see dogs.", "Two cats."], glossary=glossary,
+                                       unk="show")
+    assert found[0][0].missing == ["Zebras"]  # no output can hold it: reported per line
     translator.report()
     assert capsys.readouterr().err == ""  # named once, at load; not "a line misses a term"
     own = [[["cats", "Elefantenrüssel"]], None]  # a line's own glossary: named as it is read

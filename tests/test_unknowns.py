@@ -133,3 +133,28 @@ def test_an_oov_glossary_term_is_in_every_constrained_output(tiny_run):
     shown = t.translate_nbest(dogs, glossary=[["dogs", "Pudelhunde"]], beam=4, unk="show")
     assert all(best[0].missing == ["Pudelhunde"] for best in shown)  # no output can hold it
 
+
+
+def test_a_forced_term_replaces_the_models_own_word(tiny_run):
+    from mt.translator import Translator
+
+    t = Translator.load(tiny_run)
+    lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()
+    dogs = [x for x in lines if " dogs" in x][:12]
+    replaced = t.translate(dogs, glossary=[["dogs", "Katzen"]], beam=4)
+    assert all("Katzen" in x and "Hunde" not in x for x in replaced), replaced
+    plain = t.translate(dogs, beam=4)
+    assert all("Hunde" in x for x in plain)  # the word the term replaced
+    kept = t.translate(dogs, glossary=[["dogs", "Katzen"]], beam=4, glossary_replace=False)
+    assert all("Katzen" in x for x in kept)
+
+
+def test_an_unread_number_the_model_dropped_is_put_after_the_word_before_it():
+    source = ["We", "saw", "342", "red", "dogs", "."]
+    tokens, at = ["Wir", "sahen", "rote", "Hunde", "."], [0, 1, 3, 4, 5]
+    assert _numbers(tokens, [10] * 5, at, source, {2}) == (
+        ["Wir", "sahen", "342", "rote", "Hunde", "."], ["342"])
+    assert _numbers(["Hunde", "."], [10] * 2, [4, 5], ["342", "dogs", "."], {0}) == (
+        ["342", "Hunde", "."], ["342"])
+    assert _numbers(["Wir", "sahen"], [10] * 2, [0, 1], ["We", "saw", "342", "."], {2}) == (
+        ["Wir", "sahen", "342"], ["342"])

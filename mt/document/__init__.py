@@ -80,7 +80,8 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
     """How a translator's documents are read with its decoding options (cfg; None: its own):
     its source language's sentence splitter (and its run's sentence starters, unless
     decode.ignore_starters), its longest source (model.max_positions, less a tag's token),
-    keep, and the placeholder kinds decode.mask takes out of the sentences."""
+    keep, and the placeholder kinds decode.mask takes out of the sentences: numbers only for
+    a model that has seen digits (`reads_digits`)."""
     cfg = cfg or translator.decoding
     room = translator.max_src - bool(cfg.tag)
 
@@ -89,8 +90,16 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
 
     starters = [] if cfg.ignore_starters else translator.run.starters
     begins = starts_sentence(starters, translator.src_tok.tokenize) if starters else None
+    masked = tuple(k for k in cfg.masked if k != "number" or reads_digits(translator))
     return Settings(translator.run.cfg.data.src_lang, True, too_long, tuple(keep), str, begins,
-                    cfg.masked)
+                    masked)
+
+
+def reads_digits(translator: Translator) -> bool:
+    """Whether the model's source vocabulary holds a token with a digit. One that never saw a
+    digit (the toy model) writes a filler where a number was taken out ("Ich brauche 25 ich
+    Bücher."): its numbers stay in, and mt.unknowns copies each where it wrote for it."""
+    return any(any(c.isdigit() for c in t) for t in translator.run.src_vocab.itos)
 
 
 def _settings(translator: Translator, keep: Sequence[str], decode: dict) -> Settings:
