@@ -1,11 +1,12 @@
 """`mt serve` under load: N clients at once, each sending M requests of 1-8 lines, against one
-client sending the same requests one at a time, and against the Translator on the same lines
-in this process (what `mt translate --format jsonl` does: scored, in length-sorted chunks) with
-the same torch threads.
+client sending the same requests one at a time, against the same N clients asking the same
+through LibreTranslate's POST /translate and DeepL's POST /v2/translate, and against the
+Translator on the same lines in this process (what `mt translate --format jsonl` does: scored,
+in length-sorted chunks) with the same torch threads.
 
     python -m benchmarks.bench_serve RUN [--input FILE] [--clients 32] [--requests 25]
-        [--threads T] [--batch-wait-ms 5] [--server-set KEY=VALUE] [--no-single] [--rounds 2]
-        [--seed 0]
+        [--threads T] [--batch-wait-ms 5] [--server-set KEY=VALUE] [--no-single]
+        [--no-compatible] [--rounds 2] [--seed 0]
     python -m benchmarks.bench_serve RUN --smoke   # toy lines, 4 clients x 3 requests, 1 round
 
 The lines are drawn at random (--seed) from --input (default Multi30k test_2016_flickr,
@@ -13,10 +14,11 @@ German). The server is one `mt serve RUN --port 0 --threads T` process on loopba
 once; clients are threads here, each with its own keep-alive connection. Every response is
 checked against the Translator's translation of its lines: one wrong or missing answer fails
 the run (exit 1). Reported: requests/s, lines/s, and the 50th and 99th percentile latency of a
-request; then lines/s under load against the Translator's (the issue's target: 0.8x) and
-against one client. The contenders take turns, --rounds rounds, each keeping its fastest.
-Its helpers (Served, Client, send_all) also drive the server in tests/test_serve_app.py and
-tests/test_serve_server.py.
+request; then lines/s under load against the Translator's (the issue's target: 0.8x), each
+compatible API's against mt's own under load (target: 0.9x), and against one client. The
+contenders take turns, --rounds rounds, each keeping its fastest.
+Its helpers (Served, Client, send_all, APIS) also drive the server in tests/test_serve_app.py
+and tests/test_serve_server.py.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -47,6 +49,7 @@ from mt.translator import Translator
 LISTENING = re.compile(r"^serving .* on (http://\S+)/ ")
 BASE = "Translator (mt translate)"  # the contenders that are not clients under load
 SINGLE = "one client, one request at a time"
+COMPATIBLE = ("libretranslate", "deepl")  # APIS beside mt's own, each against it under load
 
 
 class Served:
@@ -77,6 +80,21 @@ class Served:
         if not started.wait(timeout) or not self.url:
             self.process.kill()
             raise RuntimeError("mt serve did not start:\n" + "\n".join(self.log[-30:]))
+
+    def logged(self, send: Callable[[], tuple]) -> tuple:
+        """send()'s answer (a tuple), and the log lines the server wrote while and after it
+        was sent (its one line comes after the answer's last byte: waited for, and then a
+        little longer for any second one). The lines of requests before it are let in first."""
+        before = -1
+        while before != len(self.log):  # quiet for 0.3 s: the last request's line is in
+            before = len(self.log)
+            time.sleep(0.3)
+        answer = send()
+        deadline = time.monotonic() + 30
+        while len(self.log) == before and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(0.3)
+        return (*answer, self.log[before:])
 
     def stop(self, timeout: float = 120) -> int:
         """SIGTERM, and its exit code once it has ended."""
@@ -136,6 +154,36 @@ class Client:
             self.connection = None
 
 
+@dataclass(frozen=True)
+class Api:
+    """One of the server's APIs, as its clients ask it to translate lines into a target: the
+    path, the JSON body, and the answer's translations, a line each."""
+
+    name: str
+    path: str
+    body: Callable[[list[str], str], dict]  # (lines, target language) -> the request's body
+    texts: Callable[[dict], list[str]]
+
+    def translate(self, client: Client, lines: list[str], target: str) -> list[str]:
+        status, answer = client.request("POST", self.path, self.body(lines, target),
+                                        {"Content-Type": "application/json"})
+        if status != 200:
+            raise RuntimeError(f"{self.name} POST {self.path}: {status} {answer}")
+        return self.texts(answer)
+
+
+APIS = {  # the same lines asked of each: one texts each, split into sentences as mt's default
+    "mt": Api("mt's own", "/translate", lambda lines, target: {"text": lines},
+              lambda a: [t["text"] for t in a["translations"]]),
+    "libretranslate": Api("LibreTranslate", "/translate",
+                          lambda lines, target: {"q": lines, "source": "auto", "target": target},
+                          lambda a: a["translatedText"]),
+    "deepl": Api("DeepL", "/v2/translate",
+                 lambda lines, target: {"text": lines, "target_lang": target.upper()},
+                 lambda a: [t["text"] for t in a["translations"]]),
+}
+
+
 @dataclass
 class Outcome:
     """What a set of clients got: the seconds until the last finished, each answered request's
@@ -149,10 +197,12 @@ class Outcome:
 
 
 def send_all(url: str, plans: Sequence[Sequence[list[str]]], expected: dict[str, str],
-             keep_alive: bool = True, stop_on_refusal: bool = False) -> Outcome:
-    """One client thread per plan, sending its requests in turn; each answer's texts are
-    checked against expected (line -> translation). A refused connection (ConnectionError, or
-    an answer that never began) counts in refused; with stop_on_refusal the client stops."""
+             keep_alive: bool = True, stop_on_refusal: bool = False, api: str = "mt",
+             target: str = "") -> Outcome:
+    """One client thread per plan, sending its requests in turn to APIS[api] (target: the
+    language asked for, which the compatible APIs need); each answer's texts are checked
+    against expected (line -> translation). A refused connection (ConnectionError, or an
+    answer that never began) counts in refused; with stop_on_refusal the client stops."""
     outcome, lock = Outcome(0.0), threading.Lock()
 
     def client(plan: Sequence[list[str]]) -> None:
@@ -160,7 +210,7 @@ def send_all(url: str, plans: Sequence[Sequence[list[str]]], expected: dict[str,
         for lines in plan:
             start = time.perf_counter()
             try:
-                found = c.translate(lines)
+                texts = APIS[api].translate(c, lines, target)
             except (ConnectionError, http.client.RemoteDisconnected):
                 c.close()
                 with lock:
@@ -169,7 +219,6 @@ def send_all(url: str, plans: Sequence[Sequence[list[str]]], expected: dict[str,
                     return
                 continue
             ms = (time.perf_counter() - start) * 1000
-            texts = [t["text"] for t in found]
             with lock:
                 outcome.latencies.append(ms)
                 if texts != [expected[line] for line in lines]:
@@ -218,6 +267,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0, help="draws the requests' lines")
     ap.add_argument("--no-single", action="store_true",
                     help="leave out one client, one request at a time (the slowest contender)")
+    ap.add_argument("--no-compatible", action="store_true",
+                    help="leave out the clients of LibreTranslate's and DeepL's APIs")
     ap.add_argument("--server-set", action="append", default=[], metavar="KEY=VALUE",
                     help="the server's --set (not the Translator's), e.g. "
                          "decode.batch_tokens=16384; repeatable")
@@ -229,6 +280,7 @@ def main() -> None:
     requests = [lines for plan in plans for lines in plan]
     all_lines = [line for lines in requests for line in lines]
     translator = Translator.load(args.run)
+    target = translator.run.cfg.data.tgt_lang  # what the compatible APIs' clients name
     expected = {}
     sets = [a for item in args.server_set for a in ("--set", item)]
     with Served(args.run, "--threads", str(args.threads), "--batch-wait-ms",
@@ -247,18 +299,31 @@ def main() -> None:
             return Client(served.url, keep_alive=False).request("GET", "/health")[1][
                 "translator_calls"]
 
-        def counted(plans_: list) -> Outcome:
-            """send_all, with the server's Translator calls it took."""
+        def counted(plans_: list, api: str = "mt") -> Outcome:
+            """send_all to APIS[api], with the server's Translator calls it took."""
             before = calls()
-            return dataclasses.replace(send_all(served.url, plans_, expected),
-                                       calls=calls() - before)
+            return dataclasses.replace(send_all(served.url, plans_, expected, api=api,
+                                                target=target), calls=calls() - before)
 
-        under_load = f"{args.clients} clients at once"
-        contenders = {BASE: translate, under_load: lambda r: counted(plans)}
+        contenders = {BASE: translate, under_load(args, "mt"): lambda r: counted(plans)}
+        for api in () if args.no_compatible else COMPATIBLE:
+            contenders[under_load(args, api)] = lambda r, api=api: counted(plans, api)
         if not args.no_single:
             contenders[SINGLE] = lambda r: counted([requests])
         best = alternate(contenders, args.rounds, keep=faster)
         code = served.stop()
+    report(args, best, requests, all_lines, threads, sets, code)
+
+
+def under_load(args, api: str) -> str:
+    """The name of the contender of --clients clients at once of APIS[api]."""
+    return f"{args.clients} clients at once" + ("" if api == "mt" else
+                                                f", {APIS[api].name} POST {APIS[api].path}")
+
+
+def report(args, best: dict[str, Outcome], requests: list, all_lines: list, threads: int,
+           sets: list[str], code: int) -> None:
+    """The table, the ratios, and whether every answer was right (SystemExit 1 if not)."""
     print(f"{args.run}: {len(requests):,} requests ({args.clients} clients x {args.requests}), "
           f"{len(all_lines):,} lines of {args.input}; {threads} thread(s)"
           f"{'' if args.threads else ' (the server: following the load)'}; --batch-wait-ms "
@@ -271,10 +336,13 @@ def main() -> None:
          *([f"{percentile(o.latencies, 50):.0f}", f"{percentile(o.latencies, 99):.0f}"]
            if o.latencies else ["-", "-"]),
          f"{len(all_lines) / o.calls:.1f}" if o.calls else "-"] for name, o in best.items())))
-    load, base = best[under_load], best[BASE]
+    load, base = best[under_load(args, "mt")], best[BASE]
     outcomes = [o for name, o in best.items() if name != BASE]  # the server's
     print(f"\nlines/s under load / Translator (mt translate): {base.seconds / load.seconds:.2f}x "
           "(target 0.8x)")
+    for api in () if args.no_compatible else COMPATIBLE:
+        print(f"lines/s under load, {APIS[api].name} / mt's own: "
+              f"{load.seconds / best[under_load(args, api)].seconds:.2f}x (target 0.9x)")
     if not args.no_single:
         alone = best[SINGLE]
         print(f"lines/s under load / one request at a time: {alone.seconds / load.seconds:.2f}x")

@@ -1,6 +1,6 @@
 """mt/serve/server.py: the socket, bound before the model loads (a port taken or a host that is
 not an address here is one line and exit 8, before the run is read), and SIGTERM in the middle
-of a load: every request accepted is answered, then exit 0."""
+of a load, on each API: every request accepted is answered, then exit 0."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import socket
 import threading
 import time
 
-from benchmarks.bench_serve import Client, Served, make_plans, send_all
+import pytest
+
+from benchmarks.bench_serve import APIS, Client, Served, make_plans, send_all
 from conftest import THREADS, TOY, assert_user_error
 from mt.translator import Translator
 
@@ -30,14 +32,18 @@ def test_a_host_that_is_not_an_address_here_is_exit_8(cli):
                       "192.0.2.1", "--host")
 
 
-def test_sigterm_during_a_load_answers_every_accepted_request(tiny_run):
+@pytest.mark.parametrize("api", APIS)
+def test_sigterm_during_a_load_answers_every_accepted_request(tiny_run, api):
+    """On every API (mt's own, LibreTranslate's, DeepL's): they share one batcher and one
+    graceful stop."""
     lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:40]
     expected = dict(zip(lines, Translator.load(tiny_run).translate(lines)))
     plans = make_plans(lines, clients=16, requests=40, seed=2)
     with Served(tiny_run, "--batch-wait-ms", "10", env=THREADS) as served:
         done = {}
         sender = threading.Thread(target=lambda: done.update(outcome=send_all(
-            served.url, plans, expected, keep_alive=False, stop_on_refusal=True)))
+            served.url, plans, expected, keep_alive=False, stop_on_refusal=True, api=api,
+            target="de")))
         sender.start()
         deadline = time.monotonic() + 300
         while sum(line.startswith("POST") for line in served.log) < 30:
