@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import pytest
@@ -35,7 +36,9 @@ def serve(tiny_run, reverse_run, keys, state):
 
 @pytest.fixture(scope="module")
 def server(tiny_run, reverse_run, keys, tmp_path_factory):
-    with serve(tiny_run, reverse_run, keys, tmp_path_factory.mktemp("state")) as s:
+    state = tmp_path_factory.mktemp("state")
+    with serve(tiny_run, reverse_run, keys, state) as s:
+        s.state = state  # its --state-dir: the glossaries' files
         yield s
         assert s.stop() == 0, s.log[-10:]
 
@@ -165,19 +168,103 @@ def test_errors_are_deepls(server):
     ({"text": [1], "target_lang": "DE"}, 400, "text: give one text or more"),
     ({"text": ["a"] * 101, "target_lang": "DE"}, 413, "101 lines"),
     ({"text": ["a"], "target_lang": "DE", "formality": "more"}, 400, "formality 'more'"),
+    ({"text": ["a"], "target_lang": 5}, 400, "target_lang: give a language code"),
+    ({"text": ["a"], "target_lang": "DE", "source_lang": ["EN", 5]}, 400,
+     "source_lang: give a language code"),
+    ({"text": "a", "target_lang": "FR"}, 400, "auto-fr: a language pair this server does not"),
+    ({"text": ["a"], "target_lang": "DE", "source_lang": "EN", "glossary_id": "nope"}, 404,
+     "glossary 'nope' not found"),
+    ({"text": ["a"], "target_lang": "DE", "glossary_id": "nope"}, 400,
+     "glossary_id: give source_lang"),
 ])
 def test_bad_json_bodies_get_deepls_error_shape(server, body, status, needle):
-    got, answer = post_v2(server.url, body)
+    got, answer, log = server.logged(lambda: post_v2(server.url, body))
     assert got == status and list(answer) == ["message"], answer
     assert needle in answer["message"]
+    assert [line.split(" | ")[:2] for line in log] == [["POST /v2/translate", str(status)]]
 
 
-def post_v2(url: str, body: dict) -> tuple[int, dict]:
-    """POST /v2/translate of a JSON body: the status and the answer."""
-    request = urllib.request.Request(url + "/v2/translate", json.dumps(body).encode(), {
+def test_a_form_body_is_read_as_json_is(server):
+    form = urllib.parse.urlencode([("text", EN[0]), ("text", EN[1]), ("target_lang", "DE")])
+    request = urllib.request.Request(server.url + "/v2/translate", form.encode(), {
+        "Content-Type": "application/x-www-form-urlencoded",
+        "Authorization": f"DeepL-Auth-Key {KEY}"})
+    with urllib.request.urlopen(request, timeout=300) as response:
+        got = [t["text"] for t in json.loads(response.read())["translations"]]
+    assert got == own(server.url, EN, "en", "de")
+
+
+@pytest.mark.parametrize("body, needle", [
+    ({"name": "g", "source_lang": "EN", "target_lang": "DE", "entries": "cats\tHunde\ndogs\n"},
+     "entries line 2: 1 fields; give `source TAB target`"),
+    ({"name": "g", "source_lang": "EN", "target_lang": "DE", "entries": "a\tb\tc\n"},
+     "entries line 1: 3 fields"),
+    ({"name": "g", "source_lang": "EN", "target_lang": "DE", "entries": "cats\tA\ncats\tB\n"},
+     "cats"),
+    ({"name": "g", "source_lang": "EN", "target_lang": "DE", "entries": ""}, "0 entries"),
+    ({"name": "g", "source_lang": "EN", "target_lang": "DE", "entries": 5},
+     "entries: give the entries as text"),
+    ({"name": "g", "source_lang": "EN", "target_lang": "DE", "entries": "a\tb",
+      "entries_format": "xlsx"}, "entries_format 'xlsx'"),
+    ({"name": 5, "source_lang": "EN", "target_lang": "DE", "entries": "a\tb"}, "name: missing"),
+    ({"name": "g", "target_lang": "DE", "entries": "a\tb"}, "source_lang: missing"),
+    ({"name": "g", "source_lang": "FR", "target_lang": "DE", "entries": "a\tb"},
+     "fr-de: a language pair this server does not translate"),
+])
+def test_a_bad_glossary_is_refused_and_nothing_stored(server, body, needle):
+    got, answer, log = server.logged(lambda: post_v2(server.url, body, "/v2/glossaries"))
+    assert got == 400 and list(answer) == ["message"] and needle in answer["message"], answer
+    assert [line.split(" | ")[:2] for line in log] == [["POST /v2/glossaries", "400"]]
+    assert list((server.state / "glossaries").iterdir()) == []
+    assert deepl.Translator(KEY, server_url=server.url).list_glossaries() == []
+
+
+def test_a_bad_document_upload_is_deepls_400(server):
+    boundary = "b0undary"
+    part = (f'--{boundary}\r\nContent-Disposition: form-data; name="target_lang"\r\n\r\nDE'
+            "\r\n").encode()
+    for body, needle in ((part + b"--b0undary--\r\n", "file: missing"),
+                         (part, "the body is not a multipart form")):
+        request = urllib.request.Request(server.url + "/v2/document", body, {
+            "Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Authorization": f"DeepL-Auth-Key {KEY}"})
+        with pytest.raises(urllib.error.HTTPError) as e:
+            urllib.request.urlopen(request, timeout=300)
+        assert e.value.code == 400 and needle in json.loads(e.value.read())["message"]
+
+
+
+def post_v2(url: str, body: dict, path: str = "/v2/translate") -> tuple[int, dict]:
+    """POST path of a JSON body: the status and the answer."""
+    request = urllib.request.Request(url + path, json.dumps(body).encode(), {
         "Content-Type": "application/json", "Authorization": f"DeepL-Auth-Key {KEY}"})
     try:
         with urllib.request.urlopen(request, timeout=300) as response:
             return response.status, json.loads(response.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
+
+
+def test_a_glossary_not_written_is_neither_listed_nor_left_on_disk(tmp_path, monkeypatch):
+    """The store writes a glossary's file whole (atomic_write) before it lists it: a disk that
+    fails half-way leaves the store as it was, and the route answers DeepL's 500."""
+    from mt.errors import FileSystemError
+    from mt.serve import glossaries as module
+    from mt.serve.translating import compatible_error
+
+    store = module.Glossaries(tmp_path)
+    kept = store.add("kept", "en", "de", [["cat", "Katze"]], "")
+
+    def half_then_full(self, text, encoding=None):
+        with open(self, "w", encoding=encoding) as f:
+            f.write(text[: len(text) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(module.Path, "write_text", half_then_full)
+    with pytest.raises(FileSystemError, match="No space left") as e:
+        store.add("lost", "en", "de", [["dog", "Hund"]], "")
+    monkeypatch.undo()
+    assert compatible_error(e.value, "message", {}).status_code == 500
+    assert [g.name for g in store.mine("")] == ["kept"]
+    assert [p.name for p in (tmp_path / "glossaries").iterdir()] == [f"{kept.glossary_id}.json"]
+    assert [g.name for g in module.Glossaries(tmp_path).mine("")] == ["kept"]  # a restart

@@ -131,3 +131,56 @@ def test_without_keys_one_run_serves_its_pair_and_the_limit_applies(tiny_run):
     assert got == auto == mine[0]["text"]
     assert limited[0] == 429 and "lines a minute are used" in limited[1]["error"]
     assert settings["language"]["source"]["code"] == "en" and not settings["keyRequired"]
+
+
+
+@pytest.mark.parametrize("fields, needle", [
+    ({"q": 5, "target": "de"}, "q is a string or a list of strings"),
+    ({"q": ["a", 5], "target": "de"}, "q is a string or a list of strings"),
+    ({"q": [], "target": "de"}, "q is a string or a list of strings"),
+    ({"q": "a", "target": 5}, "missing target parameter"),
+    ({"q": "a", "source": 5, "target": "de"}, "source is a language code"),
+    ({"q": "a", "target": "de", "alternatives": True}, "alternatives is a whole number"),
+    ({"q": "a", "target": "de", "api_key": 5}, "api_key is not a string"),
+    ({"q": ["a"] * 101, "target": "de"}, "101 lines, more than this server takes"),
+])
+def test_bad_json_is_one_400_and_one_log_line(keyed, fields, needle):
+    status, answer, log = keyed.logged(lambda: post(keyed.url, "/translate", {
+        "api_key": KEY, **fields}, form=False))
+    assert status == 400 and list(answer) == ["error"] and needle in answer["error"], answer
+    assert [line.split(" | ")[:2] for line in log] == [["POST /translate", "400"]], log
+
+
+def multipart_post(url: str, body: bytes, boundary: str = "b0undary") -> tuple[int, dict]:
+    request = urllib.request.Request(url + "/translate_file", body, {
+        "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    try:
+        with urllib.request.urlopen(request, timeout=300) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def form_parts(fields: dict, file: tuple[str, bytes] | None) -> bytes:
+    parts = [(f'--b0undary\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n')
+             .encode() for k, v in fields.items()]
+    if file:
+        parts.append(f'--b0undary\r\nContent-Disposition: form-data; name="file"; '
+                     f'filename="{file[0]}"\r\n\r\n'.encode() + file[1] + b"\r\n")
+    return b"".join(parts) + b"--b0undary--\r\n"
+
+
+@pytest.mark.parametrize("body, needle", [
+    (form_parts({"source": "en", "target": "de", "api_key": KEY}, ("a.pdf", b"%PDF-1.4")),
+     "'a.pdf': a file of a format this server does not read"),
+    (form_parts({"source": "en", "target": "de", "api_key": KEY}, None),
+     "missing file parameter"),
+    (form_parts({"source": "en", "target": "de", "api_key": KEY}, ("a.txt", b"a"))[:-14],
+     "the body is not a multipart form"),
+    (form_parts({"source": "en", "target": "fr", "api_key": KEY}, ("a.txt", b"a")),
+     "en-fr: a language pair this server does not translate"),
+])
+def test_a_bad_file_request_is_one_400_and_one_log_line(keyed, body, needle):
+    status, answer, log = keyed.logged(lambda: multipart_post(keyed.url, body))
+    assert status == 400 and list(answer) == ["error"] and needle in answer["error"], answer
+    assert [line.split(" | ")[:2] for line in log] == [["POST /translate_file", "400"]], log

@@ -110,9 +110,7 @@ class Api:
             texts = fields.get("text") or []
             if not texts or not all(isinstance(t, str) for t in texts):
                 raise ClientError(400, "text: give one text or more, each a string")
-            source, target = base(one(fields, "source_lang")), base(one(fields, "target_lang"))
-            if target is None:
-                raise ClientError(400, "target_lang: missing; give a target language")
+            source, target = languages(fields)
             pair = self.served.pairs.route(source, target)
             ask = Ask(texts, {}, format=tagged(fields),
                       split=one(fields, "split_sentences") not in ("0", 0))
@@ -158,9 +156,7 @@ class Api:
             if wanted and file_format(f"x.{wanted}") != fmt:
                 raise ClientError(400, f"output_format {wanted}: mt writes a document in its "
                                        "own format")
-            source, target = base(one(fields, "source_lang")), base(one(fields, "target_lang"))
-            if target is None:
-                raise ClientError(400, "target_lang: missing; give a target language")
+            source, target = languages(fields)
             pair = served.pairs.route(source, target)
             ask = Ask([], {})
             check_formality(one(fields, "formality"))
@@ -267,8 +263,11 @@ def add_glossary_routes(app: FastAPI, api: Api) -> None:
             name = one(fields, "name")
             if not name or not isinstance(name, str):
                 raise ClientError(400, "name: missing; give the glossary a name")
-            pair = served.pairs.route(base(one(fields, "source_lang")) or "",
-                                      base(one(fields, "target_lang")) or "")
+            source, target = languages(fields)
+            if source is None:  # a glossary is for one pair: DeepL asks for both
+                raise ClientError(400, "source_lang: missing; give the glossary's source "
+                                       "language")
+            pair = served.pairs.route(source, target)
             entries = one(fields, "entries")
             if not isinstance(entries, str):
                 raise ClientError(400, "entries: give the entries as text")
@@ -312,6 +311,18 @@ def one(fields: dict[str, list], name: str):
     """A field's value (its last), or None."""
     values = fields.get(name)
     return values[-1] if values else None
+
+
+def languages(fields: dict[str, list]) -> tuple[str | None, str]:
+    """source_lang (None if not given) and target_lang as mt's pairs name them; a 400 for a
+    target missing, or a code that is not a string."""
+    codes = [one(fields, name) for name in ("source_lang", "target_lang")]
+    for name, code in zip(("source_lang", "target_lang"), codes):
+        if code is not None and not isinstance(code, str):
+            raise ClientError(400, f"{name}: give a language code, such as DE or EN-GB")
+    if not codes[1]:
+        raise ClientError(400, "target_lang: missing; give a target language")
+    return base(codes[0]), base(codes[1])
 
 
 def tagged(fields: dict[str, list]) -> str:

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mt.errors import DataError, MTError
+from mt.errors import DataError, FileSystemError, os_error_message
 from mt.glossary import Glossary
 from mt.serve.access import ClientError
 from mt.textio import atomic_write
@@ -104,7 +104,8 @@ class Glossaries:
 
     def add(self, name: str, source: str, target: str, entries: list[list[str]],
             whose: str) -> Stored:
-        """A new glossary, on disk before it is listed."""
+        """A new glossary, on disk before it is listed (a FileSystemError, and nothing listed
+        nor left on disk, if it cannot be written)."""
         now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         stored = Stored(str(uuid.uuid4()), name, source, target, now, entries, whose)
         if self.directory is not None:
@@ -126,11 +127,14 @@ class Glossaries:
         return [g for g in self.found.values() if g.owner == whose]
 
     def delete(self, glossary_id: str, whose: str) -> None:
+        """Off the disk, then off the list: a file that cannot be removed stays listed, as it
+        would come back at the next start."""
         self.get(glossary_id, whose)
-        with self.lock:
-            del self.found[glossary_id]
         if self.directory is not None:
+            path = self.directory / f"{glossary_id}.json"
             try:
-                (self.directory / f"{glossary_id}.json").unlink(missing_ok=True)
+                path.unlink(missing_ok=True)
             except OSError as e:
-                raise MTError(f"glossary {glossary_id}: {e.strerror}") from None
+                raise FileSystemError(os_error_message(e, path)) from None
+        with self.lock:
+            self.found.pop(glossary_id, None)

@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from mt.document.document import DocumentTranslation
+from mt.errors import FileSystemError
 from mt.glossary import Glossary
 from mt.records import lists, record
 from mt.serve import documents
@@ -116,13 +117,14 @@ async def translate_file(served: Served, pair: Pair, client: str, data: bytes, f
 
 def compatible_error(e: Exception, field: str, statuses: dict[int, int]) -> JSONResponse:
     """A compatible API's error: `{field: "one line"}`, with its status for mt's (statuses:
-    mt's status to the API's; an MTError, an option value mt refuses, is a 400). The
-    WWW-Authenticate of mt's 401 is dropped: these APIs answer a key's absence with a 403."""
+    mt's status to the API's; an MTError, an option value mt refuses, is a 400, but a
+    FileSystemError, the server's state not written, a 500). The WWW-Authenticate of mt's 401
+    is dropped: these APIs answer a key's absence with a 403."""
     if isinstance(e, ClientError):
         headers = {k: v for k, v in e.headers.items() if k != "WWW-Authenticate"}
         return JSONResponse({field: str(e)}, statuses.get(e.status, e.status), headers)
     message = str(e).removeprefix("Translator options: ").replace("decode.", "")
-    return JSONResponse({field: message}, 400)
+    return JSONResponse({field: message}, 500 if isinstance(e, FileSystemError) else 400)
 
 
 async def read_body(request: Request, limits: Limits, most: int | None = None) -> bytes:
