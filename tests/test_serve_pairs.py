@@ -3,6 +3,7 @@ command's refusals of a --model that does not fit (one line, no traceback)."""
 
 from __future__ import annotations
 
+import gc
 from types import SimpleNamespace
 
 import pytest
@@ -46,3 +47,32 @@ def test_a_model_whose_run_is_another_pair_is_one_line(cli, tiny_run):
     assert_user_error(cli("serve", tiny_run, "--model", f"en-de={tiny_run}"), 2, "not both")
     assert_user_error(cli("serve", "--port", "0"), 2, "not neither")
     assert_user_error(cli("serve", "--model", "en-de", "--port", "0"), 2, "give SOURCE-TARGET")
+
+
+def test_each_model_is_loaded_once_and_every_api_uses_it(tiny_run, reverse_run):
+    """Two pairs, each its own run, as `mt serve --model` loads them: two models in memory,
+    each pair's batcher on its pair's one Translator, and mt's own API, LibreTranslate's and
+    DeepL's all answered by them (no API loads a model of its own)."""
+    from starlette.testclient import TestClient
+
+    from mt.commands.options import TranslateOptions
+    from mt.commands.serve import load_pair, pair_specs
+    from mt.model import Seq2Seq
+    from mt.serve.app import Limits, create_app
+
+    def models() -> set[int]:
+        gc.collect()
+        return {id(o) for o in gc.get_objects() if type(o) is Seq2Seq}  # no proxy asked
+
+    before = models()
+    specs = pair_specs(None, (f"en-de={tiny_run}", f"de-en={reverse_run}"))
+    served = Pairs([load_pair(*spec, TranslateOptions(), False) for spec in specs])
+    with TestClient(create_app(served, served.default.info, Limits(), 1.0)) as client:
+        answers = [client.post("/translate", json={"text": "a cat", "target": "de"}),
+                   client.post("/translate", json={"q": "a cat", "source": "en", "target": "de"}),
+                   client.post("/v2/translate", json={"text": ["Katze"], "target_lang": "EN"})]
+        assert [a.status_code for a in answers] == [200] * 3, [a.text for a in answers]
+        assert all(p.batcher.translator is p.translator for p in served.all)
+        assert [p.batcher.requests for p in served.all] == [2, 1]  # routed by pair
+        loaded = models() - before
+    assert loaded == {id(p.translator.model) for p in served.all} and len(loaded) == 2
