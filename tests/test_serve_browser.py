@@ -279,3 +279,35 @@ def test_the_status_line_gives_the_confidence_not_the_score(run_copy, cli, brows
         browser.find_element(By.ID, "translate").click()
         wait.until(lambda d: status.text.startswith("2 lines, least confidence 0."))
         assert served.stop() == 0
+
+
+def test_the_pair_picker_routes_each_translation(tiny_run, reverse_run, browser, tmp_path):
+    """A server of two pairs (--model): the page lists them, and what it translates is the
+    picked pair's translation, as mt's own API gives it for that source and target."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    wait = WebDriverWait(browser, 120)
+    german = "Heute hast du acht Katzen."
+    with Served(None, "--model", f"en-de={tiny_run}", "--model", f"de-en={reverse_run}",
+                env=THREADS, cwd=tmp_path) as served:
+        client = Client(served.url)
+        want = {pair: client.translate([line], source=pair[:2], target=pair[3:])[0]["text"]
+                for pair, line in (("en-de", SENTENCE), ("de-en", german))}
+        browser.get(served.url + "/")
+        wait.until(lambda d: d.find_element(By.ID, "pairfield").is_displayed())
+        picker = Select(browser.find_element(By.ID, "pair"))
+        assert [o.get_attribute("value") for o in picker.options] == ["en|de", "de|en"]
+        assert browser.find_element(By.ID, "model").text == "2 language pairs"
+        for value, pair, line in (("de|en", "de-en", german), ("en|de", "en-de", SENTENCE)):
+            picker.select_by_value(value)
+            source = browser.find_element(By.ID, "source")
+            source.clear()
+            source.send_keys(line)
+            # emptied, so that the wait below is for this pair's answer, not the last one
+            browser.execute_script("document.getElementById('translation').textContent = ''")
+            browser.find_element(By.ID, "translate").click()
+            wait.until(lambda d: d.find_element(By.ID, "translation").text)
+            assert browser.find_element(By.ID, "translation").text == want[pair], pair
+        assert want["en-de"] != want["de-en"]
+        assert served.stop() == 0
