@@ -117,9 +117,11 @@ SPM = [*TINY, "data.tokenizer=sentencepiece", "data.shared_vocab=true", "data.vo
 SHARED_RUNS = {"tiny_run": TINY, "other_run": [*TINY, "train.seed=2", "train.max_epochs=2"],
                "spm_run": SPM,
                # vocabularies of 70 tokens a side: the model learns to write <unk>
-               "unk_run": [*TINY, "data.max_size=70"],
-               # the toy corpus the other way, German to English: a second pair to serve
-               "reverse_run": [*TINY, "data.src_lang=de", "data.tgt_lang=en"]}
+               "unk_run": [*TINY, "data.max_size=70", "train.max_epochs=2"],
+               # the toy corpus the other way, German to English: a second pair to serve (its
+               # quality does not matter)
+               "reverse_run": [*TINY, "data.src_lang=de", "data.tgt_lang=en",
+                               "train.max_epochs=2"]}
 NEEDED: set[str] = set()  # those the session's tests use (pytest_collection_finish)
 TRIED: set[str] = set()  # those this process trained while it waited for another
 
