@@ -7,11 +7,10 @@ the guy." for Mann -> guy). So, before the constrained search, the model transla
 with a term greedily and without terms; each output token whose step attends most to a term's
 source span (all decoder layers and heads averaged: the word alignment's weights,
 mt.decoding.align), the one that weighs the span most, is the model's own word for that term,
-in each of its casings. The constrained search may
-not write those anywhere in that line (mt.decoding.constraints), so it writes the term where
-the model would have written them. (Blocked only while the term is pending, the model wrote
-the term early, where it fits worst, and its own word after it: the toy model's "Wir
-Pudelhunde zwei und vierzig rote Hunde.")
+in each of its casings. The constrained search may not write those anywhere in that line
+(mt.decoding.constraints), so it writes the term where the model would have written them.
+(Blocked only while the term is pending, the model wrote the term early, where it fits worst,
+and its own word after it: the toy model's "Wir Pudelhunde zwei und vierzig rote Hunde.")
 
 Shapes: B rows, S source tokens, T target tokens.
 """

@@ -79,7 +79,7 @@ def written(model, batch: Searched, sources: list[list[str]], prefixes: list[lis
             words = known_words(ids, prefixes[b], terms[b])
             for j, w in words.items():
                 out[k][j] = w
-            left = [j for j, t in enumerate(out[k]) if t == UNK_TOKEN and j not in words]
+            left = [j for j, i in enumerate(ids[: len(out[k])]) if i == UNK and j not in words]
         if left or numbers[b]:
             pending.append((k, left))
     replaced = [[t for t, i in zip(tokens, ids) if i == UNK] for tokens, ids in
