@@ -680,6 +680,28 @@ def data_sacrebleu(
     print(json.dumps(sacrebleu_test_set(test_set, langs, dest)))
 
 
+@data_app.command("gettext")
+def data_gettext(
+    src: str = typer.Option("en", "--src", help="The msgids' language (English for nearly all "
+                            "software)."),
+    tgt: str = typer.Option(..., "--tgt", help="The translations' language, as the locale "
+                            "directory names it: de, fr, pt_BR."),
+    from_: Path = typer.Option(Path("/usr/share/locale"), "--from", help="The directory "
+                               "holding TGT/LC_MESSAGES/*.mo."),
+    out: Path = typer.Option(..., "--out", help="Where the corpus goes."),
+) -> None:
+    """Make a corpus of the installed software's translations, split by whole package.
+
+    Each TGT/LC_MESSAGES/*.mo is read by gettext's msgunfmt; its translated entries become
+    OUT/{train,val,test}.{SRC,TGT} (a pair a line; backslash, line feed, carriage return and
+    tab escaped as in PO), its PO text OUT/{split}/{package}.po, and OUT/manifest.json lists
+    the packages of each split. Prints a JSON summary (docs/data.md#software-strings).
+    """
+    from mt.commands.data import gettext_corpus
+
+    print(json.dumps(gettext_corpus(src, tgt, from_, out)))
+
+
 @data_app.command("check")
 def data_check(
     config: Path = typer.Argument(None, help="YAML config: audit its training split against "

@@ -1,6 +1,7 @@
 """`mt data`: public corpora written as plain files, line i of one translating line i of the other
 (Multi30k task 1 in en, de, fr, cs, downloaded or copied from a local directory; a corpus from
-OPUS; a test set sacreBLEU knows, or FLORES-200), and the audit of a corpus (`mt data check`)."""
+OPUS; a test set sacreBLEU knows, or FLORES-200; the translations of the installed software),
+and the audit of a corpus (`mt data check`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from tqdm import tqdm
 
 from mt.audit import AUDIT_RATIO, Audit, audit, held_out
 from mt.config import load_config
-from mt.corpora import language_pair, opus, testsets
+from mt.corpora import language_pair, opus, software, testsets
 from mt.corpus_formats import CorpusSource
 from mt.corpus_formats.plain import iter_parallel
 from mt.data import corpus_sources
@@ -160,6 +161,34 @@ def sacrebleu_test_set(name: str | None, pair: str | None, dest: Path) -> dict:
         atomic_write(extra, lambda tmp, r=ref: shutil.copyfile(r, tmp))
         files.append(str(extra))
     return {"test_set": name, "languages": pair, "lines": n, "files": files}
+
+
+def gettext_corpus(src: str, tgt: str, locale_dir: Path, dest: Path) -> dict:
+    """`mt data gettext`: the installed software's catalogues for tgt
+    ({locale_dir}/{tgt}/LC_MESSAGES/*.mo) as a corpus split by whole package
+    (mt.corpora.software): dest/{split}.{src} and .{tgt} (a pair a line, escaped), each
+    package's PO text as dest/{split}/{package}.po, and dest/manifest.json. Everything is read
+    first: a file that cannot be read leaves nothing written."""
+    for option, code in (("--src", src), ("--tgt", tgt)):
+        if not code or _file_stem(code) != code:
+            raise UsageError("data gettext", option, f"{code!r}: give a language code (de, pt_BR)")
+    found = list(software.catalogues(locale_dir, tgt))
+    split = software.split_pairs(found)
+    dest = Path(dest)
+    for name, pairs in split.items():
+        escaped = ((software.escape(s), software.escape(t)) for s, t in pairs)
+        write_pairs(dest / name, (src, tgt), escaped, len(pairs))
+    for cat in found:
+        po = dest / cat.split / f"{cat.name}.po"
+        po.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(po, lambda tmp, text=cat.po: Path(tmp).write_text(
+            text, encoding="utf-8", newline="\n"))
+    about = software.manifest(found, split)
+    _write_json(dest / "manifest.json", {"from": str(Path(locale_dir) / tgt / "LC_MESSAGES"),
+                                         "src": src, "tgt": tgt, **about})
+    return {"dir": str(dest), "packages": len(found),
+            "splits": {name: {"packages": len(s["packages"]), "pairs": s["pairs"]}
+                       for name, s in about["splits"].items()}}
 
 
 def list_test_sets(pair: str | None) -> str:

@@ -1,5 +1,6 @@
 """Public corpora and test sets, where they are published and how their files are read: OPUS's
-training corpora (opus.py) and the test sets sacreBLEU knows, with FLORES-200 (sacrebleu.py).
+training corpora (opus.py), the test sets sacreBLEU knows, with FLORES-200 (testsets.py), and
+the installed software's translations (software.py).
 `mt data` (mt.commands.data) fetches them and writes what they hold as plain files; Multi30k,
 which needs neither, is there alone. docs/data.md#public-corpora-and-test-sets."""
 
