@@ -21,6 +21,7 @@ SMOKE = {
     "bench_formats": "| format | MiB | read, s | cache, s | cache CPU, s |",
     "bench_hf": "| 1 | greedy |",
     "bench_hugepages": "| amp | tok/s, off | tok/s, on |",
+    "bench_software": "| TM suggestion | < 0.7 | 1 |",
     "bench_tokenize": "| de | toy.test | 300 |",
     "bench_train": "| mt fp32 / naive, tok/s |",
 }
@@ -143,3 +144,16 @@ def test_bench_int8_runs_in_smoke_mode(tiny_run):
     out = run_benchmark("bench_int8", str(tiny_run), "--students", str(tiny_run))
     assert "greedy: int8 - float32 BLEU" in out and "| mt int8 beam 2 |" in out
     assert "teacher beam 2 float32: speed" in out and "| tiny | 2 | 2 | 64 |" in out
+
+
+def test_bench_software_suggests_the_closest_training_msgid():
+    from benchmarks.bench_software import memory, suggestions
+
+    tm = memory(["Open file", "Open file", "Open file", "Close window", "Quit"],
+                ["Datei öffnen", "Öffne Datei", "Datei öffnen", "Fenster schließen", "Beenden"])
+    assert tm["Open file"] == "Datei öffnen"  # the most frequent of its translations
+    found = suggestions(tm, ["Open file", "Open files", "Close windows now", "Qui"])
+    assert found[0] == ("Datei öffnen", 1.0)
+    assert found[1] == ("Datei öffnen", pytest.approx(1 - 1 / 10))  # one insertion in 10
+    assert found[2] == ("Fenster schließen", pytest.approx(1 - 5 / 17))
+    assert found[3] == ("Beenden", pytest.approx(1 - 1 / 4))

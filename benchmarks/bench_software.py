@@ -1,0 +1,156 @@
+"""Software strings: translations of held-out packages scored against what a localizer gets
+without MT, the translation memory's suggestion, overall and by fuzzy-match band.
+
+    python -m benchmarks.bench_software --data data/software_en_de [--split val]
+        [--hyp runs/sw/val.hyp ...] [--band 0.7]
+    python -m benchmarks.bench_software --smoke    # a corpus of six tiny catalogues
+
+--data is a corpus `mt data gettext` built (its manifest.json names the languages). For each
+entry of --split (one line of {split}.{src}), the translation memory (TM) is the training
+split: its suggestion is the training translation of the most similar training msgid
+(character-level Levenshtein similarity, 1 - distance / the longer length, insertions,
+deletions and substitutions costing 1, by rapidfuzz; an exact msgid is found first, by a dict;
+of several translations of one msgid the most frequent, the first of equals; of equally similar
+msgids the first in the training file). Each --hyp file (a line per entry, as the model writes
+its escaped lines) is scored beside it. Printed, a row per system and band (all entries, and
+those whose best TM similarity is >= --band or below it): entries, chrF and BLEU (sacreBLEU as
+mt.metrics scores them, over the escaped lines), and the placeholder keep rate (an entry keeps
+when its translation has the multiset of its msgid's placeholders, mt.corpora.software's
+placeholders): over all entries, and over those whose msgid has any. The reference's own keep
+rate is the first row. Scoring the test split is for the final table only: compare on val.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+from benchmarks.harness import markdown, parse, parser
+from mt.commands.data import gettext_corpus
+from mt.corpora.software import placeholders
+from mt.metrics import score
+from mt.textio import read_lines
+
+
+def memory(src: list[str], tgt: list[str]) -> dict[str, str]:
+    """msgid -> its most frequent training translation (the first of equals)."""
+    seen: dict[str, Counter] = {}
+    for s, t in zip(src, tgt):
+        seen.setdefault(s, Counter())[t] += 1
+    return {s: counts.most_common(1)[0][0] for s, counts in seen.items()}
+
+
+def suggestions(tm: dict[str, str], queries: list[str]) -> list[tuple[str, float]]:
+    """For each query, the TM's suggestion and its msgid's similarity to the query (0..1)."""
+    from rapidfuzz import process
+    from rapidfuzz.distance import Levenshtein
+
+    choices = list(tm)
+    found = []
+    for q in queries:
+        if q in tm:  # the prefilter: an exact msgid needs no search
+            found.append((tm[q], 1.0))
+            continue
+        # extractOne raises its cutoff to the best score so far, so most choices are dropped
+        # by their length alone; a tie keeps the first choice
+        best, similarity, _ = process.extractOne(q, choices, processor=None,
+                                                 scorer=Levenshtein.normalized_similarity)
+        found.append((tm[best], similarity))
+    return found
+
+
+def kept(hyp: str, src: str) -> bool:
+    return placeholders(hyp) == placeholders(src)
+
+
+def row(name: str, band: str, rows: list[int], src, ref, hyp, lang: str) -> list[str]:
+    """One line of the table: the system's scores over the entries `rows`."""
+    if not rows:
+        return [name, band, "0", "-", "-", "-", "-"]
+    h, r, s = [hyp[i] for i in rows], [ref[i] for i in rows], [src[i] for i in rows]
+    scores = score(h, r, lang)
+    with_ph = [i for i, x in enumerate(s) if placeholders(x)]
+    all_kept = sum(kept(a, b) for a, b in zip(h, s)) / len(rows)
+    some = (f"{sum(kept(h[i], s[i]) for i in with_ph) / len(with_ph):.1%} of {len(with_ph)}"
+            if with_ph else "-")
+    return [name, band, f"{len(rows):,}", f"{scores['chrf']:.2f}", f"{scores['bleu']:.2f}",
+            f"{all_kept:.1%}", some]
+
+
+# The smoke run's catalogues: each package has the shared strings and one of its own.
+OWN = [("Permission denied", "Keine Berechtigung"), ("Network is unreachable",
+       "Netzwerk ist nicht erreichbar"), ("Out of memory", "Speicher erschöpft"),
+       ("Broken pipe", "Defekte Pipe"), ("Show all processes", "Alle Prozesse anzeigen"),
+       ("Pattern is empty", "Das Muster ist leer")]
+
+
+def smoke_corpus(where: Path) -> Path:
+    """A corpus built by `mt data gettext` from six tiny catalogues compiled by msgfmt: four
+    packages fall in train by the split's rule, procps-ng in val, grep in test."""
+    strings = [("File %s not found", "Datei %s nicht gefunden"), ("Cancel", "Abbrechen"),
+               ("Open the file", "Die Datei öffnen"), ("%d files copied", "%d Dateien kopiert"),
+               ("Save the file %s", "Die Datei %s speichern"), ("Quit", "Beenden")]
+    lc = where / "locale" / "de" / "LC_MESSAGES"
+    lc.mkdir(parents=True)
+    for k, package in enumerate(("coreutils", "git", "tar", "sed", "procps-ng", "grep")):
+        pairs = [*strings[k:], *strings[:k], OWN[k]]
+        po = 'msgid ""\nmsgstr "Content-Type: text/plain; charset=UTF-8\\n"\n\n' + "".join(
+            f'msgid "{s} ({k})"\nmsgstr "{t} ({k})"\n\n' for s, t in pairs)
+        (lc / f"{package}.po").write_text(po, encoding="utf-8")
+        subprocess.run(["msgfmt", "-o", str(lc / f"{package}.mo"), str(lc / f"{package}.po")],
+                       check=True)
+    gettext_corpus("en", "de", where / "locale", where / "corpus")
+    return where / "corpus"
+
+
+def main() -> None:
+    ap = parser(__doc__, rounds=1, smoke="six catalogues of six strings, the TM alone")
+    ap.add_argument("--data", type=Path, help="a corpus `mt data gettext` wrote")
+    ap.add_argument("--split", default="val", help="val (default) or test")
+    ap.add_argument("--hyp", type=Path, nargs="*", default=[],
+                    help="translations of the split's source, a line per entry")
+    ap.add_argument("--band", type=float, default=0.7, help="the close-match threshold")
+    args = parse(ap, {})
+    if args.smoke:
+        with tempfile.TemporaryDirectory(prefix="bench_software.") as scratch:
+            args.data = smoke_corpus(Path(scratch))
+            report(args)
+    elif args.data is None:
+        ap.error("give --data (or --smoke)")
+    else:
+        report(args)
+
+
+def report(args) -> None:
+    """The table for args.data's args.split."""
+    about = json.loads((args.data / "manifest.json").read_text(encoding="utf-8"))
+    sl, tl = about["src"], about["tgt"]
+    tm = memory(*(read_lines(args.data / f"train.{lang}") for lang in (sl, tl)))
+    src, ref = (read_lines(args.data / f"{args.split}.{lang}") for lang in (sl, tl))
+    start = time.perf_counter()
+    suggested = suggestions(tm, src)
+    seconds = time.perf_counter() - start
+    systems = {"reference": ref, "TM suggestion": [t for t, _ in suggested]}
+    for path in args.hyp:
+        systems[path.name] = read_lines(path)
+        if len(systems[path.name]) != len(src):
+            raise SystemExit(f"{path}: {len(systems[path.name])} lines, but {args.split} has "
+                             f"{len(src)} entries")
+    close = [i for i, (_, sim) in enumerate(suggested) if sim >= args.band]
+    far = [i for i, (_, sim) in enumerate(suggested) if sim < args.band]
+    print(f"{args.data} {args.split}: {len(src):,} entries ({sl}->{tl}); TM of {len(tm):,} "
+          f"msgids, searched in {seconds:.1f} s; exact msgid found for "
+          f"{sum(sim == 1.0 for _, sim in suggested):,}\n")
+    bands = (("all", range(len(src))), (f">= {args.band}", close), (f"< {args.band}", far))
+    print(markdown(["system", "band", "entries", "chrF", "BLEU", "placeholders kept",
+                    "kept, entries with placeholders"],
+                   [row(name, band, list(rows), src, ref, hyp, tl)
+                    for name, hyp in systems.items() for band, rows in bands]))
+
+
+if __name__ == "__main__":
+    main()
