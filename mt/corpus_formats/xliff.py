@@ -39,14 +39,18 @@ def iter_xliff(path: Path, langs: tuple[str, ...], left_out: Counter) -> Iterato
 def _turned(file: xliff.Languages, langs: tuple[str, ...], path: Path) -> bool:
     """Whether the file's segments go the other way (its source the corpus's target); a
     DataError for a file in other languages."""
+    said = (file.source, file.target)  # "": the file does not say
+
+    def fits(a: str, b: str) -> bool:
+        return all(not s or matches(s, code) for s, code in zip(said, (a, b)))
+
     src, tgt = langs
-    said = (file.source or src, file.target or tgt)
-    if matches(said[0], src) and matches(said[1], tgt):
+    if fits(src, tgt):
         return False
-    if matches(said[0], tgt) and matches(said[1], src):
+    if fits(tgt, src):
         return True
-    raise DataError(f"{path}: its languages are {said[0]} to {said[1]}, not the corpus's "
-                    f"{src} to {tgt}")
+    raise DataError(f"{path}: its languages are {said[0] or '?'} to {said[1] or '?'}, not the "
+                    f"corpus's {src} to {tgt}")
 
 
 class XliffFormat(OneFile):
