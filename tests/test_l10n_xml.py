@@ -7,19 +7,10 @@ from __future__ import annotations
 import io
 
 import pytest
+from xml_bombs import BOMB, EXTERNAL
 
 from mt.errors import DataError
 from mt.l10n.xml import events
-
-BOMB = (b'<?xml version="1.0"?>\n<!DOCTYPE lolz [\n <!ENTITY lol "lol">\n'
-        + b"".join(b' <!ENTITY lol%d "%s">\n' % (i, b"".join(
-            b"&lol%s;" % (str(i - 1).encode() if i > 1 else b"") for _ in range(10)))
-                   for i in range(1, 10))
-        + b']>\n<xliff version="1.2"><file><body><trans-unit id="1"><source>&lol9;</source>'
-          b"</trans-unit></body></file></xliff>\n")
-EXTERNAL = (b'<?xml version="1.0"?>\n<!DOCTYPE xliff [\n<!ENTITY x SYSTEM "file:///etc/passwd">\n'
-            b']>\n<xliff version="1.2"><file><body><trans-unit id="1"><source>&x;</source>'
-            b"</trans-unit></body></file></xliff>\n")
 
 
 def test_each_event_knows_its_bytes():
