@@ -78,6 +78,8 @@ class CorpusAudit:
     invalid_utf8: Finding = field(default_factory=Finding)  # bytes not UTF-8 on a side
     control: Finding = field(default_factory=Finding)  # control characters on a side
     overlap: list[Overlap] = field(default_factory=list)  # training corpora only
+    # what the format left out of the file, by why (an XLIFF's segments without a target)
+    left_out: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -100,6 +102,7 @@ class Audit:
         out = []
         for c in self.corpora:
             out.append(f"{c.name}: {c.pairs} pairs ({c.src}, {c.tgt})")
+            out += [f"  {'left out: ' + why:<32}{count:>7}" for why, count in c.left_out.items()]
             rows = [(label, getattr(c, key), "") for key, label in labels.items()]
             for o in c.overlap:
                 rows += [(f"source in {o.split}", o.sources,
@@ -147,7 +150,8 @@ def _audit_one(files: CorpusSource, max_len: int, max_ratio: float, against: Ite
     hits = [(set(), set()) for _ in c.overlap]  # per held-out set: source keys, pair keys seen
     seen: set[int] = set()
     n = 0
-    for n, (src, tgt) in enumerate(_progress(name, files.pairs()), 1):
+    read = files.pairs()
+    for n, (src, tgt) in enumerate(_progress(name, read), 1):
         for check in _checks(c, src, tgt, max_len, max_ratio):
             check.add(n)
         if is_empty(src, tgt):
@@ -166,7 +170,7 @@ def _audit_one(files: CorpusSource, max_len: int, max_ratio: float, against: Ite
             if key in i.pair_keys:
                 o.pairs.add(n)
                 pairs.add(key)
-    c.pairs = n
+    c.pairs, c.left_out = n, dict(read.left_out)
     if index is not None:
         index.pairs = n
     for o, i, (sources, pairs) in zip(c.overlap, against, hits):

@@ -65,6 +65,14 @@ def open_text(path: str | Path) -> io.TextIOBase:
         raise read_error(e, path) from None
 
 
+def open_binary(path: str | Path) -> io.BufferedIOBase:
+    """Open a file's bytes, gunzipped if it ends in .gz (XML, which says its own encoding)."""
+    try:
+        return gzip.open(path, "rb") if str(path).endswith(".gz") else open(path, "rb")
+    except OSError as e:
+        raise read_error(e, path) from None
+
+
 # What surrogateescape makes of the bytes 0x80-0xff that are not UTF-8.
 ESCAPED = re.compile("[\udc80-\udcff]")
 

@@ -294,7 +294,7 @@ def corpus(root: Path, n: int = 60, edit=None) -> Path:
 def write_as(fmt: str, path: Path, pairs: list[tuple[str, str]], langs=("en", "de")) -> dict:
     """pairs written as a corpus of format fmt at path (plain: path.en and path.de); returns
     its data.train entry. jsonl writes Hugging Face's {"translation": {...}} records, parquet a
-    column per language."""
+    column per language, xliff an XLIFF 1.2 trans-unit per pair, tmx a TMX unit per pair."""
     import gzip
     import json
 
@@ -311,9 +311,28 @@ def write_as(fmt: str, path: Path, pairs: list[tuple[str, str]], langs=("en", "d
         lines = ["\t".join(p) if fmt == "tsv" else
                  json.dumps({"translation": dict(zip(langs, p))}, ensure_ascii=False)
                  for p in pairs]
-        text = "".join(line + "\n" for line in lines).encode("utf-8")
+        text = ("".join(line + "\n" for line in lines) if fmt in ("tsv", "jsonl") else
+                localization_file(fmt, pairs, langs)).encode("utf-8")
         Path(path).write_bytes(gzip.compress(text) if str(path).endswith(".gz") else text)
     return {"format": fmt, "path": str(path)}
+
+
+def localization_file(fmt: str, pairs: list[tuple[str, str]], langs=("en", "de")) -> str:
+    """pairs as an XLIFF 1.2 file (fmt "xliff") or a TMX (fmt "tmx")."""
+    from xml.sax.saxutils import escape
+
+    src, tgt = (escape(s) for s in langs)
+    if fmt == "xliff":
+        units = "".join(f'<trans-unit id="{i}"><source>{escape(a)}</source>'
+                        f"<target>{escape(b)}</target></trans-unit>\n"
+                        for i, (a, b) in enumerate(pairs, 1))
+        return ('<xliff version="1.2" xmlns="urn:oasis:names:tc:xliff:document:1.2">\n'
+                f'<file original="x" source-language="{src}" target-language="{tgt}" '
+                f'datatype="plaintext"><body>\n{units}</body></file></xliff>\n')
+    units = "".join(f'<tu><tuv xml:lang="{src}"><seg>{escape(a)}</seg></tuv>'
+                    f'<tuv xml:lang="{tgt}"><seg>{escape(b)}</seg></tuv></tu>\n'
+                    for a, b in pairs)
+    return f'<tmx version="1.4"><header srclang="{src}"/><body>\n{units}</body></tmx>\n'
 
 
 def small_config(data_dir: Path, *sets: str) -> list[str]:

@@ -57,7 +57,7 @@ def test_a_tsv_line_without_one_tab_is_refused(tmp_path, line, found):
 
 def test_an_unknown_format_is_refused_at_load():
     with pytest.raises(ConfigError, match=r"data.train\[0\].format must be one of plain, tsv, "
-                                          "jsonl, parquet, got 'xml'"):
+                                          "jsonl, parquet, xliff, tmx, got 'xml'"):
         load_config(None, ['data.train=[{format: xml, path: a.xml}]'])
 
 
@@ -97,7 +97,7 @@ def test_a_new_format_is_one_module_and_one_registry_line(srctgt, tmp_path):
 
 # --- every format alike: the token cache, data.filter, mt data check, val and test -----------
 
-FORMATS_ = ["plain", "tsv", "jsonl", "parquet"]
+FORMATS_ = ["plain", "tsv", "jsonl", "parquet", "xliff", "tmx"]
 
 
 def toy_pairs(n: int, split: str = "train") -> list[tuple[str, str]]:
@@ -114,7 +114,8 @@ def test_every_format_is_cached_and_filtered_as_plain_is(tmp_path, cache_dir):
     pairs = toy_pairs(80)
     pairs[5] = pairs[4]  # a duplicate and a copy for data.filter to drop
     pairs[9] = (pairs[9][0], pairs[9][0])
-    suffix = {"plain": "", "tsv": ".tsv.gz", "jsonl": ".jsonl.gz", "parquet": ".parquet"}
+    suffix = {"plain": "", "tsv": ".tsv.gz", "jsonl": ".jsonl.gz", "parquet": ".parquet",
+              "xliff": ".xlf.gz", "tmx": ".tmx.gz"}
     built = {}
     for fmt in formats_available():
         corpus = write_as(fmt, tmp_path / f"c{suffix[fmt]}", pairs)

@@ -2,6 +2,8 @@
 
 - `plain` (the default): two files, line i of one translating line i of the other (plain.py).
 - `tsv`: one file of `source TAB target` lines (tsv.py).
+- `jsonl`, `parquet`: one file of records keyed by language (jsonl.py, parquet.py).
+- `xliff`, `tmx`: localization files, XLIFF and TMX (xliff.py, tmx.py; mt.l10n reads them).
 
 A format is one module holding a `FORMAT` (a CorpusFormat: the keys of CorpusConfig it reads,
 their checks, where its files are, and how its pairs are read) and one line in FORMATS. Config
@@ -12,7 +14,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -22,6 +25,8 @@ FORMATS = {  # a corpus's `format` -> the module whose FORMAT reads it
     "tsv": "mt.corpus_formats.tsv",
     "jsonl": "mt.corpus_formats.jsonl",
     "parquet": "mt.corpus_formats.parquet",
+    "xliff": "mt.corpus_formats.xliff",
+    "tmx": "mt.corpus_formats.tmx",
 }
 # What a corpus that names no format is: the one place it is decided (configs from before
 # `format` existed hold two-file corpora, and a split name in data.train is one).
@@ -33,16 +38,27 @@ class CorpusConfig:
     """One training corpus of data.train (docs/data.md#several-corpora)."""
 
     name: str = ""  # in the log and `mt info`; default: its prefix or file name
-    # plain: two files; tsv, jsonl, parquet: one file of pairs. The names in FORMATS, checked
-    # at load as any Literal is (and a fake format a test registers is one too).
+    # plain: two files; the others: one file of pairs. The names in FORMATS, checked at load
+    # as any Literal is (and a fake format a test registers is one too).
     format: Literal[tuple(FORMATS)] = DEFAULT_FORMAT
     dir: str | None = None  # where prefix's files are; null = data.dir
     prefix: str = ""  # plain: files {dir}/{prefix}.{src_lang} and .{tgt_lang} (or .gz)
     src: str = ""  # plain: or two explicit paths
     tgt: str = ""
-    path: str = ""  # tsv, jsonl, parquet: the file (.gz allowed but for parquet)
+    path: str = ""  # tsv, jsonl, parquet, xliff, tmx: the file (.gz allowed but for parquet)
     weight: float = 1.0  # times the corpus is drawn per epoch: 2 = each pair twice, 0.5 = half
     tag: str = ""  # a token like <bt> put before each source sentence of this corpus
+
+
+class Pairs:
+    """A format's pairs, and what it left out of its file as it read them (by why: a
+    localization file's units without a translation), counted once the pairs are read."""
+
+    def __init__(self, pairs: Iterable[tuple[str, str]], left_out: Counter | None = None):
+        self.pairs, self.left_out = iter(pairs), Counter() if left_out is None else left_out
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return self.pairs
 
 
 class CorpusFormat:
@@ -65,9 +81,9 @@ class CorpusFormat:
         raise NotImplementedError
 
     def pairs(self, paths: tuple[Path, ...], langs: tuple[str, ...]) -> Iterator[tuple[str, str]]:
-        """The (source, target) pairs, streamed; langs: the (source, target) language codes,
-        for formats that key the sides by them. A file that is not of this format is a
-        DataError naming it (and its line)."""
+        """The (source, target) pairs, streamed (or Pairs, when the format leaves some of its
+        file out); langs: the (source, target) language codes, for formats that key the sides
+        by them. A file that is not of this format is a DataError naming it (and its line)."""
         raise NotImplementedError
 
 
@@ -105,13 +121,14 @@ class CorpusSource:
 
     name: str
     format: str  # its reader: a name in FORMATS
-    paths: tuple[Path, ...]  # plain: (source, target); tsv, jsonl, parquet: (the file,)
+    paths: tuple[Path, ...]  # plain: (source, target); the others: (the file,)
     langs: tuple[str, ...] = ()  # (source, target) codes: the keys of jsonl and parquet sides
     weight: float = 1.0
     tag: str = ""
 
-    def pairs(self) -> Iterator[tuple[str, str]]:
-        return corpus_format(self.format).pairs(self.paths, self.langs)
+    def pairs(self) -> Pairs:
+        found = corpus_format(self.format).pairs(self.paths, self.langs)
+        return found if isinstance(found, Pairs) else Pairs(found)
 
     def side(self, k: int) -> Iterator[str]:
         """The lines of side k (0 source, 1 target)."""

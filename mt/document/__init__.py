@@ -76,12 +76,13 @@ def format_of_path(path: str) -> str | None:
 
 
 def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
-             cfg: DecodeConfig | None = None) -> Settings:
+             cfg: DecodeConfig | None = None, overwrite: bool = False) -> Settings:
     """How a translator's documents are read with its decoding options (cfg; None: its own):
     its source language's sentence splitter (and its run's sentence starters, unless
     decode.ignore_starters), its longest source (model.max_positions, less a tag's token),
     keep, and the placeholder kinds decode.mask takes out of the sentences: numbers only for
-    a model that has seen digits (`reads_digits`)."""
+    a model that has seen digits (`reads_digits`); its target language, and overwrite (a
+    localization file's translated entries translated again), for localization files."""
     cfg = cfg or translator.decoding
     room = translator.max_src - bool(cfg.tag)
 
@@ -91,8 +92,9 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
     starters = [] if cfg.ignore_starters else translator.run.starters
     begins = starts_sentence(starters, translator.src_tok.tokenize) if starters else None
     masked = tuple(k for k in cfg.masked if k != "number" or reads_digits(translator))
-    return Settings(translator.run.cfg.data.src_lang, True, too_long, tuple(keep), str, begins,
-                    masked)
+    data = translator.run.cfg.data
+    return Settings(data.src_lang, True, too_long, tuple(keep), str, begins, masked,
+                    data.tgt_lang, overwrite)
 
 
 def reads_digits(translator: Translator) -> bool:
@@ -102,11 +104,13 @@ def reads_digits(translator: Translator) -> bool:
     return any(any(c.isdigit() for c in t) for t in translator.run.src_vocab.itos)
 
 
-def _settings(translator: Translator, keep: Sequence[str], decode: dict) -> Settings:
+def _settings(translator: Translator, keep: Sequence[str], decode: dict,
+              overwrite: bool = False) -> Settings:
     """settings with keep's patterns compiled and the decoding options among decode (the
     others, a glossary, go to the Translator's call)."""
     options = {k: v for k, v in decode.items() if k in DecodeConfig.__dataclass_fields__}
-    return settings(translator, compile_keep(keep), translator.check_options(**options))
+    return settings(translator, compile_keep(keep), translator.check_options(**options),
+                    overwrite)
 
 
 def translate_inputs(translator: Translator, documents: Sequence[Document],
@@ -133,14 +137,16 @@ def translate_inputs(translator: Translator, documents: Sequence[Document],
 
 
 def translate_document(translator: Translator, text: str | bytes, format: str = "text",
-                       keep: Sequence[str] = (), name: str = "document", **decode
-                       ) -> DocumentTranslation:
-    """text (in a format of FORMATS: plain text, HTML, Markdown, .srt subtitles; or "docx" and
-    the file's bytes) translated: split into sentences, placeholders and keep's patterns
-    (regular expressions) left as they are, markup (a .docx: its runs' formatting) put back.
-    name: the document's, for errors. decode: decoding options, as for Translator.translate.
-    A binary format's file comes back as the DocumentTranslation's `data`."""
-    doc = Document(text, format, _settings(translator, keep, decode), name)
+                       keep: Sequence[str] = (), name: str = "document",
+                       overwrite: bool = False, **decode) -> DocumentTranslation:
+    """text (in a format of FORMATS: plain text, HTML, Markdown, .srt subtitles, XLIFF; or
+    "docx" and the file's bytes) translated: split into sentences, placeholders and keep's
+    patterns (regular expressions) left as they are, markup (a .docx: its runs' formatting)
+    put back. name: the document's, for errors. overwrite: a localization file's (XLIFF)
+    entries translated again where they have a translation (else only those without).
+    decode: decoding options, as for Translator.translate. A binary format's file comes back
+    as the DocumentTranslation's `data`."""
+    doc = Document(text, format, _settings(translator, keep, decode, overwrite), name)
     return doc.render(translate_inputs(translator, [doc], **decode))
 
 

@@ -48,8 +48,8 @@ class Document:
         if not self.format.binary and isinstance(source, bytes):
             source = decode_text(source, name)
         self.source = source
-        self.blocks, self.notes = self.format.parse(source, name)
         settings = self.format.settings(settings)
+        self.blocks, self.notes = self.format.parse(source, name, settings)
         self.parts = [p if isinstance(p, str) else Paragraph(p.text, settings, p.root)
                       for p in self.blocks]
         paragraphs = self.paragraphs

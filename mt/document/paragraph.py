@@ -21,8 +21,9 @@ class Settings:
     """How paragraphs are read: the source language (its sentence splitter), whether a line
     break ends a sentence (plain text: yes; HTML: no), whether a sentence is too long for the
     model, the user's --keep patterns, how translated text is escaped (HTML), whether a
-    word begins a sentence after another (the run's sentence starters), and the placeholder
-    kinds taken out of the sentences (decode.mask)."""
+    word begins a sentence after another (the run's sentence starters), the placeholder
+    kinds taken out of the sentences (decode.mask); for a localization file (XLIFF), the
+    target language and whether entries already translated are translated again."""
 
     lang: str
     lines: bool = True
@@ -31,6 +32,8 @@ class Settings:
     escape: Callable[[str], str] = str
     begins: Callable[[str], bool] | None = None
     masked: Sequence[str] = PLACEHOLDERS
+    target: str = ""  # the target language, written where a localization file names none
+    overwrite: bool = False  # --overwrite: a localization file's translations done again
 
 
 class Paragraph:
