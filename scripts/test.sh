@@ -9,10 +9,12 @@ scripts/setup.sh
 . .venv/bin/activate
 # The page's browser test (tests/test_serve_browser.py) drives Debian's Chromium and its driver:
 # installed here where this user may (root, or sudo without a password); else that test skips.
-if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
-  install="apt-get update -q && apt-get install -y -q chromium chromium-driver"
+# GNU gettext's msgfmt/msgunfmt: the PO tests and `mt data gettext` (skipped, saying so, without).
+if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null \
+    || ! command -v msgunfmt >/dev/null; then
+  install="apt-get update -q && apt-get install -y -q chromium chromium-driver gettext"
   (bash -c "$install" || sudo -n bash -c "$install") >/dev/null 2>&1 \
-    || echo "no chromium: the browser test will skip"
+    || echo "no chromium or gettext: the browser and gettext tests will skip"
 fi
 ruff check .
 python -m pytest -m "" -n auto --maxprocesses 4 "$@"
