@@ -78,6 +78,8 @@ class CorpusAudit:
     invalid_utf8: Finding = field(default_factory=Finding)  # bytes not UTF-8 on a side
     control: Finding = field(default_factory=Finding)  # control characters on a side
     overlap: list[Overlap] = field(default_factory=list)  # training corpora only
+    # what its files hold that gives no pair, by why (a PO file's fuzzy entries)
+    left_out: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -100,6 +102,9 @@ class Audit:
         out = []
         for c in self.corpora:
             out.append(f"{c.name}: {c.pairs} pairs ({c.src}, {c.tgt})")
+            if c.left_out:
+                out.append("  left out: " + ", ".join(f"{n} {why}"
+                                                       for why, n in c.left_out.items()))
             rows = [(label, getattr(c, key), "") for key, label in labels.items()]
             for o in c.overlap:
                 rows += [(f"source in {o.split}", o.sources,
@@ -144,6 +149,7 @@ def _audit_one(files: CorpusSource, max_len: int, max_ratio: float, against: Ite
     name, paths = files.name, [str(p) for p in files.paths]
     c = CorpusAudit(name, paths[0], paths[-1])
     c.overlap = [Overlap(i.split, i.pairs) for i in against]
+    c.left_out = files.left_out()
     hits = [(set(), set()) for _ in c.overlap]  # per held-out set: source keys, pair keys seen
     seen: set[int] = set()
     n = 0

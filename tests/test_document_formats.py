@@ -21,14 +21,14 @@ from mt.errors import ConfigError
 
 
 def test_the_names_each_surface_takes_come_from_the_registry():
-    assert text_formats() == ("text", "html", "md", "srt")  # POST /translate's `format`
-    assert names() == ("text", "txt", "html", "md", "srt", "docx")  # POST /translate/document
-    assert cli_names() == ("auto", "txt", "html", "md", "srt", "docx")  # --doc-format
+    assert text_formats() == ("text", "html", "md", "srt", "po")  # POST /translate's `format`
+    assert names() == ("text", "txt", "html", "md", "srt", "docx", "po")  # /translate/document
+    assert cli_names() == ("auto", "txt", "html", "md", "srt", "docx", "po")  # --doc-format
     assert list(extensions()) == [".txt", ".text", ".html", ".htm", ".xhtml", ".md",
-                                  ".markdown", ".srt", ".docx"]
+                                  ".markdown", ".srt", ".docx", ".po", ".pot"]
     assert document_format("txt") is document_format("text")
-    with pytest.raises(ConfigError, match="document format 'po': expected one of text"):
-        document_format("po")
+    with pytest.raises(ConfigError, match="document format 'rtf': expected one of text"):
+        document_format("rtf")
 
 
 class _Quoted(DocumentFormat):

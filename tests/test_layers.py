@@ -20,7 +20,7 @@ PACKAGE = ROOT / "mt"
 # decides a module's layer (mt.train.loop is in "train", mt.tokenizers.text in "tokenizers").
 LAYERS = [
     ["errors", "log"],
-    ["textio", "vocab", "device", "threads", "download"],
+    ["textio", "l10n", "vocab", "device", "threads", "download"],
     ["tokenizers", "corpus_formats"],
     ["config"],
     ["data", "buckets", "mixing", "token_cache", "cached_mix", "filters", "audit", "kernels",

@@ -2,6 +2,7 @@
 
 - `plain` (the default): two files, line i of one translating line i of the other (plain.py).
 - `tsv`: one file of `source TAB target` lines (tsv.py).
+- `po`: gettext PO files, msgid -> msgstr (po.py; mt.l10n.po).
 
 A format is one module holding a `FORMAT` (a CorpusFormat: the keys of CorpusConfig it reads,
 their checks, where its files are, and how its pairs are read) and one line in FORMATS. Config
@@ -22,6 +23,7 @@ FORMATS = {  # a corpus's `format` -> the module whose FORMAT reads it
     "tsv": "mt.corpus_formats.tsv",
     "jsonl": "mt.corpus_formats.jsonl",
     "parquet": "mt.corpus_formats.parquet",
+    "po": "mt.corpus_formats.po",
 }
 # What a corpus that names no format is: the one place it is decided (configs from before
 # `format` existed hold two-file corpora, and a split name in data.train is one).
@@ -40,7 +42,8 @@ class CorpusConfig:
     prefix: str = ""  # plain: files {dir}/{prefix}.{src_lang} and .{tgt_lang} (or .gz)
     src: str = ""  # plain: or two explicit paths
     tgt: str = ""
-    path: str = ""  # tsv, jsonl, parquet: the file (.gz allowed but for parquet)
+    path: str = ""  # tsv, jsonl, parquet: the file (.gz allowed but for parquet); po: a file,
+    # a directory or a glob
     weight: float = 1.0  # times the corpus is drawn per epoch: 2 = each pair twice, 0.5 = half
     tag: str = ""  # a token like <bt> put before each source sentence of this corpus
 
@@ -69,6 +72,11 @@ class CorpusFormat:
         for formats that key the sides by them. A file that is not of this format is a
         DataError naming it (and its line)."""
         raise NotImplementedError
+
+    def left_out(self, paths: tuple[Path, ...], langs: tuple[str, ...]) -> dict[str, int]:
+        """What the files hold that pairs leaves out, counted by why (a PO file's fuzzy
+        entries), for `mt data check`; {} for a format that leaves nothing out."""
+        return {}
 
 
 class OneFile(CorpusFormat):
@@ -112,6 +120,9 @@ class CorpusSource:
 
     def pairs(self) -> Iterator[tuple[str, str]]:
         return corpus_format(self.format).pairs(self.paths, self.langs)
+
+    def left_out(self) -> dict[str, int]:
+        return corpus_format(self.format).left_out(self.paths, self.langs)
 
     def side(self, k: int) -> Iterator[str]:
         """The lines of side k (0 source, 1 target)."""

@@ -81,7 +81,8 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
     its source language's sentence splitter (and its run's sentence starters, unless
     decode.ignore_starters), its longest source (model.max_positions, less a tag's token),
     keep, and the placeholder kinds decode.mask takes out of the sentences: numbers only for
-    a model that has seen digits (`reads_digits`)."""
+    a model that has seen digits (`reads_digits`); its target language, decode.overwrite and
+    its origin (`origin`), for formats that record them (PO)."""
     cfg = cfg or translator.decoding
     room = translator.max_src - bool(cfg.tag)
 
@@ -91,8 +92,18 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
     starters = [] if cfg.ignore_starters else translator.run.starters
     begins = starts_sentence(starters, translator.src_tok.tokenize) if starters else None
     masked = tuple(k for k in cfg.masked if k != "number" or reads_digits(translator))
-    return Settings(translator.run.cfg.data.src_lang, True, too_long, tuple(keep), str, begins,
-                    masked)
+    data = translator.run.cfg.data
+    return Settings(data.src_lang, True, too_long, tuple(keep), str, begins, masked,
+                    data.tgt_lang, cfg.overwrite, origin(translator))
+
+
+def origin(translator: Translator) -> str:
+    """What made a translator's translations, as a PO comment names it: its checkpoint (the
+    run's directory and file, no more of its path: a server's documents do not show its
+    disk) and step."""
+    ckpt = translator.run.checkpoint
+    where = f"{ckpt.parent.name}/{ckpt.name}" if ckpt is not None else "a model"
+    return f"{where}, step {translator.run.step}"
 
 
 def reads_digits(translator: Translator) -> bool:

@@ -22,7 +22,10 @@ class Settings:
     break ends a sentence (plain text: yes; HTML: no), whether a sentence is too long for the
     model, the user's --keep patterns, how translated text is escaped (HTML), whether a
     word begins a sentence after another (the run's sentence starters), and the placeholder
-    kinds taken out of the sentences (decode.mask)."""
+    kinds taken out of the sentences (decode.mask). What a format that records the
+    translation needs: the target language, whether what is translated already is translated
+    again (decode.overwrite), and the translation's origin (the run), as a PO file writes them.
+    """
 
     lang: str
     lines: bool = True
@@ -31,15 +34,21 @@ class Settings:
     escape: Callable[[str], str] = str
     begins: Callable[[str], bool] | None = None
     masked: Sequence[str] = PLACEHOLDERS
+    target: str = ""
+    overwrite: bool = False
+    origin: str = ""
 
 
 class Paragraph:
     """A paragraph's text (and its inline markup, root) made ready: `inputs`, its sentences as
     the model translates them; `render` puts their translations together."""
 
-    def __init__(self, text: str, settings: Settings, root: Element | None = None):
+    def __init__(self, text: str, settings: Settings, root: Element | None = None,
+                 spans: Sequence[tuple[int, int]] = ()):
+        """spans: what the format keeps whole in text besides the placeholders settings
+        mask (a PO entry's format directives)."""
         self.text, self.escape = text, settings.escape
-        spans = find(text, settings.keep, settings.masked)
+        spans = find(text, settings.keep, settings.masked, spans)
         self.sentences = split(text, settings.lang, settings.lines, settings.too_long, spans,
                                settings.begins)
         found = [[(a - s.start, b - s.start) for a, b in spans if s.start <= a < s.end]

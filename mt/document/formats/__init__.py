@@ -3,6 +3,7 @@
 - `text`: plain text, each line a paragraph's line (text.py).
 - `html`, `md`, `srt`: HTML, Markdown, SubRip subtitles: text with markup kept as it is.
 - `docx`: a Word file, bytes (docx.py; python-docx, the `docx` extra).
+- `po`: a gettext PO or POT file, its untranslated entries translated (po.py; mt.l10n.po).
 
 A format is one module holding a `FORMAT` (a DocumentFormat: its names, file extensions and
 content type, whether it is bytes, how it is parsed into paragraphs and written back) and one
@@ -26,6 +27,7 @@ FORMATS = {  # a document format's name -> the module whose FORMAT reads and wri
     "md": "mt.document.formats.markdown",
     "srt": "mt.document.formats.srt",
     "docx": "mt.document.formats.docx",
+    "po": "mt.document.formats.po",
 }
 
 
@@ -50,6 +52,11 @@ class DocumentFormat:
         on what was not well-formed; a DataError (name: the document's) for a source that
         cannot be read."""
         raise NotImplementedError
+
+    def read(self, source, name: str, settings: Settings) -> tuple[list[str | Block], list[str]]:
+        """parse, given how the document is translated: a format whose parts depend on it (a
+        PO file's: the target language's plural forms, decode.overwrite) reads it here."""
+        return self.parse(source, name)
 
     def render(self, source, name: str, parts: Sequence[str | Block], pieces: Sequence[str]
                ) -> tuple[str, bytes | None]:
