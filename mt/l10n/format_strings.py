@@ -14,7 +14,9 @@ Rules, by flag (FLAGS; gettext's other flags of the same syntax share them):
   package's recursion;
 - `sh-format`: `$var`, `${var}`; `qt-format`, `kde-format`: `%1`; `ruby-format`: `%{name}`,
   `%<name>s`; `lisp-format`, `scheme-format`: `~a`.
-Tabs and other control characters but the line break are kept where they are in every entry.
+An entry with no format flag at all (`msgunfmt` drops them: a .mo file keeps none) is read as
+printf, as xgettext guesses `c-format`, less the space flag (`100% sure` is no `% s`). Tabs and
+other control characters but the line break are kept where they are in every entry.
 Line breaks are the paragraph's lines (mt.document keeps them where they are, a leading or a
 trailing one too: `msgfmt --check` requires that).
 """
@@ -51,6 +53,7 @@ for _names, _rule in [
 ]:
     FLAGS.update({f"{n}-format": regex.compile(_rule, regex.V1) for n in _names.split()})
 CONTROLS = regex.compile(CONTROL)
+GUESSED = regex.compile(PRINTF.replace("[-+ 0#'I]", "[-+0#'I]"))  # no flag: as printf, no space
 
 # An accelerator mark: `_` (GTK) or `&` (Qt, KDE) before a letter at a word's start (`_File`,
 # `Save _As`, `&Open`, not `&amp;`), or inside the word of a short capitalized label (`E_xit`)
@@ -61,7 +64,11 @@ LETTER = re.compile(r"[^\W\d_]")
 
 
 def rules(flags: Iterable[str]) -> list[regex.Pattern]:
-    """The rules of the format flags among flags (`no-c-format` and others: none)."""
+    """The rules of the format flags among flags (`no-c-format` and others: none); printf's,
+    less the space flag, where no flag names a format (GUESSED)."""
+    flags = list(flags)
+    if not any(f.endswith("-format") for f in flags):
+        return [GUESSED]
     return list(dict.fromkeys(FLAGS[f] for f in flags if f in FLAGS))
 
 
