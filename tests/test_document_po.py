@@ -164,3 +164,23 @@ def test_random_placeholders_in_real_msgids_survive_the_toy_model(translator, tm
     out = translate_document(translator, text, "po", name="random.po").text
     (entry,) = po.read(out, "out").entries
     assert unkept(msgid, entry.po.msgstr, ["c-format"]) == [], (msgid, entry.po.msgstr)
+
+
+def test_mt_serve_translates_a_po_file_as_mt_translate_does(tiny_run, cli, tmp_path):
+    from test_serve_app import post_file
+
+    from benchmarks.bench_serve import Served
+    from conftest import THREADS
+
+    source = (DATA / "corpus.ru.po").read_bytes()
+    (tmp_path / "in.po").write_bytes(source)
+    r = cli("translate", tiny_run, "-i", tmp_path / "in.po", "--doc-format", "po", "--overwrite",
+            "--threads", "1")
+    assert r.code == 0, r.err
+    with Served(tiny_run, env=THREADS) as s:
+        status, response, body = post_file(s.url, "format=po&overwrite=true", source)
+        assert s.stop() == 0, s.log[-20:]
+    assert status == 200, body
+    assert response.headers["content-type"] == "text/x-gettext-translation; charset=utf-8"
+    assert body.decode() == r.out
+    assert po.read(r.out, "out").entries[0].po.msgstr != "Открыть %s"  # overwritten
