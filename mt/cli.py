@@ -363,11 +363,8 @@ def translate(
     doc_format: str = typer.Option(None, "--doc-format",
                                    callback=_one_of("mt.document.formats:cli_names"),
                                    help="The input is one document, written back in its format: "
-                                   "txt, md, html, srt, docx (needs python-docx), xliff, or "
+                                   "txt, md, html, srt, docx (needs python-docx), po, xliff, or "
                                    "auto (by the input file's extension)."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="A localization file (XLIFF): "
-                                   "translate the entries that have a translation too, not "
-                                   "only those without."),
     prefix: str = typer.Option(None, "--prefix", help="A file of target prefixes, one per input "
                                "line (empty: none): each output starts with its prefix, "
                                "forced and scored (docs/decoding.md)."),
@@ -397,7 +394,7 @@ def translate(
         device=_device(device), engine=engine, overrides=tuple(set_), decode=decoding(ctx),
         threads=threads, workers=workers, output_format=output_format, prefix=prefix,
         glossary=glossary, split=split_sentences, keep=tuple(keep), doc_format=doc_format,
-        overwrite=overwrite, min_confidence=min_confidence, input_format=input_format)
+        min_confidence=min_confidence, input_format=input_format)
     pictures = None if attention is None else Pictures(attention, attention_layer,
                                                        attention_heads)
     run_translate(runs, input, output, options, pictures)

@@ -363,6 +363,11 @@ class DecodeConfig:
                        f"{', '.join(PLACEHOLDERS)}; \"\" for none "
                        "(docs/documents.md#placeholders).", commands=LINES)
 
+    # documents that hold translations (a PO file): by default only what is untranslated
+    overwrite: bool = option(False, "Documents that hold translations (PO, XLIFF): translate every "
+                             "entry, those translated already too, not only the untranslated "
+                             "ones (docs/documents.md#po-files).", commands=LINES)
+
     @property
     def masked(self) -> tuple[str, ...]:
         """The placeholder kinds mask names."""

@@ -57,7 +57,7 @@ def test_a_tsv_line_without_one_tab_is_refused(tmp_path, line, found):
 
 def test_an_unknown_format_is_refused_at_load():
     with pytest.raises(ConfigError, match=r"data.train\[0\].format must be one of plain, tsv, "
-                                          "jsonl, parquet, xliff, tmx, got 'xml'"):
+                                          "jsonl, parquet, xliff, tmx, po, got 'xml'"):
         load_config(None, ['data.train=[{format: xml, path: a.xml}]'])
 
 

@@ -21,12 +21,12 @@ from mt.errors import ConfigError
 
 
 def test_the_names_each_surface_takes_come_from_the_registry():
-    assert text_formats() == ("text", "html", "md", "srt", "xliff")  # POST /translate's
+    assert text_formats() == ("text", "html", "md", "srt", "po", "xliff")  # POST /translate's
     # `format`, and POST /translate/document's:
-    assert names() == ("text", "txt", "html", "md", "srt", "docx", "xliff", "xlf")
-    assert cli_names() == ("auto", "txt", "html", "md", "srt", "docx", "xliff")  # --doc-format
+    assert names() == ("text", "txt", "html", "md", "srt", "docx", "po", "xliff", "xlf")
+    assert cli_names() == ("auto", "txt", "html", "md", "srt", "docx", "po", "xliff")
     assert list(extensions()) == [".txt", ".text", ".html", ".htm", ".xhtml", ".md",
-                                  ".markdown", ".srt", ".docx", ".xlf", ".xliff"]
+                                  ".markdown", ".srt", ".docx", ".po", ".pot", ".xlf", ".xliff"]
     assert document_format("txt") is document_format("text")
     with pytest.raises(ConfigError, match="document format 'odt': expected one of text"):
         document_format("odt")
@@ -37,7 +37,7 @@ class _Quoted(DocumentFormat):
 
     name, extensions = "quoted", (".qt",)
 
-    def parse(self, source: str, name: str, settings=None) -> tuple[list[str | Block], list[str]]:
+    def parse(self, source: str, name: str) -> tuple[list[str | Block], list[str]]:
         parts: list[str | Block] = []
         for line in source.splitlines(keepends=True):
             text = line.removeprefix("> ").rstrip("\n")

@@ -68,7 +68,7 @@ def translate_documents(runs: Paths, src: str, out: str, options: TranslateOptio
         translator = options.load(runs)
         translator.matcher(glossary)  # refused now (greedy, CTranslate2), before any work
         done = translate_document(translator, text, format, options.keep, name=src,
-                                  overwrite=options.overwrite, glossary=glossary)
+                                  glossary=glossary)
         translator.report()
         for note in dict.fromkeys(done.notes):
             warn(f"{src}: malformed HTML, translated best-effort: {note}")

@@ -28,7 +28,6 @@ class TranslateOptions:
     split: bool = False  # --split-sentences: each line a paragraph (mt.document)
     keep: tuple[str, ...] = ()  # --keep: patterns left untranslated (mt.document.placeholders)
     doc_format: str | None = None  # --doc-format: the input is one document (mt.document)
-    overwrite: bool = False  # --overwrite: a localization file's translations done again
     min_confidence: float | None = None  # --min-confidence: lines below it written empty
     input_format: str = "text"  # --input-format: text lines, or jsonl records (jsonl_input)
 

@@ -4,6 +4,7 @@
 - `tsv`: one file of `source TAB target` lines (tsv.py).
 - `jsonl`, `parquet`: one file of records keyed by language (jsonl.py, parquet.py).
 - `xliff`, `tmx`: localization files, XLIFF and TMX (xliff.py, tmx.py; mt.l10n reads them).
+- `po`: gettext PO files, msgid -> msgstr (po.py; mt.l10n.po).
 
 A format is one module holding a `FORMAT` (a CorpusFormat: the keys of CorpusConfig it reads,
 their checks, where its files are, and how its pairs are read) and one line in FORMATS. Config
@@ -27,6 +28,7 @@ FORMATS = {  # a corpus's `format` -> the module whose FORMAT reads it
     "parquet": "mt.corpus_formats.parquet",
     "xliff": "mt.corpus_formats.xliff",
     "tmx": "mt.corpus_formats.tmx",
+    "po": "mt.corpus_formats.po",
 }
 # What a corpus that names no format is: the one place it is decided (configs from before
 # `format` existed hold two-file corpora, and a split name in data.train is one).
@@ -45,7 +47,8 @@ class CorpusConfig:
     prefix: str = ""  # plain: files {dir}/{prefix}.{src_lang} and .{tgt_lang} (or .gz)
     src: str = ""  # plain: or two explicit paths
     tgt: str = ""
-    path: str = ""  # tsv, jsonl, parquet, xliff, tmx: the file (.gz allowed but for parquet)
+    path: str = ""  # tsv, jsonl, parquet, xliff, tmx: the file (.gz allowed but for parquet);
+    # po: a file, a directory or a glob
     weight: float = 1.0  # times the corpus is drawn per epoch: 2 = each pair twice, 0.5 = half
     tag: str = ""  # a token like <bt> put before each source sentence of this corpus
 

@@ -76,13 +76,13 @@ def format_of_path(path: str) -> str | None:
 
 
 def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
-             cfg: DecodeConfig | None = None, overwrite: bool = False) -> Settings:
+             cfg: DecodeConfig | None = None) -> Settings:
     """How a translator's documents are read with its decoding options (cfg; None: its own):
     its source language's sentence splitter (and its run's sentence starters, unless
     decode.ignore_starters), its longest source (model.max_positions, less a tag's token),
     keep, and the placeholder kinds decode.mask takes out of the sentences: numbers only for
-    a model that has seen digits (`reads_digits`); its target language, and overwrite (a
-    localization file's translated entries translated again), for localization files."""
+    a model that has seen digits (`reads_digits`); its target language, decode.overwrite and
+    its origin (`origin`), for formats that record them (PO)."""
     cfg = cfg or translator.decoding
     room = translator.max_src - bool(cfg.tag)
 
@@ -94,7 +94,16 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
     masked = tuple(k for k in cfg.masked if k != "number" or reads_digits(translator))
     data = translator.run.cfg.data
     return Settings(data.src_lang, True, too_long, tuple(keep), str, begins, masked,
-                    data.tgt_lang, overwrite)
+                    data.tgt_lang, cfg.overwrite, origin(translator))
+
+
+def origin(translator: Translator) -> str:
+    """What made a translator's translations, as a PO comment names it: its checkpoint (the
+    run's directory and file, no more of its path: a server's documents do not show its
+    disk) and step."""
+    ckpt = translator.run.checkpoint
+    where = f"{ckpt.parent.name}/{ckpt.name}" if ckpt is not None else "a model"
+    return f"{where}, step {translator.run.step}"
 
 
 def reads_digits(translator: Translator) -> bool:
@@ -104,13 +113,11 @@ def reads_digits(translator: Translator) -> bool:
     return any(any(c.isdigit() for c in t) for t in translator.run.src_vocab.itos)
 
 
-def _settings(translator: Translator, keep: Sequence[str], decode: dict,
-              overwrite: bool = False) -> Settings:
+def _settings(translator: Translator, keep: Sequence[str], decode: dict) -> Settings:
     """settings with keep's patterns compiled and the decoding options among decode (the
     others, a glossary, go to the Translator's call)."""
     options = {k: v for k, v in decode.items() if k in DecodeConfig.__dataclass_fields__}
-    return settings(translator, compile_keep(keep), translator.check_options(**options),
-                    overwrite)
+    return settings(translator, compile_keep(keep), translator.check_options(**options))
 
 
 def translate_inputs(translator: Translator, documents: Sequence[Document],
@@ -137,16 +144,16 @@ def translate_inputs(translator: Translator, documents: Sequence[Document],
 
 
 def translate_document(translator: Translator, text: str | bytes, format: str = "text",
-                       keep: Sequence[str] = (), name: str = "document",
-                       overwrite: bool = False, **decode) -> DocumentTranslation:
+                       keep: Sequence[str] = (), name: str = "document", **decode
+                       ) -> DocumentTranslation:
     """text (in a format of FORMATS: plain text, HTML, Markdown, .srt subtitles, XLIFF; or
     "docx" and the file's bytes) translated: split into sentences, placeholders and keep's
     patterns (regular expressions) left as they are, markup (a .docx: its runs' formatting)
-    put back. name: the document's, for errors. overwrite: a localization file's (XLIFF)
-    entries translated again where they have a translation (else only those without).
-    decode: decoding options, as for Translator.translate. A binary format's file comes back
-    as the DocumentTranslation's `data`."""
-    doc = Document(text, format, _settings(translator, keep, decode, overwrite), name)
+    put back. name: the document's, for errors. decode: decoding options, as for
+    Translator.translate (decode.overwrite: a localization file's translated entries
+    translated again). A binary format's file comes back as the DocumentTranslation's
+    `data`."""
+    doc = Document(text, format, _settings(translator, keep, decode), name)
     return doc.render(translate_inputs(translator, [doc], **decode))
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from mt.document.formats import document_format
 from mt.document.paragraph import Paragraph, Settings
 from mt.errors import DataError
+from mt.l10n.po import refuse_mo
 from mt.records import Translation
 
 
@@ -26,6 +27,7 @@ class DocumentTranslation:
 
 def decode_text(data: bytes, name: str = "document") -> str:
     """A text document's bytes as text: UTF-8, not binary; a DataError in one line else."""
+    refuse_mo(data, name)  # the one binary file given for a text one often enough to name
     if b"\0" in data:
         raise DataError(f"{name}: a binary file (it holds NUL bytes), not a text document")
     try:
@@ -48,9 +50,9 @@ class Document:
         if not self.format.binary and isinstance(source, bytes):
             source = decode_text(source, name)
         self.source = source
+        self.blocks, self.notes = self.format.read(source, name, settings)
         settings = self.format.settings(settings)
-        self.blocks, self.notes = self.format.parse(source, name, settings)
-        self.parts = [p if isinstance(p, str) else Paragraph(p.text, settings, p.root)
+        self.parts = [p if isinstance(p, str) else Paragraph(p.text, settings, p.root, p.spans)
                       for p in self.blocks]
         paragraphs = self.paragraphs
         self.inputs = [x for p in paragraphs for x in p.inputs]

@@ -48,6 +48,9 @@ class Block:
     root: Element = field(default_factory=lambda: Element(0, 0))
     raw: list[str] = field(default_factory=list)
     last: Leaf | None = None  # the leaf just put in, while no text follows it
+    # what the format itself keeps whole in text, (start, end) in order: a PO entry's format
+    # directives (mt.l10n.format_strings), masked as placeholders are
+    spans: list[tuple[int, int]] = field(default_factory=list)
 
     def add_leaf(self, parent: Element, text: str) -> None:
         """Something kept whole, at the end of the text so far, a child of parent."""

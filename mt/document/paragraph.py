@@ -21,9 +21,11 @@ class Settings:
     """How paragraphs are read: the source language (its sentence splitter), whether a line
     break ends a sentence (plain text: yes; HTML: no), whether a sentence is too long for the
     model, the user's --keep patterns, how translated text is escaped (HTML), whether a
-    word begins a sentence after another (the run's sentence starters), the placeholder
-    kinds taken out of the sentences (decode.mask); for a localization file (XLIFF), the
-    target language and whether entries already translated are translated again."""
+    word begins a sentence after another (the run's sentence starters), and the placeholder
+    kinds taken out of the sentences (decode.mask). What a format that records the
+    translation needs: the target language, whether what is translated already is translated
+    again (decode.overwrite), and the translation's origin (the run), as PO files write it.
+    """
 
     lang: str
     lines: bool = True
@@ -32,17 +34,21 @@ class Settings:
     escape: Callable[[str], str] = str
     begins: Callable[[str], bool] | None = None
     masked: Sequence[str] = PLACEHOLDERS
-    target: str = ""  # the target language, written where a localization file names none
-    overwrite: bool = False  # --overwrite: a localization file's translations done again
+    target: str = ""
+    overwrite: bool = False
+    origin: str = ""
 
 
 class Paragraph:
     """A paragraph's text (and its inline markup, root) made ready: `inputs`, its sentences as
     the model translates them; `render` puts their translations together."""
 
-    def __init__(self, text: str, settings: Settings, root: Element | None = None):
+    def __init__(self, text: str, settings: Settings, root: Element | None = None,
+                 spans: Sequence[tuple[int, int]] = ()):
+        """spans: what the format keeps whole in text besides the placeholders settings
+        mask (a PO entry's format directives)."""
         self.text, self.escape = text, settings.escape
-        spans = find(text, settings.keep, settings.masked)
+        spans = find(text, settings.keep, settings.masked, spans)
         self.sentences = split(text, settings.lang, settings.lines, settings.too_long, spans,
                                settings.begins)
         found = [[(a - s.start, b - s.start) for a, b in spans if s.start <= a < s.end]

@@ -71,11 +71,12 @@ def compile_keep(patterns: Sequence[str], command: str = "translate") -> list[re
     return compiled
 
 
-def find(text: str, keep: Sequence[regex.Pattern] = (), masked: Sequence[str] = tuple(KINDS)
-         ) -> list[tuple[int, int]]:
-    """The (start, end) of each placeholder in text, in order, none overlapping another: the
-    user's patterns first, then those of KINDS that masked names (decode.mask)."""
-    found: list[tuple[int, int]] = []
+def find(text: str, keep: Sequence[regex.Pattern] = (), masked: Sequence[str] = tuple(KINDS),
+         given: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+    """The (start, end) of each placeholder in text, in order, none overlapping another: given
+    (the document format's own, a PO entry's directives) first, then the user's patterns, then
+    those of KINDS that masked names (decode.mask)."""
+    found: list[tuple[int, int]] = list(given)
     for pattern in [*keep, *(p for kind, p in KINDS.items() if kind in masked)]:
         for a, b in _spans(pattern, text):
             if pattern in (KINDS["url"], KINDS["email"]):

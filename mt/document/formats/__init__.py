@@ -3,6 +3,7 @@
 - `text`: plain text, each line a paragraph's line (text.py).
 - `html`, `md`, `srt`: HTML, Markdown, SubRip subtitles: text with markup kept as it is.
 - `docx`: a Word file, bytes (docx.py; python-docx, the `docx` extra).
+- `po`: a gettext PO or POT file, its untranslated entries translated (po.py; mt.l10n.po).
 - `xliff`: XLIFF 1.2 and 2.0, the untranslated segments translated (xliff.py).
 
 A format is one module holding a `FORMAT` (a DocumentFormat: its names, file extensions and
@@ -27,6 +28,7 @@ FORMATS = {  # a document format's name -> the module whose FORMAT reads and wri
     "md": "mt.document.formats.markdown",
     "srt": "mt.document.formats.srt",
     "docx": "mt.document.formats.docx",
+    "po": "mt.document.formats.po",
     "xliff": "mt.document.formats.xliff",
 }
 
@@ -47,13 +49,17 @@ class DocumentFormat:
         """How its paragraphs are read: a line break is whitespace, as in most formats."""
         return replace(settings, lines=False)
 
-    def parse(self, source, name: str, settings: Settings | None = None
-              ) -> tuple[list[str | Block], list[str]]:
+    def parse(self, source, name: str) -> tuple[list[str | Block], list[str]]:
         """What is written back as it is (str) and the Blocks to translate, in order, and notes
         on what was not well-formed; a DataError (name: the document's) for a source that
-        cannot be read. settings: how it is translated, for a format whose parts depend on it
-        (a localization file's target language, `overwrite`); None: only to check it reads."""
+        cannot be read."""
         raise NotImplementedError
+
+    def read(self, source, name: str, settings: Settings) -> tuple[list[str | Block], list[str]]:
+        """parse, given how the document is translated: a format whose parts depend on it (a
+        PO file's: the target language's plural forms; PO and XLIFF: decode.overwrite) reads
+        it here."""
+        return self.parse(source, name)
 
     def render(self, source, name: str, parts: Sequence[str | Block], pieces: Sequence[str]
                ) -> tuple[str, bytes | None]:

@@ -22,8 +22,7 @@ class DocxFormat(DocumentFormat):
     def settings(self, settings: Settings) -> Settings:
         return replace(settings, lines=False, escape=docx.clean)
 
-    def parse(self, source: bytes, name: str, settings: Settings | None = None
-              ) -> tuple[list[str | Block], list[str]]:
+    def parse(self, source: bytes, name: str) -> tuple[list[str | Block], list[str]]:
         """A Block per paragraph of text, "" for one without (written back untouched)."""
         blocks = (docx.read(p)[0] for p in docx.paragraphs(docx.open_docx(source, name)))
         return [b if b.text.strip() else "" for b in blocks], []

@@ -23,8 +23,7 @@ class HtmlFormat(DocumentFormat):
     def settings(self, settings: Settings) -> Settings:
         return replace(settings, lines=False, escape=_escape)  # translated text escaped
 
-    def parse(self, source: str, name: str, settings: Settings | None = None
-              ) -> tuple[list[str | Block], list[str]]:
+    def parse(self, source: str, name: str) -> tuple[list[str | Block], list[str]]:
         return markup.parse(source, name)
 
 

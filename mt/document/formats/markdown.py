@@ -5,7 +5,6 @@ from __future__ import annotations
 from mt.document import markdown
 from mt.document.formats import DocumentFormat
 from mt.document.markup import Block
-from mt.document.paragraph import Settings
 
 
 class MarkdownFormat(DocumentFormat):
@@ -13,8 +12,7 @@ class MarkdownFormat(DocumentFormat):
     extensions = (".md", ".markdown")
     content_type = "text/markdown; charset=utf-8"
 
-    def parse(self, source: str, name: str, settings: Settings | None = None
-              ) -> tuple[list[str | Block], list[str]]:
+    def parse(self, source: str, name: str) -> tuple[list[str | Block], list[str]]:
         return markdown.parse(source)
 
 

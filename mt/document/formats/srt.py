@@ -5,7 +5,6 @@ from __future__ import annotations
 from mt.document import srt
 from mt.document.formats import DocumentFormat
 from mt.document.markup import Block
-from mt.document.paragraph import Settings
 
 
 class SrtFormat(DocumentFormat):
@@ -13,8 +12,7 @@ class SrtFormat(DocumentFormat):
     extensions = (".srt",)
     content_type = "application/x-subrip; charset=utf-8"
 
-    def parse(self, source: str, name: str, settings: Settings | None = None
-              ) -> tuple[list[str | Block], list[str]]:
+    def parse(self, source: str, name: str) -> tuple[list[str | Block], list[str]]:
         return srt.parse(source, name)
 
 

@@ -14,8 +14,7 @@ class TextFormat(DocumentFormat):
     def settings(self, settings: Settings) -> Settings:
         return settings
 
-    def parse(self, source: str, name: str, settings: Settings | None = None
-              ) -> tuple[list[str | Block], list[str]]:
+    def parse(self, source: str, name: str) -> tuple[list[str | Block], list[str]]:
         return [Block(source)], []
 
 

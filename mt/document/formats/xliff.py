@@ -24,10 +24,11 @@ class XliffFormat(DocumentFormat):
     def settings(self, settings: Settings) -> Settings:
         return replace(settings, lines=False, escape=_escape)
 
-    def parse(self, source: str, name: str, settings: Settings | None = None
-              ) -> tuple[list[str | Block], list[str]]:
-        if settings is None:
-            return xliff.parse(source, name)
+    def parse(self, source: str, name: str) -> tuple[list[str | Block], list[str]]:
+        return xliff.parse(source, name)
+
+    def read(self, source: str, name: str, settings: Settings
+             ) -> tuple[list[str | Block], list[str]]:
         return xliff.parse(source, name, settings.target, settings.overwrite)
 
 
