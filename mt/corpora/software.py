@@ -8,15 +8,9 @@ The rules, fixed before anything was measured on them:
   its digits (gtk20 and gtk30 -> gtk, iso_639-3 and iso_639_3 -> iso, initdb-15 -> initdb), so
   that two versions of one program never straddle splits: the SHA-1 of the family modulo 20,
   0 -> test, 1 -> val, anything else -> train.
-- **Entries.** Translated entries only: fuzzy, obsolete and untranslated ones and the header
-  are left out (a .mo holds none of them, but a PO file may). msgctxt is dropped: two entries
-  that differ only by it are two pairs.
-- **Plurals.** English has a form for n = 1 (msgid) and one for every other n (msgid_plural);
-  the target language's Plural-Forms says which msgstr[i] each n takes. msgid pairs with the
-  form of n = 1; msgid_plural with the form of n = 2..1000 when they all take one form
-  (German, French: msgstr[1]; Japanese, one form: msgstr[0]) and with none otherwise
-  (Russian, Polish, Czech: their n >= 2 need several forms, none is the translation). No
-  Plural-Forms header means gettext's default, `plural=(n != 1)`.
+- **Entries and plurals:** as the `po` corpus format reads a PO file (mt.corpus_formats.po):
+  translated entries only, msgctxt dropped, a plural entry's msgid with the form of n = 1 and
+  its msgid_plural with the form most counts take.
 - **One pair a line.** A string may hold line breaks and tabs: in the plain files a backslash
   is written `\\\\`, a line feed `\\n`, a carriage return `\\r`, a tab `\\t`, a vertical tab
   `\\v` and a form feed `\\f` (as PO writes them), the other characters Python breaks lines at
@@ -25,7 +19,6 @@ The rules, fixed before anything was measured on them:
 
 from __future__ import annotations
 
-import gettext
 import hashlib
 import re
 import shutil
@@ -35,11 +28,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from mt.corpus_formats.po import catalog_pairs
 from mt.errors import ConfigError, DataError
+from mt.l10n import po
+from mt.l10n.format_strings import directives
 
 SPLITS = ("train", "val", "test")
 BUCKETS = 20  # the SHA-1's modulus: 1/20 of the families is test, 1/20 val
-DEFAULT_PLURAL = "(n != 1)"  # gettext's own, for a catalogue without Plural-Forms
 # A string's line breaks (every character str.splitlines breaks at) and tabs, escaped so that
 # it is one line of a plain file; those C has no letter for as \uHHHH.
 ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v", "\f": "\\f",
@@ -49,27 +44,11 @@ _UNESCAPE = re.compile(r"\\(?:[\\nrtvf]|u[0-9a-f]{4})")
 _UNESCAPED = {v: k for k, v in ESCAPES.items()}
 NEEDS_GETTEXT = ("reading .mo files needs GNU gettext's msgunfmt and msgconv: install gettext "
                  "(apt-get install gettext, brew install gettext)")
-NEEDS_POLIB = "reading PO files needs polib: pip install 'mt[software]'"
-
-# Format placeholders: printf (%s, %5.2f, %1$s, %%, %<PRIu64>), Python (%(name)s, {name}, {0},
-# {0:.2f}), shell ${var}. A simple rule for counting what a translation keeps, applied to every
-# entry whatever its flags (a .mo keeps no flags). REPLACE at merge by mt/l10n/format_strings.py,
-# which decides by the PO entry's format flags.
-PLACEHOLDER = re.compile(r"""
-    %%
-  | %\([^)\s]+\)[-+#0]*\d*(?:\.\d+)?[diouxXeEfFgGcrsa]
-  | %(?:\d+\$)?[-+#0']*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|L|q|j|z|Z|t)?[diouxXeEfFgGaAcspnm]
-  | %<PRI\w+>
-  | \{\w*(?:[.:!][^{}\s]*)?\}
-  | \$\{\w+\}
-""", re.X)
-_POSITION = re.compile(r"^%\d+\$")
-
 
 def placeholders(text: str) -> Counter:
-    """The multiset of the format placeholders in text (PLACEHOLDER), a printf position
-    dropped: a translation may reorder "%s ... %d" as "%2$d ... %1$s"."""
-    return Counter(_POSITION.sub("%", p) for p in PLACEHOLDER.findall(text))
+    """The multiset of the format directives of a msgid or msgstr, as an entry with no format
+    flag is read (a .mo keeps none): mt.l10n.format_strings."""
+    return directives(text, ())
 
 
 def family(package: str) -> str:
@@ -139,49 +118,14 @@ def _gettext(command: list[str], mo: Path, given: bytes | None = None) -> bytes:
     return done.stdout
 
 
-# REPLACE at merge by mt/l10n/po.py's reader of PO entries (plural rule as in this module's
-# docstring).
 def read_po_pairs(text: str, name: str) -> tuple[list[tuple[str, str]], Counter]:
-    """The (msgid, msgstr) pairs of PO text by the rules above, and a count of each kind of
-    entry left out; a syntax error is a DataError naming `name` and the line."""
-    try:
-        import polib
-    except ImportError:
-        raise ConfigError(NEEDS_POLIB) from None
-    try:
-        po = polib.pofile(text, wrapwidth=0)
-    except OSError as e:  # polib's syntax errors: "Syntax error in po file (line 7)"
-        raise DataError(f"{name}: {e}") from None
-    one, many = plural_forms(po.metadata.get("Plural-Forms", ""), name)
-    pairs, left_out = [], Counter()
-    for entry in po:
-        kind = ("obsolete" if entry.obsolete else "fuzzy" if entry.fuzzy else
-                "untranslated" if not entry.translated() else None)
-        if kind:
-            left_out[kind] += 1
-        elif not entry.msgid_plural:
-            pairs.append((entry.msgid, entry.msgstr))
-        else:
-            forms = entry.msgstr_plural
-            pairs.append((entry.msgid, forms.get(one, "")))
-            if many is not None and forms.get(many):
-                pairs.append((entry.msgid_plural, forms[many]))
-            else:
-                left_out["plural form"] += 1
-    return [(s, t) for s, t in pairs if s and t], left_out
-
-
-def plural_forms(header: str, name: str) -> tuple[int, int | None]:
-    """The msgstr index of n = 1, and the one index every n in 2..1000 takes (None if they
-    take several), by a Plural-Forms header ("nplurals=2; plural=(n != 1);")."""
-    found = re.search(r"plural\s*=\s*([^;]+)", header)
-    try:
-        rule = gettext.c2py(found.group(1) if found else DEFAULT_PLURAL)
-    except (ValueError, SyntaxError, RecursionError):
-        raise DataError(f"{name}: a Plural-Forms header gettext cannot read: {header!r}"
-                        ) from None
-    many = {rule(n) for n in range(2, 1001)}
-    return rule(1), many.pop() if len(many) == 1 else None
+    """The (msgid, msgstr) pairs of PO text as the `po` corpus format reads them
+    (mt.corpus_formats.po: plurals, what is left out), and a count of each kind of entry left
+    out; a syntax error is a DataError naming `name` and the line."""
+    left_out: Counter = Counter()
+    pairs = list(catalog_pairs(po.read(text, name), left_out))
+    del left_out["header"]  # every catalogue has one: nothing to count
+    return pairs, left_out
 
 
 def split_pairs(found: list[Catalogue]) -> dict[str, list[tuple[str, str]]]:

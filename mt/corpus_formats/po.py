@@ -42,6 +42,18 @@ def entry_pairs(entry: po.Entry, forms: po.PluralForms) -> list[tuple[str, str]]
     return [(msgid, e.msgstr_plural[k]) for msgid, k in sides if e.msgstr_plural.get(k)]
 
 
+def catalog_pairs(catalog: po.Catalog, left_out: Counter) -> Iterator[tuple[str, str]]:
+    """A catalog's pairs; what gives none counted into left_out by why."""
+    forms = po.plural_forms(catalog)
+    left_out["header"] += catalog.header is not None
+    for entry in catalog.entries:
+        why = why_left_out(entry)
+        if why is None:
+            yield from entry_pairs(entry, forms)
+        else:
+            left_out[why] += 1
+
+
 class PoFormat(OneFile):
     name, suffixes = "po", (".po",)
 
@@ -65,15 +77,7 @@ class PoFormat(OneFile):
 
     def _pairs(self, paths: tuple[Path, ...], left_out: Counter) -> Iterator[tuple[str, str]]:
         for path in paths:  # one file in memory at a time
-            catalog = po.read_file(path)
-            forms = po.plural_forms(catalog)
-            left_out["header"] += catalog.header is not None
-            for entry in catalog.entries:
-                why = why_left_out(entry)
-                if why is None:
-                    yield from entry_pairs(entry, forms)
-                else:
-                    left_out[why] += 1
+            yield from catalog_pairs(po.read_file(path), left_out)
 
 
 FORMAT = PoFormat()
