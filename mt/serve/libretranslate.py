@@ -13,7 +13,7 @@ least N+1), each line then translated whole. Not here: /detect (mt identifies no
 
 from __future__ import annotations
 
-import json
+import re
 from pathlib import PurePath
 
 from fastapi import FastAPI, Request
@@ -43,15 +43,22 @@ FIELDS = {"q", "source", "target", "format", "alternatives", "api_key"}
 DOCUMENT_EXTENSIONS = extensions()
 
 
-def asks(body: bytes, content_type: str) -> bool:
-    """Whether a body sent to POST /translate is LibreTranslate's: JSON with `q` (mt's has
-    `text`, and refuses other fields), or a form that is not JSON (curl -d sends mt's JSON as
-    a form)."""
-    try:
-        parsed = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
-        return is_form(content_type)
-    return isinstance(parsed, dict) and "q" in parsed
+# A key "q" in JSON, wherever the body was cut: a quote not escaped (no backslash before it, or
+# an even run of them), q, a quote, a colon. Inside a JSON string every quote is escaped, so this
+# is a key; mt's own request has none named q.
+Q_KEY = re.compile(rb'(?<!\\)(?:\\\\)*"q"\s*:')
+
+
+def asks(head: bytes, content_type: str) -> bool:
+    """Whether a body too large to read whole (its head: the bytes read) was LibreTranslate's
+    request: a form, or JSON with a key `q`. (A whole body is told by its parsed shape, in
+    mt.serve.app.)"""
+    return is_form(content_type) or Q_KEY.search(head) is not None
+
+
+def form_fields(body: bytes, content_type: str) -> dict:
+    """A form's fields, each field's last value."""
+    return {k: v[-1] for k, v in read_form(body, content_type).items()}
 
 
 def failed(e: Exception) -> JSONResponse:
@@ -65,19 +72,6 @@ class Api:
     def __init__(self, served: Served):
         self.served, self.files = served, Finished()
 
-    def fields(self, body: bytes, content_type: str) -> dict:
-        """A request's fields, from JSON or a form (each field's last value)."""
-        try:
-            parsed = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            if not is_form(content_type):
-                raise ClientError(400, "Invalid request: the body is neither JSON nor a form"
-                                  ) from None
-            return {k: v[-1] for k, v in read_form(body, content_type).items()}
-        if not isinstance(parsed, dict):
-            raise ClientError(400, "Invalid request: the body is not a JSON object")
-        return parsed
-
     def client(self, request: Request, fields: dict) -> str:
         key = fields.get("api_key")
         if not isinstance(key, (str, type(None))):
@@ -86,10 +80,13 @@ class Api:
             return self.served.access.client(request.headers, address(request))
         return self.served.access.holder(key, address(request), "give api_key")
 
-    async def translate(self, request: Request, body: bytes) -> JSONResponse:
-        """POST /translate: q (a string or a list), source, target, format, alternatives."""
+    async def translate(self, request: Request, fields: dict | bytes) -> JSONResponse:
+        """POST /translate: q (a string or a list), source, target, format, alternatives.
+        fields: the JSON body's object, parsed once by the route (mt.serve.app), or a form's
+        body, read here."""
         try:
-            fields = self.fields(body, request.headers.get("content-type", ""))
+            if isinstance(fields, bytes):
+                fields = form_fields(fields, request.headers.get("content-type", ""))
             client = self.client(request, fields)
             q, fmt, alternatives = checked(fields)
             pair = self.served.pairs.route(fields.get("source") or AUTO, fields.get("target"))
@@ -118,8 +115,7 @@ class Api:
         served = self.served
         try:
             body = await read_body(request, served.limits, served.limits.max_file_bytes)
-            form = read_form(body, request.headers.get("content-type", ""))
-            fields = {k: v[-1] for k, v in form.items()}
+            fields = form_fields(body, request.headers.get("content-type", ""))
             client = self.client(request, fields)
             upload = fields.get("file")
             if not isinstance(upload, Upload):
