@@ -10,7 +10,7 @@ import pytest
 
 from conftest import assert_user_error
 from mt.serve.access import ClientError
-from mt.serve.pairs import Pair, Pairs, parse_model
+from mt.serve.pairs import Pair, Pairs, parse_model, parse_models
 
 
 def pairs(*names: str) -> Pairs:
@@ -37,8 +37,6 @@ def test_routing_by_source_and_target():
         served.route("it", "de")
     assert e.value.status == 422
     assert pairs("en-de").route(None, None).name == "en-de"  # one pair: nothing to name
-    with pytest.raises(ValueError, match="en-de: served twice"):
-        pairs("en-de", "en-de")
 
 
 def test_a_model_whose_run_is_another_pair_is_one_line(cli, tiny_run):
@@ -47,6 +45,23 @@ def test_a_model_whose_run_is_another_pair_is_one_line(cli, tiny_run):
     assert_user_error(cli("serve", tiny_run, "--model", f"en-de={tiny_run}"), 2, "not both")
     assert_user_error(cli("serve", "--port", "0"), 2, "not neither")
     assert_user_error(cli("serve", "--model", "en-de", "--port", "0"), 2, "give SOURCE-TARGET")
+
+
+def test_a_run_twice_or_for_two_pairs_is_a_usage_error_before_loading(cli, tiny_run, tmp_path):
+    missing = tmp_path / "missing"  # nothing is loaded: a run that is not there is not read
+    for models, needle in (
+            ([f"en-de={tiny_run},{tiny_run}"], f"{tiny_run} named twice; an ensemble's members"),
+            ([f"en-de={tiny_run},{tiny_run}/../{tiny_run.name}"], "named twice"),
+            ([f"en-de={tiny_run}", f"de-en={tiny_run}"],
+             f"{tiny_run}: served for en-de and de-en; a run translates one pair"),
+            ([f"en-de={tiny_run}", f"de-en={tiny_run / 'best.pt'}"], "served for en-de and de-en"),
+            ([f"en-de={missing}", f"en-de={missing}"], "en-de: served twice")):
+        assert_user_error(cli("serve", *(a for m in models for a in ("--model", m)),
+                              "--port", "0"), 2, "Invalid value for '--model'", needle)
+    # two checkpoints of one run are an ensemble; two runs that are not there, two pairs
+    assert [(s, t, len(runs)) for s, t, runs in parse_models([
+        f"en-de={tiny_run / 'best.pt'},{tiny_run / 'last.pt'}", f"de-en={missing / 'a'}",
+        f"fr-en={missing / 'b'}"])] == [("en", "de", 2), ("de", "en", 1), ("fr", "en", 1)]
 
 
 def test_each_model_is_loaded_once_and_every_api_uses_it(tiny_run, reverse_run):

@@ -47,6 +47,37 @@ def parse_model(spec: str) -> tuple[str, str, list[Path]]:
     return found[1].lower(), found[2].lower(), paths
 
 
+def parse_models(specs: list[str]) -> list[tuple[str, str, list[Path]]]:
+    """Each `--model` (parse_model), or a ValueError, before anything loads, for a pair given
+    twice, a run named twice in one ensemble (it would weigh double), or one run served for two
+    pairs (a run translates one pair, its data.src_lang-data.tgt_lang)."""
+    models = [parse_model(spec) for spec in specs]
+    names: set[str] = set()
+    served: dict[Path, str] = {}  # a run's directory -> the pair it serves
+    for spec, (source, target, runs) in zip(specs, models, strict=True):
+        name = f"{source}-{target}"
+        if name in names:
+            raise ValueError(f"{name}: served twice; give each pair once (an ensemble: "
+                             f"{name}=runs/a,runs/b)")
+        names.add(name)
+        paths = [r.resolve() for r in runs]
+        twice = next((r for r, p in zip(runs, paths, strict=True) if paths.count(p) > 1), None)
+        if twice is not None:
+            raise ValueError(f"{spec!r}: {twice} named twice; an ensemble's members are "
+                             "different runs or checkpoints")
+        for run in runs:
+            other = served.setdefault(home(run), name)
+            if other != name:
+                raise ValueError(f"{run}: served for {other} and {name}; a run translates one "
+                                 "pair, the languages it was trained on")
+    return models
+
+
+def home(run: Path) -> Path:
+    """The directory of a run (a checkpoint file's run), to tell when two paths are one run."""
+    return (run.parent if run.is_file() else run).resolve()
+
+
 @dataclass
 class Pair:
     """One served pair: its languages, its Translator, what GET /info tells of its model, and
@@ -67,11 +98,7 @@ class Pairs:
     """The served pairs, the first the default (of a one-pair server: the only one)."""
 
     def __init__(self, pairs: list[Pair]):
-        names = [p.name for p in pairs]
-        if len(set(names)) != len(names):
-            twice = next(n for n in names if names.count(n) > 1)
-            raise ValueError(f"{twice}: served twice; give each pair once (an ensemble: "
-                             f"{twice}=runs/a,runs/b)")
+        """pairs: each once (parse_models checks --model)."""
         self.all = pairs
 
     @classmethod
