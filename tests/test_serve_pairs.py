@@ -10,7 +10,7 @@ import pytest
 
 from conftest import assert_user_error
 from mt.serve.access import ClientError
-from mt.serve.pairs import Pair, Pairs, parse_model, parse_models
+from mt.serve.pairs import Pair, Pairs, language_name, parse_model, parse_models
 
 
 def pairs(*names: str) -> Pairs:
@@ -23,6 +23,16 @@ def test_a_model_spec_names_its_pair_and_runs():
     for bad in ("de-en", "deen=runs/a", "de-en=", "=runs/a"):
         with pytest.raises(ValueError, match="give SOURCE-TARGET=RUN"):
             parse_model(bad)
+
+
+def test_a_language_is_named_by_the_cldr_and_an_unknown_code_by_itself():
+    from babel import Locale
+
+    assert language_name("de") == Locale("de").get_display_name("en") == "German"
+    assert language_name("pt-br") == "Portuguese (Brazil)"
+    assert language_name("EN-GB") == "English (United Kingdom)"
+    for unknown in ("xx", "toy", "e-"):  # not in the CLDR; not a locale identifier
+        assert language_name(unknown) == unknown
 
 
 def test_routing_by_source_and_target():

@@ -214,7 +214,7 @@ class Api:
                 return JSONResponse([{"language": s.upper(), "name": language_name(s)}
                                      for s in served.pairs.sources()])
             codes = [c for t in served.pairs.targets() for c in REGIONS.get(t, (t.upper(),))]
-            return JSONResponse([{"language": c, "name": language_name(base(c)),
+            return JSONResponse([{"language": c, "name": language_name(c),
                                   "supports_formality": False} for c in codes])
 
         @app.api_route("/v2/usage", methods=["GET", "POST"], tags=tags)

@@ -14,6 +14,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from babel import Locale, UnknownLocaleError
+
 from mt.serve.access import ClientError
 from mt.serve.batcher import Batcher
 from mt.translator import Translator
@@ -21,18 +23,14 @@ from mt.translator import Translator
 AUTO = "auto"  # a request's source when it does not name one
 SPEC = re.compile(r"([A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)*)-([A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)*)")
 
-# The names /languages answers with; any other code is named by itself.
-NAMES = {"ar": "Arabic", "bg": "Bulgarian", "cs": "Czech", "da": "Danish", "de": "German",
-         "el": "Greek", "en": "English", "es": "Spanish", "et": "Estonian", "fi": "Finnish",
-         "fr": "French", "hu": "Hungarian", "id": "Indonesian", "it": "Italian",
-         "ja": "Japanese", "ko": "Korean", "lt": "Lithuanian", "lv": "Latvian",
-         "nb": "Norwegian", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
-         "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sv": "Swedish",
-         "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese"}
-
-
 def language_name(code: str) -> str:
-    return NAMES.get(code, code)
+    """A language code's English name, as the Unicode CLDR gives it (Babel): de German, EN-GB
+    English (United Kingdom), pt-br Portuguese (Brazil). A code the CLDR does not know (a toy
+    corpus's `xx`) is its own name."""
+    try:
+        return Locale.parse(code.replace("-", "_")).get_display_name("en")
+    except (ValueError, UnknownLocaleError):  # not a locale identifier; not one CLDR has
+        return code
 
 
 def parse_model(spec: str) -> tuple[str, str, list[Path]]:
