@@ -60,6 +60,17 @@ def test_the_client_translates_both_pairs_as_mts_own_endpoint(keyed):
                               {"code": "de", "name": "German", "targets": ["en"]}]
 
 
+def test_the_client_detects_each_served_source(keyed):
+    lt = libretranslatepy.LibreTranslateAPI(keyed.url, api_key=KEY)
+    for lines, source, other in ((EN, "en", "de"), (DE, "de", "en")):
+        for line in lines:
+            ranked = lt.detect(line)
+            assert [r["language"] for r in ranked] == [source, other], ranked
+            assert ranked[0]["confidence"] > 50 > ranked[1]["confidence"]
+    assert post(keyed.url, "/detect", {"q": EN[0]})[0] == 403  # the key, as /translate
+    assert post(keyed.url, "/detect", {"api_key": KEY})[0] == 400
+
+
 def test_a_list_html_alternatives_and_auto(keyed):
     status, answer = post(keyed.url, "/translate", {"q": EN, "source": "auto", "target": "de",
                                                     "api_key": KEY}, form=False)

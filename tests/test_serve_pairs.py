@@ -12,6 +12,9 @@ from conftest import assert_user_error
 from mt.serve.access import ClientError
 from mt.serve.pairs import Pair, Pairs, language_name, parse_model, parse_models
 
+EN = "Yesterday we saw forty two red dogs and today you have eight cats."
+DE = "Gestern sahen wir zwei und vierzig rote Hunde und heute hast du acht Katzen."
+
 
 def pairs(*names: str) -> Pairs:
     return Pairs([Pair(*n.split("-"), SimpleNamespace()) for n in names])
@@ -47,6 +50,44 @@ def test_routing_by_source_and_target():
         served.route("it", "de")
     assert e.value.status == 422
     assert pairs("en-de").route(None, None).name == "en-de"  # one pair: nothing to name
+
+
+FR = "Aujourd'hui tu as huit chats et hier nous avons vu des chiens rouges."
+
+
+def test_auto_among_several_pairs_into_the_target_is_the_texts_language():
+    served = pairs("de-en", "fr-en", "en-de")
+    for text, name in ((DE, "de-en"), (FR, "fr-en")):
+        pair, confidence = served.routed("auto", "en", [text])
+        assert pair.name == name and 50 < confidence <= 100
+    assert served.route(None, "de", [FR]).name == "en-de"  # the one pair into de: no guess
+    assert served.route("fr", "en", [DE]).name == "fr-en"  # a source named is not second-guessed
+    with pytest.raises(ClientError, match="the text's language is not told among them"):
+        pairs("de-en", "xx-en").route("auto", "en", [DE])  # xx: unknown to the model, not ruled out
+    with pytest.raises(ClientError, match="several pairs translate into en"):
+        served.route("auto", "en", [])  # a document: no text to tell by
+
+
+def test_libretranslates_auto_and_detect_over_http_pick_the_texts_pair(tiny_run):
+    """Two pairs into de served by one toy model (what it writes does not matter here): each
+    request is routed by the language of its text, and /detect says which, as LibreTranslate
+    answers."""
+    from starlette.testclient import TestClient
+
+    from mt.serve.app import Limits, create_app
+    from mt.translator import Translator
+
+    model = Translator.load([tiny_run])
+    served = Pairs([Pair("en", "de", model), Pair("fr", "de", model)])
+    with TestClient(create_app(served, {}, Limits(), 1.0)) as client:
+        for text, source in ((EN, "en"), (FR, "fr")):
+            got = client.post("/translate", json={"q": text, "source": "auto", "target": "de"})
+            assert got.status_code == 200, got.text
+            assert got.json()["detectedLanguage"]["language"] == source
+            ranked = client.post("/detect", data={"q": text}).json()
+            assert [r["language"] for r in ranked][0] == source and len(ranked) == 2
+            assert ranked[0]["confidence"] > ranked[1]["confidence"]
+        assert [b.requests for b in (p.batcher for p in served.all)] == [1, 1]
 
 
 def test_a_model_whose_run_is_another_pair_is_one_line(cli, tiny_run):

@@ -106,6 +106,8 @@ def create_app(translator: Translator | Pairs, info: dict, limits: Limits, wait_
     async def lifespan(app: FastAPI):
         for pair in pairs.all:
             pair.batcher = Batcher(pair.translator, wait_ms, setup=setup)
+        if len(pairs.sources()) > 1:  # its model now (a second), not in a request's time
+            await asyncio.to_thread(pairs.identifier.load)
         yield
         await asyncio.gather(*(asyncio.to_thread(p.batcher.close) for p in pairs.all))
 
@@ -162,7 +164,7 @@ async def translate_lines(served: Served, request: Request, body: object) -> JSO
     try:
         client = served.access.client(request.headers, address(request))
         req = TranslateRequest.model_validate(body)
-        pair = served.pairs.route(req.source, req.target)
+        pair = served.pairs.route(req.source, req.target, as_lines(req.text))
         options = {k: getattr(req, k) for k in OPTIONS if getattr(req, k) is not None}
         ask = Ask(as_lines(req.text), options, as_prefix(req.prefix, req.text), req.attention,
                   as_glossary(req.glossary), as_glossaries(req.glossaries, req.text),

@@ -111,7 +111,7 @@ class Api:
             if not texts or not all(isinstance(t, str) for t in texts):
                 raise ClientError(400, "text: give one text or more, each a string")
             source, target = languages(fields)
-            pair = self.served.pairs.route(source, target)
+            pair = self.served.pairs.route(source, target, texts)
             ask = Ask(texts, {}, format=tagged(fields),
                       split=one(fields, "split_sentences") not in ("0", 0))
             check_formality(one(fields, "formality"))

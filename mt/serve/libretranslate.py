@@ -1,18 +1,19 @@
 """LibreTranslate's API, so that its clients (libretranslatepy, Weblate, Discourse, Nextcloud,
 browser extensions) use `mt serve` given its base URL: POST /translate (told from mt's own by
-its shape: a form, or JSON with `q`), GET /languages, POST /translate_file with GET
-/download_file, and GET /frontend/settings. Answers and errors in LibreTranslate's shapes:
+its shape: a form, or JSON with `q`), GET /languages, POST /detect, POST /translate_file with
+GET /download_file, and GET /frontend/settings. Answers and errors in LibreTranslate's shapes:
 `{"translatedText": ...}`, `{"error": "..."}` with 400 (a bad request, a pair not served, a
 request over the limits), 403 (no or a wrong `api_key`), 429 (--lines-per-minute) and 500.
 
 The translations are mt's own (mt.serve.translating): `q` is what mt's `text` is, split into
 sentences; `format: html` is mt's `format: html`; `alternatives: N` is mt's nbest N+1 (beam at
-least N+1), each line then translated whole. Not here: /detect (mt identifies no language),
-/suggest, and `source: auto` where several served pairs have the target.
+least N+1), each line then translated whole. /detect and `source: auto` among several pairs into
+the target identify the language with mt.serve.detect. Not here: /suggest.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import PurePath
 
@@ -56,6 +57,19 @@ def asks(head: bytes, content_type: str) -> bool:
     return is_form(content_type) or Q_KEY.search(head) is not None
 
 
+def fields_of(body: bytes, content_type: str) -> dict:
+    """A request's fields: a JSON object's, or a form's (form_fields); a 400 for neither."""
+    try:
+        parsed = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        if not is_form(content_type):
+            raise ClientError(400, "Invalid request: the body is neither JSON nor a form") from None
+        return form_fields(body, content_type)
+    if not isinstance(parsed, dict):
+        raise ClientError(400, "Invalid request: the body is not a JSON object")
+    return parsed
+
+
 def form_fields(body: bytes, content_type: str) -> dict:
     """A form's fields, each field's last value."""
     return {k: v[-1] for k, v in read_form(body, content_type).items()}
@@ -89,12 +103,13 @@ class Api:
                 fields = form_fields(fields, request.headers.get("content-type", ""))
             client = self.client(request, fields)
             q, fmt, alternatives = checked(fields)
-            pair = self.served.pairs.route(fields.get("source") or AUTO, fields.get("target"))
+            lines = [q] if isinstance(q, str) else q
+            source = fields.get("source") or AUTO
+            pair, confidence = self.served.pairs.routed(source, fields.get("target"), lines)
             options = {}
             if alternatives:
                 beam = max(pair.translator.decoding.beam, alternatives + 1)
                 options = {"nbest": alternatives + 1, "beam": beam}
-            lines = [q] if isinstance(q, str) else q
             found = await translate_lines(self.served, pair, client,
                                           Ask(lines, options, format=fmt), request)
         except (ClientError, MTError) as e:
@@ -104,10 +119,32 @@ class Api:
         if alternatives:
             more = [[n["text"] for n in r["nbest"][1:]] for r in found]
             answer["alternatives"] = more[0] if isinstance(q, str) else more
-        if (fields.get("source") or AUTO).lower() == AUTO:  # the one pair into target
-            detected = {"confidence": 100.0, "language": pair.source}
+        if source.lower() == AUTO:  # identified in the text, or the one pair into target
+            detected = {"confidence": 100.0 if confidence is None else confidence,
+                        "language": pair.source}
             answer["detectedLanguage"] = detected if isinstance(q, str) else [detected] * len(q)
         return JSONResponse(answer)
+
+    async def detect(self, request: Request) -> JSONResponse:
+        """POST /detect: q's language among the served sources, with its confidence (0 to
+        100), and the others after it."""
+        try:
+            body = await read_body(request, self.served.limits)
+            fields = fields_of(body, request.headers.get("content-type", ""))
+            self.client(request, fields)
+            q = fields.get("q")
+            if not q or not isinstance(q, (str, list)) or not all(
+                    isinstance(x, str) for x in ([q] if isinstance(q, str) else q)):
+                raise ClientError(400, "Invalid request: missing q parameter (a string)")
+            identifier = self.served.pairs.identifier
+            ranked = identifier.rank(q if isinstance(q, str) else "\n".join(q))
+            if not ranked:
+                unknown = sorted(set(identifier.languages) - set(identifier.known()))
+                raise ClientError(400, f"Invalid request: {', '.join(unknown)}: served, but not "
+                                       "a language this server can identify")
+        except ClientError as e:
+            return failed(e)
+        return JSONResponse([{"confidence": c, "language": code} for code, c in ranked])
 
     async def translate_file(self, request: Request) -> JSONResponse:
         """POST /translate_file: a multipart form's `file`, source, target, api_key; the
@@ -146,6 +183,11 @@ class Api:
             """LibreTranslate's file translation: a multipart `file` (.txt, .html, .md, .srt,
             .docx), source, target."""
             return await self.translate_file(request)
+
+        @app.post("/detect", tags=["LibreTranslate"])
+        async def detect(request: Request) -> JSONResponse:
+            """The language of `q` among the served sources (py3langid)."""
+            return await self.detect(request)
 
         @app.get("/download_file/{name}", tags=["LibreTranslate"])
         async def download_file(name: str) -> Response:

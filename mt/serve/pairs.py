@@ -4,13 +4,14 @@ one of them.
 
 `mt serve RUN` is one pair, its languages the run's (data.src_lang, data.tgt_lang); `mt serve
 --model de-en=runs/a --model en-de=runs/b,runs/c` several. A request names its target, and its
-source unless only one served pair has that target (`"auto"` or none: that pair). No language
-is identified from the text: mt has no identifier, and a guess would route silently wrong.
+source (`"auto"` or none: the one served pair into that target; of several, the one whose
+source the text is identified in, mt.serve.detect).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,7 @@ from babel import Locale, UnknownLocaleError
 
 from mt.serve.access import ClientError
 from mt.serve.batcher import Batcher
+from mt.serve.detect import Identifier
 from mt.translator import Translator
 
 AUTO = "auto"  # a request's source when it does not name one
@@ -98,6 +100,7 @@ class Pairs:
     def __init__(self, pairs: list[Pair]):
         """pairs: each once (parse_models checks --model)."""
         self.all = pairs
+        self.identifier = Identifier(self.sources())
 
     @classmethod
     def of(cls, translator: Translator, info: dict | None = None) -> Pairs:
@@ -115,21 +118,32 @@ class Pairs:
     def targets(self, source: str | None = None) -> list[str]:
         return list(dict.fromkeys(p.target for p in self.all if source in (None, p.source)))
 
-    def route(self, source: str | None, target: str | None) -> Pair:
+    def route(self, source: str | None, target: str | None, text: Sequence[str] = ()) -> Pair:
         """The pair that translates source into target (None or "auto": the one pair with that
-        target; target None: the one pair served); a ClientError (422) naming the pairs served
-        for a pair not served, or a source that cannot be told."""
+        target, or of several the one whose source text is identified in; target None: the one
+        pair served); a ClientError (422) naming the pairs served for a pair not served, or a
+        source that cannot be told."""
+        return self.routed(source, target, text)[0]
+
+    def routed(self, source: str | None, target: str | None,
+               text: Sequence[str] = ()) -> tuple[Pair, float | None]:
+        """route's pair, and the confidence (0 to 100) of the source identified in text (None
+        where none was)."""
         source = None if source is None or source.lower() == AUTO else source.lower()
         target = None if target is None else target.lower()
         found = [p for p in self.all if source in (None, p.source) and target in (None, p.target)]
         if len(found) == 1:
-            return found[0]
+            return found[0], None
+        if len(found) > 1 and source is None and target is not None and any(text):
+            ranked = self.identifier.rank("\n".join(text), [p.source for p in found])
+            if ranked:  # else a source the model does not know: not guessed
+                return next(p for p in found if p.source == ranked[0][0]), ranked[0][1]
         served = ", ".join(p.name for p in self.all)
         if not found:
             asked = f"{source or AUTO}-{target or '?'}"
             raise ClientError(422, f"{asked}: a language pair this server does not translate; "
                                    f"it translates {served}")
-        what = f"into {target}" if target else "here"
-        raise ClientError(422, f"source {source or AUTO}: several pairs translate {what} "
-                               f"({', '.join(p.name for p in found)}); name the source "
-                               "language" + ("" if target else " and the target"))
+        what = (f"into {target}" if target else "here") + f" ({', '.join(p.name for p in found)})"
+        untold = " and the text's language is not told among them" if target else ""
+        raise ClientError(422, f"source {source or AUTO}: several pairs translate {what}{untold}; "
+                               "name the source language" + ("" if target else " and the target"))
