@@ -1,6 +1,6 @@
 """mt/serve/__init__.py: the serve extra (FastAPI, uvicorn, fastapi-offline,
-python-multipart), named in one line when it is missing; and the page (mt/serve/page.html)
-ships with the package.
+python-multipart, Babel, py3langid), named in one line when it is missing; and the page
+(mt/serve/page.html) ships with the package.
 
 The package's modules have their own files: test_serve_batcher.py, test_serve_app.py and
 test_serve_server.py; `mt serve` itself, test_commands_serve.py."""
@@ -15,7 +15,7 @@ from conftest import ROOT, assert_user_error
 
 
 @pytest.mark.parametrize("module", ["fastapi", "fastapi_offline", "uvicorn",
-                                    "python_multipart"])
+                                    "python_multipart", "babel", "py3langid"])
 def test_without_the_extra_one_line_names_it(cli, monkeypatch, module):
     monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
     assert_user_error(cli("serve", "no-such-run"), 3, 'pip install "mt[serve]"')

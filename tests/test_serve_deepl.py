@@ -74,7 +74,9 @@ def test_translate_text_equals_mts_own_for_both_pairs(server):
     whole = client.translate_text(EN[0], target_lang="DE", split_sentences="0")
     assert whole.text == own(server.url, EN[0], "en", "de", split=False)[0]
     assert [x.code for x in client.get_source_languages()] == ["EN", "DE"]
-    assert [x.code for x in client.get_target_languages()] == ["DE", "EN-GB", "EN-US"]
+    assert [(x.code, x.name) for x in client.get_target_languages()] == [
+        ("DE", "German"), ("EN-GB", "English (United Kingdom)"),
+        ("EN-US", "English (United States)")]
 
 
 def test_usage_counts_each_keys_characters(server):

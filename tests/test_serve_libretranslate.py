@@ -60,6 +60,17 @@ def test_the_client_translates_both_pairs_as_mts_own_endpoint(keyed):
                               {"code": "de", "name": "German", "targets": ["en"]}]
 
 
+def test_the_client_detects_each_served_source(keyed):
+    lt = libretranslatepy.LibreTranslateAPI(keyed.url, api_key=KEY)
+    for lines, source, other in ((EN, "en", "de"), (DE, "de", "en")):
+        for line in lines:
+            ranked = lt.detect(line)
+            assert [r["language"] for r in ranked] == [source, other], ranked
+            assert ranked[0]["confidence"] > 50 > ranked[1]["confidence"]
+    assert post(keyed.url, "/detect", {"q": EN[0]})[0] == 403  # the key, as /translate
+    assert post(keyed.url, "/detect", {"api_key": KEY})[0] == 400
+
+
 def test_a_list_html_alternatives_and_auto(keyed):
     status, answer = post(keyed.url, "/translate", {"q": EN, "source": "auto", "target": "de",
                                                     "api_key": KEY}, form=False)
@@ -113,6 +124,8 @@ def test_a_file_is_translated_and_downloaded(keyed):
      "unknown parameter qq"),
     ({"q": "a" * 20_001, "source": "en", "target": "de", "api_key": KEY}, 400,
      "20,001 characters"),
+    # past the body's limit, read no further than it: LibreTranslate's 400, not mt's 413
+    ({"source": "en", "target": "de", "q": "a" * 400_000, "api_key": KEY}, 400, "a body of"),
 ])
 def test_bad_requests_get_libretranslates_error_shape(keyed, fields, status, needle):
     got, answer = post(keyed.url, "/translate", fields)
@@ -143,12 +156,21 @@ def test_without_keys_one_run_serves_its_pair_and_the_limit_applies(tiny_run):
     ({"q": "a", "target": "de", "alternatives": True}, "alternatives is a whole number"),
     ({"q": "a", "target": "de", "api_key": 5}, "api_key is not a string"),
     ({"q": ["a"] * 101, "target": "de"}, "101 lines, more than this server takes"),
+    ({"q": "a" * 400_000, "target": "de"}, "a body of 400,"),
 ])
 def test_bad_json_is_one_400_and_one_log_line(keyed, fields, needle):
     status, answer, log = keyed.logged(lambda: post(keyed.url, "/translate", {
         "api_key": KEY, **fields}, form=False))
     assert status == 400 and list(answer) == ["error"] and needle in answer["error"], answer
     assert [line.split(" | ")[:2] for line in log] == [["POST /translate", "400"]], log
+
+
+@pytest.mark.parametrize("text", ['"q": 1 ' * 60_000, '\\"q": ' * 60_000])
+def test_mts_own_body_past_the_limit_is_still_mts_413(keyed, text):
+    """A text that holds `"q":` (its quotes escaped in the JSON) is no LibreTranslate key."""
+    status, answer = Client(keyed.url).request("POST", "/translate", {"text": text},
+                                               {"Authorization": f"Bearer {KEY}"})
+    assert status == 413 and "a body of" in answer["error"], answer
 
 
 def multipart_post(url: str, body: bytes, boundary: str = "b0undary") -> tuple[int, dict]:

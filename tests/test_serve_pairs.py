@@ -10,7 +10,10 @@ import pytest
 
 from conftest import assert_user_error
 from mt.serve.access import ClientError
-from mt.serve.pairs import Pair, Pairs, parse_model
+from mt.serve.pairs import Pair, Pairs, language_name, parse_model, parse_models
+
+EN = "Yesterday we saw forty two red dogs and today you have eight cats."
+DE = "Gestern sahen wir zwei und vierzig rote Hunde und heute hast du acht Katzen."
 
 
 def pairs(*names: str) -> Pairs:
@@ -25,6 +28,16 @@ def test_a_model_spec_names_its_pair_and_runs():
             parse_model(bad)
 
 
+def test_a_language_is_named_by_the_cldr_and_an_unknown_code_by_itself():
+    from babel import Locale
+
+    assert language_name("de") == Locale("de").get_display_name("en") == "German"
+    assert language_name("pt-br") == "Portuguese (Brazil)"
+    assert language_name("EN-GB") == "English (United Kingdom)"
+    for unknown in ("xx", "toy", "e-"):  # not in the CLDR; not a locale identifier
+        assert language_name(unknown) == unknown
+
+
 def test_routing_by_source_and_target():
     served = pairs("en-de", "de-en", "fr-en")
     assert served.route("en", "de").name == "en-de"
@@ -37,8 +50,44 @@ def test_routing_by_source_and_target():
         served.route("it", "de")
     assert e.value.status == 422
     assert pairs("en-de").route(None, None).name == "en-de"  # one pair: nothing to name
-    with pytest.raises(ValueError, match="en-de: served twice"):
-        pairs("en-de", "en-de")
+
+
+FR = "Aujourd'hui tu as huit chats et hier nous avons vu des chiens rouges."
+
+
+def test_auto_among_several_pairs_into_the_target_is_the_texts_language():
+    served = pairs("de-en", "fr-en", "en-de")
+    for text, name in ((DE, "de-en"), (FR, "fr-en")):
+        pair, confidence = served.routed("auto", "en", [text])
+        assert pair.name == name and 50 < confidence <= 100
+    assert served.route(None, "de", [FR]).name == "en-de"  # the one pair into de: no guess
+    assert served.route("fr", "en", [DE]).name == "fr-en"  # a source named is not second-guessed
+    with pytest.raises(ClientError, match="the text's language is not told among them"):
+        pairs("de-en", "xx-en").route("auto", "en", [DE])  # xx: unknown to the model, not ruled out
+    with pytest.raises(ClientError, match="several pairs translate into en"):
+        served.route("auto", "en", [])  # a document: no text to tell by
+
+
+def test_libretranslates_auto_and_detect_over_http_pick_the_texts_pair(tiny_run):
+    """Two pairs into de served by one toy model (what it writes does not matter here): each
+    request is routed by the language of its text, and /detect says which, as LibreTranslate
+    answers."""
+    from starlette.testclient import TestClient
+
+    from mt.serve.app import Limits, create_app
+    from mt.translator import Translator
+
+    model = Translator.load([tiny_run])
+    served = Pairs([Pair("en", "de", model), Pair("fr", "de", model)])
+    with TestClient(create_app(served, {}, Limits(), 1.0)) as client:
+        for text, source in ((EN, "en"), (FR, "fr")):
+            got = client.post("/translate", json={"q": text, "source": "auto", "target": "de"})
+            assert got.status_code == 200, got.text
+            assert got.json()["detectedLanguage"]["language"] == source
+            ranked = client.post("/detect", data={"q": text}).json()
+            assert [r["language"] for r in ranked][0] == source and len(ranked) == 2
+            assert ranked[0]["confidence"] > ranked[1]["confidence"]
+        assert [b.requests for b in (p.batcher for p in served.all)] == [1, 1]
 
 
 def test_a_model_whose_run_is_another_pair_is_one_line(cli, tiny_run):
@@ -47,6 +96,23 @@ def test_a_model_whose_run_is_another_pair_is_one_line(cli, tiny_run):
     assert_user_error(cli("serve", tiny_run, "--model", f"en-de={tiny_run}"), 2, "not both")
     assert_user_error(cli("serve", "--port", "0"), 2, "not neither")
     assert_user_error(cli("serve", "--model", "en-de", "--port", "0"), 2, "give SOURCE-TARGET")
+
+
+def test_a_run_twice_or_for_two_pairs_is_a_usage_error_before_loading(cli, tiny_run, tmp_path):
+    missing = tmp_path / "missing"  # nothing is loaded: a run that is not there is not read
+    for models, needle in (
+            ([f"en-de={tiny_run},{tiny_run}"], f"{tiny_run} named twice; an ensemble's members"),
+            ([f"en-de={tiny_run},{tiny_run}/../{tiny_run.name}"], "named twice"),
+            ([f"en-de={tiny_run}", f"de-en={tiny_run}"],
+             f"{tiny_run}: served for en-de and de-en; a run translates one pair"),
+            ([f"en-de={tiny_run}", f"de-en={tiny_run / 'best.pt'}"], "served for en-de and de-en"),
+            ([f"en-de={missing}", f"en-de={missing}"], "en-de: served twice")):
+        assert_user_error(cli("serve", *(a for m in models for a in ("--model", m)),
+                              "--port", "0"), 2, "Invalid value for '--model'", needle)
+    # two checkpoints of one run are an ensemble; two runs that are not there, two pairs
+    assert [(s, t, len(runs)) for s, t, runs in parse_models([
+        f"en-de={tiny_run / 'best.pt'},{tiny_run / 'last.pt'}", f"de-en={missing / 'a'}",
+        f"fr-en={missing / 'b'}"])] == [("en", "de", 2), ("de", "en", 1), ("fr", "en", 1)]
 
 
 def test_each_model_is_loaded_once_and_every_api_uses_it(tiny_run, reverse_run):

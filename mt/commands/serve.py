@@ -38,7 +38,7 @@ class ServeOptions:
     full_info: bool = False  # GET /info: `mt info --json`'s object, paths included
     # proxies whose X-Forwarded-For names the client (mt.serve.access.proxies); none: no one's
     forwarded_allow_ips: tuple[str, ...] = ()
-    # --model SRC-TGT=RUN[,RUN]: several pairs (mt.serve.pairs.parse_model), instead of runs
+    # --model SRC-TGT=RUN[,RUN]: several pairs (mt.serve.pairs.parse_models), instead of runs
     models: tuple[str, ...] = ()
     state_dir: Path | None = None  # where the DeepL API's glossaries are kept; None: memory
 
@@ -97,8 +97,9 @@ def serve(runs: Paths | None, options: TranslateOptions = TranslateOptions(),
 def pair_specs(runs: Paths | None, models: tuple[str, ...]) -> list[tuple[str | None,
                                                                           str | None, list]]:
     """(source, target, runs) per pair to serve: RUN... (its languages read when it loads) or
-    each --model; a UsageError for both or neither, or a --model not SRC-TGT=RUN."""
-    from mt.serve.pairs import parse_model
+    each --model; a UsageError for both or neither, or --model values that cannot be served
+    (mt.serve.pairs.parse_models)."""
+    from mt.serve.pairs import parse_models
 
     if (runs is not None) == bool(models):
         raise UsageError("serve", "RUN", "give RUN... (one pair) or --model SRC-TGT=RUN "
@@ -106,7 +107,7 @@ def pair_specs(runs: Paths | None, models: tuple[str, ...]) -> list[tuple[str | 
     if runs is not None:
         return [(None, None, as_paths(runs))]
     try:
-        return [parse_model(m) for m in models]
+        return parse_models(list(models))
     except ValueError as e:
         raise UsageError("serve", "'--model'", str(e)) from None
 

@@ -42,8 +42,17 @@ from mt.serve import deepl, documents, libretranslate
 from mt.serve.access import Access, ClientError
 from mt.serve.batcher import Batcher
 from mt.serve.documents import TEXT_FORMATS  # POST /translate's `format`
+from mt.serve.forms import is_form
 from mt.serve.pairs import Pairs
-from mt.serve.translating import Ask, Limits, Served, address, read_body, translate_file
+from mt.serve.translating import (
+    Ask,
+    Limits,
+    Served,
+    TooLarge,
+    address,
+    read_body,
+    translate_file,
+)
 from mt.serve.translating import translate_lines as translate_asked
 from mt.translator import Translator
 
@@ -97,6 +106,8 @@ def create_app(translator: Translator | Pairs, info: dict, limits: Limits, wait_
     async def lifespan(app: FastAPI):
         for pair in pairs.all:
             pair.batcher = Batcher(pair.translator, wait_ms, setup=setup)
+        if len(pairs.sources()) > 1:  # its model now (a second), not in a request's time
+            await asyncio.to_thread(pairs.identifier.load)
         yield
         await asyncio.gather(*(asyncio.to_thread(p.batcher.close) for p in pairs.all))
 
@@ -114,13 +125,24 @@ def create_app(translator: Translator | Pairs, info: dict, limits: Limits, wait_
         """Translate one line ("text": "...") or several (["...", ...]), in input order. A
         LibreTranslate request (a form, or JSON with "q") is answered as LibreTranslate
         answers it."""
+        kind = request.headers.get("content-type", "")
         try:
             body = await read_body(request, limits)
+        except TooLarge as e:  # told by what was read: LibreTranslate answers it with a 400
+            if libretranslate.asks(e.head, kind):
+                return libretranslate.failed(e)
+            return error(e.status, str(e))
         except ClientError as e:
             return error(e.status, str(e), e.headers)
-        if libretranslate.asks(body, request.headers.get("content-type", "")):
-            return await compatible.translate(request, body)
-        return await translate_lines(served, request, body)
+        try:  # parsed once, here: the shape says whose request it is
+            parsed = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as e:
+            if is_form(kind):  # mt's own takes JSON only (curl -d sends it as a form)
+                return await compatible.translate(request, body)
+            return error(400, f"the body is not JSON ({e})")
+        if isinstance(parsed, dict) and "q" in parsed:  # mt's own has `text`, refuses `q`
+            return await compatible.translate(request, parsed)
+        return await translate_lines(served, request, parsed)
 
     @app.post("/translate/document")
     async def translate_document(request: Request) -> Response:
@@ -136,12 +158,13 @@ def create_app(translator: Translator | Pairs, info: dict, limits: Limits, wait_
     return RequestLog(app)
 
 
-async def translate_lines(served: Served, request: Request, body: bytes) -> JSONResponse:
-    """POST /translate: its lines whole, or as documents (mt.serve.documents.wanted)."""
+async def translate_lines(served: Served, request: Request, body: object) -> JSONResponse:
+    """POST /translate: its lines whole, or as documents (mt.serve.documents.wanted). body:
+    the JSON body, parsed."""
     try:
         client = served.access.client(request.headers, address(request))
-        req = TranslateRequest.model_validate_json(body)
-        pair = served.pairs.route(req.source, req.target)
+        req = TranslateRequest.model_validate(body)
+        pair = served.pairs.route(req.source, req.target, as_lines(req.text))
         options = {k: getattr(req, k) for k in OPTIONS if getattr(req, k) is not None}
         ask = Ask(as_lines(req.text), options, as_prefix(req.prefix, req.text), req.attention,
                   as_glossary(req.glossary), as_glossaries(req.glossaries, req.text),
@@ -285,19 +308,16 @@ def as_glossaries(given: list | None, text: str | list[str]) -> list[Glossary | 
 
 def validation_message(e: ValidationError, model: type[BaseModel] | None = None,
                        field_name: str = "field") -> tuple[int, str]:
-    """400 for a body that is not JSON; else 422 and the first wrong field (of model:
-    TranslateRequest if None): where (`text[2]`) and what is wrong with it (each way it could
-    have been right, for a union)."""
+    """422 and the first wrong field (of model: TranslateRequest if None): where (`text[2]`)
+    and what is wrong with it (each way it could have been right, for a union)."""
     errors = e.errors()
-    if any(x["type"] == "json_invalid" for x in errors):
-        return 400, f"the body is not JSON ({errors[0]['msg']})"
     fields = ", ".join((model or TranslateRequest).model_fields)
     unknown = [x["loc"][0] for x in errors if x["type"] == "extra_forbidden"]
     if unknown:  # first: a misspelt field is also a missing one
         return 422, f"{unknown[0]}: unknown {field_name}; the {field_name}s are {fields}"
     field = errors[0]["loc"][0] if errors[0]["loc"] else None
     if field is None:  # not an object
-        return 422, f"the body: {errors[0]['msg']}, with the fields {fields}"
+        return 422, f"the body: not a JSON object; give one with the fields {fields}"
     hint = (model or TranslateRequest).model_fields[field].annotation
     if errors[0]["type"] == "missing" and typing.get_origin(hint) is typing.Literal:
         return 422, f"{field}: {errors[0]['msg']}; give one of {', '.join(typing.get_args(hint))}"

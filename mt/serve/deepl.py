@@ -111,7 +111,7 @@ class Api:
             if not texts or not all(isinstance(t, str) for t in texts):
                 raise ClientError(400, "text: give one text or more, each a string")
             source, target = languages(fields)
-            pair = self.served.pairs.route(source, target)
+            pair = self.served.pairs.route(source, target, texts)
             ask = Ask(texts, {}, format=tagged(fields),
                       split=one(fields, "split_sentences") not in ("0", 0))
             check_formality(one(fields, "formality"))
@@ -214,7 +214,7 @@ class Api:
                 return JSONResponse([{"language": s.upper(), "name": language_name(s)}
                                      for s in served.pairs.sources()])
             codes = [c for t in served.pairs.targets() for c in REGIONS.get(t, (t.upper(),))]
-            return JSONResponse([{"language": c, "name": language_name(base(c)),
+            return JSONResponse([{"language": c, "name": language_name(c),
                                   "supports_formality": False} for c in codes])
 
         @app.api_route("/v2/usage", methods=["GET", "POST"], tags=tags)

@@ -1,19 +1,20 @@
 """LibreTranslate's API, so that its clients (libretranslatepy, Weblate, Discourse, Nextcloud,
 browser extensions) use `mt serve` given its base URL: POST /translate (told from mt's own by
-its shape: a form, or JSON with `q`), GET /languages, POST /translate_file with GET
-/download_file, and GET /frontend/settings. Answers and errors in LibreTranslate's shapes:
+its shape: a form, or JSON with `q`), GET /languages, POST /detect, POST /translate_file with
+GET /download_file, and GET /frontend/settings. Answers and errors in LibreTranslate's shapes:
 `{"translatedText": ...}`, `{"error": "..."}` with 400 (a bad request, a pair not served, a
 request over the limits), 403 (no or a wrong `api_key`), 429 (--lines-per-minute) and 500.
 
 The translations are mt's own (mt.serve.translating): `q` is what mt's `text` is, split into
 sentences; `format: html` is mt's `format: html`; `alternatives: N` is mt's nbest N+1 (beam at
-least N+1), each line then translated whole. Not here: /detect (mt identifies no language),
-/suggest, and `source: auto` where several served pairs have the target.
+least N+1), each line then translated whole. /detect and `source: auto` among several pairs into
+the target identify the language with mt.serve.detect. Not here: /suggest.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import PurePath
 
 from fastapi import FastAPI, Request
@@ -43,15 +44,35 @@ FIELDS = {"q", "source", "target", "format", "alternatives", "api_key"}
 DOCUMENT_EXTENSIONS = extensions()
 
 
-def asks(body: bytes, content_type: str) -> bool:
-    """Whether a body sent to POST /translate is LibreTranslate's: JSON with `q` (mt's has
-    `text`, and refuses other fields), or a form that is not JSON (curl -d sends mt's JSON as
-    a form)."""
+# A key "q" in JSON, wherever the body was cut: a quote not escaped (no backslash before it, or
+# an even run of them), q, a quote, a colon. Inside a JSON string every quote is escaped, so this
+# is a key; mt's own request has none named q.
+Q_KEY = re.compile(rb'(?<!\\)(?:\\\\)*"q"\s*:')
+
+
+def asks(head: bytes, content_type: str) -> bool:
+    """Whether a body too large to read whole (its head: the bytes read) was LibreTranslate's
+    request: a form, or JSON with a key `q`. (A whole body is told by its parsed shape, in
+    mt.serve.app.)"""
+    return is_form(content_type) or Q_KEY.search(head) is not None
+
+
+def fields_of(body: bytes, content_type: str) -> dict:
+    """A request's fields: a JSON object's, or a form's (form_fields); a 400 for neither."""
     try:
         parsed = json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        return is_form(content_type)
-    return isinstance(parsed, dict) and "q" in parsed
+        if not is_form(content_type):
+            raise ClientError(400, "Invalid request: the body is neither JSON nor a form") from None
+        return form_fields(body, content_type)
+    if not isinstance(parsed, dict):
+        raise ClientError(400, "Invalid request: the body is not a JSON object")
+    return parsed
+
+
+def form_fields(body: bytes, content_type: str) -> dict:
+    """A form's fields, each field's last value."""
+    return {k: v[-1] for k, v in read_form(body, content_type).items()}
 
 
 def failed(e: Exception) -> JSONResponse:
@@ -65,19 +86,6 @@ class Api:
     def __init__(self, served: Served):
         self.served, self.files = served, Finished()
 
-    def fields(self, body: bytes, content_type: str) -> dict:
-        """A request's fields, from JSON or a form (each field's last value)."""
-        try:
-            parsed = json.loads(body)
-        except (ValueError, UnicodeDecodeError):
-            if not is_form(content_type):
-                raise ClientError(400, "Invalid request: the body is neither JSON nor a form"
-                                  ) from None
-            return {k: v[-1] for k, v in read_form(body, content_type).items()}
-        if not isinstance(parsed, dict):
-            raise ClientError(400, "Invalid request: the body is not a JSON object")
-        return parsed
-
     def client(self, request: Request, fields: dict) -> str:
         key = fields.get("api_key")
         if not isinstance(key, (str, type(None))):
@@ -86,18 +94,22 @@ class Api:
             return self.served.access.client(request.headers, address(request))
         return self.served.access.holder(key, address(request), "give api_key")
 
-    async def translate(self, request: Request, body: bytes) -> JSONResponse:
-        """POST /translate: q (a string or a list), source, target, format, alternatives."""
+    async def translate(self, request: Request, fields: dict | bytes) -> JSONResponse:
+        """POST /translate: q (a string or a list), source, target, format, alternatives.
+        fields: the JSON body's object, parsed once by the route (mt.serve.app), or a form's
+        body, read here."""
         try:
-            fields = self.fields(body, request.headers.get("content-type", ""))
+            if isinstance(fields, bytes):
+                fields = form_fields(fields, request.headers.get("content-type", ""))
             client = self.client(request, fields)
             q, fmt, alternatives = checked(fields)
-            pair = self.served.pairs.route(fields.get("source") or AUTO, fields.get("target"))
+            lines = [q] if isinstance(q, str) else q
+            source = fields.get("source") or AUTO
+            pair, confidence = self.served.pairs.routed(source, fields.get("target"), lines)
             options = {}
             if alternatives:
                 beam = max(pair.translator.decoding.beam, alternatives + 1)
                 options = {"nbest": alternatives + 1, "beam": beam}
-            lines = [q] if isinstance(q, str) else q
             found = await translate_lines(self.served, pair, client,
                                           Ask(lines, options, format=fmt), request)
         except (ClientError, MTError) as e:
@@ -107,10 +119,32 @@ class Api:
         if alternatives:
             more = [[n["text"] for n in r["nbest"][1:]] for r in found]
             answer["alternatives"] = more[0] if isinstance(q, str) else more
-        if (fields.get("source") or AUTO).lower() == AUTO:  # the one pair into target
-            detected = {"confidence": 100.0, "language": pair.source}
+        if source.lower() == AUTO:  # identified in the text, or the one pair into target
+            detected = {"confidence": 100.0 if confidence is None else confidence,
+                        "language": pair.source}
             answer["detectedLanguage"] = detected if isinstance(q, str) else [detected] * len(q)
         return JSONResponse(answer)
+
+    async def detect(self, request: Request) -> JSONResponse:
+        """POST /detect: q's language among the served sources, with its confidence (0 to
+        100), and the others after it."""
+        try:
+            body = await read_body(request, self.served.limits)
+            fields = fields_of(body, request.headers.get("content-type", ""))
+            self.client(request, fields)
+            q = fields.get("q")
+            if not q or not isinstance(q, (str, list)) or not all(
+                    isinstance(x, str) for x in ([q] if isinstance(q, str) else q)):
+                raise ClientError(400, "Invalid request: missing q parameter (a string)")
+            identifier = self.served.pairs.identifier
+            ranked = identifier.rank(q if isinstance(q, str) else "\n".join(q))
+            if not ranked:
+                unknown = sorted(set(identifier.languages) - set(identifier.known()))
+                raise ClientError(400, f"Invalid request: {', '.join(unknown)}: served, but not "
+                                       "a language this server can identify")
+        except ClientError as e:
+            return failed(e)
+        return JSONResponse([{"confidence": c, "language": code} for code, c in ranked])
 
     async def translate_file(self, request: Request) -> JSONResponse:
         """POST /translate_file: a multipart form's `file`, source, target, api_key; the
@@ -118,8 +152,7 @@ class Api:
         served = self.served
         try:
             body = await read_body(request, served.limits, served.limits.max_file_bytes)
-            form = read_form(body, request.headers.get("content-type", ""))
-            fields = {k: v[-1] for k, v in form.items()}
+            fields = form_fields(body, request.headers.get("content-type", ""))
             client = self.client(request, fields)
             upload = fields.get("file")
             if not isinstance(upload, Upload):
@@ -150,6 +183,11 @@ class Api:
             """LibreTranslate's file translation: a multipart `file` (.txt, .html, .md, .srt,
             .docx), source, target."""
             return await self.translate_file(request)
+
+        @app.post("/detect", tags=["LibreTranslate"])
+        async def detect(request: Request) -> JSONResponse:
+            """The language of `q` among the served sources (py3langid)."""
+            return await self.detect(request)
 
         @app.get("/download_file/{name}", tags=["LibreTranslate"])
         async def download_file(name: str) -> Response:

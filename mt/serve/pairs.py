@@ -4,35 +4,35 @@ one of them.
 
 `mt serve RUN` is one pair, its languages the run's (data.src_lang, data.tgt_lang); `mt serve
 --model de-en=runs/a --model en-de=runs/b,runs/c` several. A request names its target, and its
-source unless only one served pair has that target (`"auto"` or none: that pair). No language
-is identified from the text: mt has no identifier, and a guess would route silently wrong.
+source (`"auto"` or none: the one served pair into that target; of several, the one whose
+source the text is identified in, mt.serve.detect).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from babel import Locale, UnknownLocaleError
+
 from mt.serve.access import ClientError
 from mt.serve.batcher import Batcher
+from mt.serve.detect import Identifier
 from mt.translator import Translator
 
 AUTO = "auto"  # a request's source when it does not name one
 SPEC = re.compile(r"([A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)*)-([A-Za-z]{2,3}(?:[-_][A-Za-z0-9]+)*)")
 
-# The names /languages answers with; any other code is named by itself.
-NAMES = {"ar": "Arabic", "bg": "Bulgarian", "cs": "Czech", "da": "Danish", "de": "German",
-         "el": "Greek", "en": "English", "es": "Spanish", "et": "Estonian", "fi": "Finnish",
-         "fr": "French", "hu": "Hungarian", "id": "Indonesian", "it": "Italian",
-         "ja": "Japanese", "ko": "Korean", "lt": "Lithuanian", "lv": "Latvian",
-         "nb": "Norwegian", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
-         "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sv": "Swedish",
-         "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese"}
-
-
 def language_name(code: str) -> str:
-    return NAMES.get(code, code)
+    """A language code's English name, as the Unicode CLDR gives it (Babel): de German, EN-GB
+    English (United Kingdom), pt-br Portuguese (Brazil). A code the CLDR does not know (a toy
+    corpus's `xx`) is its own name."""
+    try:
+        return Locale.parse(code.replace("-", "_")).get_display_name("en")
+    except (ValueError, UnknownLocaleError):  # not a locale identifier; not one CLDR has
+        return code
 
 
 def parse_model(spec: str) -> tuple[str, str, list[Path]]:
@@ -45,6 +45,37 @@ def parse_model(spec: str) -> tuple[str, str, list[Path]]:
                          "de-en=runs/a,runs/b)")
     paths = [Path(r.strip()) for r in runs.split(",") if r.strip()]
     return found[1].lower(), found[2].lower(), paths
+
+
+def parse_models(specs: list[str]) -> list[tuple[str, str, list[Path]]]:
+    """Each `--model` (parse_model), or a ValueError, before anything loads, for a pair given
+    twice, a run named twice in one ensemble (it would weigh double), or one run served for two
+    pairs (a run translates one pair, its data.src_lang-data.tgt_lang)."""
+    models = [parse_model(spec) for spec in specs]
+    names: set[str] = set()
+    served: dict[Path, str] = {}  # a run's directory -> the pair it serves
+    for spec, (source, target, runs) in zip(specs, models, strict=True):
+        name = f"{source}-{target}"
+        if name in names:
+            raise ValueError(f"{name}: served twice; give each pair once (an ensemble: "
+                             f"{name}=runs/a,runs/b)")
+        names.add(name)
+        paths = [r.resolve() for r in runs]
+        twice = next((r for r, p in zip(runs, paths, strict=True) if paths.count(p) > 1), None)
+        if twice is not None:
+            raise ValueError(f"{spec!r}: {twice} named twice; an ensemble's members are "
+                             "different runs or checkpoints")
+        for run in runs:
+            other = served.setdefault(home(run), name)
+            if other != name:
+                raise ValueError(f"{run}: served for {other} and {name}; a run translates one "
+                                 "pair, the languages it was trained on")
+    return models
+
+
+def home(run: Path) -> Path:
+    """The directory of a run (a checkpoint file's run), to tell when two paths are one run."""
+    return (run.parent if run.is_file() else run).resolve()
 
 
 @dataclass
@@ -67,12 +98,9 @@ class Pairs:
     """The served pairs, the first the default (of a one-pair server: the only one)."""
 
     def __init__(self, pairs: list[Pair]):
-        names = [p.name for p in pairs]
-        if len(set(names)) != len(names):
-            twice = next(n for n in names if names.count(n) > 1)
-            raise ValueError(f"{twice}: served twice; give each pair once (an ensemble: "
-                             f"{twice}=runs/a,runs/b)")
+        """pairs: each once (parse_models checks --model)."""
         self.all = pairs
+        self.identifier = Identifier(self.sources())
 
     @classmethod
     def of(cls, translator: Translator, info: dict | None = None) -> Pairs:
@@ -90,21 +118,32 @@ class Pairs:
     def targets(self, source: str | None = None) -> list[str]:
         return list(dict.fromkeys(p.target for p in self.all if source in (None, p.source)))
 
-    def route(self, source: str | None, target: str | None) -> Pair:
+    def route(self, source: str | None, target: str | None, text: Sequence[str] = ()) -> Pair:
         """The pair that translates source into target (None or "auto": the one pair with that
-        target; target None: the one pair served); a ClientError (422) naming the pairs served
-        for a pair not served, or a source that cannot be told."""
+        target, or of several the one whose source text is identified in; target None: the one
+        pair served); a ClientError (422) naming the pairs served for a pair not served, or a
+        source that cannot be told."""
+        return self.routed(source, target, text)[0]
+
+    def routed(self, source: str | None, target: str | None,
+               text: Sequence[str] = ()) -> tuple[Pair, float | None]:
+        """route's pair, and the confidence (0 to 100) of the source identified in text (None
+        where none was)."""
         source = None if source is None or source.lower() == AUTO else source.lower()
         target = None if target is None else target.lower()
         found = [p for p in self.all if source in (None, p.source) and target in (None, p.target)]
         if len(found) == 1:
-            return found[0]
+            return found[0], None
+        if len(found) > 1 and source is None and target is not None and any(text):
+            ranked = self.identifier.rank("\n".join(text), [p.source for p in found])
+            if ranked:  # else a source the model does not know: not guessed
+                return next(p for p in found if p.source == ranked[0][0]), ranked[0][1]
         served = ", ".join(p.name for p in self.all)
         if not found:
             asked = f"{source or AUTO}-{target or '?'}"
             raise ClientError(422, f"{asked}: a language pair this server does not translate; "
                                    f"it translates {served}")
-        what = f"into {target}" if target else "here"
-        raise ClientError(422, f"source {source or AUTO}: several pairs translate {what} "
-                               f"({', '.join(p.name for p in found)}); name the source "
-                               "language" + ("" if target else " and the target"))
+        what = (f"into {target}" if target else "here") + f" ({', '.join(p.name for p in found)})"
+        untold = " and the text's language is not told among them" if target else ""
+        raise ClientError(422, f"source {source or AUTO}: several pairs translate {what}{untold}; "
+                               "name the source language" + ("" if target else " and the target"))

@@ -127,10 +127,19 @@ def compatible_error(e: Exception, field: str, statuses: dict[int, int]) -> JSON
     return JSONResponse({field: message}, 500 if isinstance(e, FileSystemError) else 400)
 
 
+class TooLarge(ClientError):
+    """A 413 for a body past the server's limit, with its first `most` bytes, which are enough
+    to tell which API it was sent to (mt.serve.libretranslate.asks)."""
+
+    def __init__(self, message: str, head: bytes):
+        super().__init__(413, message)
+        self.head = head
+
+
 async def read_body(request: Request, limits: Limits, most: int | None = None) -> bytes:
-    """The body, or a 413 ClientError past `most` bytes (limits.max_body if None). A larger
-    body is still read to its end (and dropped), so the client, still sending, gets the answer
-    and not a reset."""
+    """The body, or TooLarge past `most` bytes (limits.max_body if None). A larger body is still
+    read to its end (and dropped), so the client, still sending, gets the answer and not a
+    reset."""
     most = limits.max_body if most is None else most
     chunks, size = [], 0
     try:
@@ -144,8 +153,8 @@ async def read_body(request: Request, limits: Limits, most: int | None = None) -
     if size > most:
         origin = (f"from --max-chars {limits.max_chars:,}" if most == limits.max_body
                   else "a document's")
-        raise ClientError(413, f"a body of {size:,} bytes: more than this server takes "
-                               f"({most:,}, {origin})")
+        raise TooLarge(f"a body of {size:,} bytes: more than this server takes ({most:,}, "
+                       f"{origin})", b"".join(chunks))
     return b"".join(chunks)
 
 
