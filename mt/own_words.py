@@ -3,14 +3,15 @@ writes the term in their place rather than beside them (decode.glossary_replace)
 
 Lexically constrained beam search holds a term somewhere in the output; nothing in it stops the
 model from also writing its own translation of the term's source ("A man is getting ready to
-the guy." for Mann -> guy). So, before the constrained search, the model translates the lines
-with a term greedily and without terms; each output token whose step attends most to a term's
-source span (all decoder layers and heads averaged: the word alignment's weights,
-mt.decoding.align), the one that weighs the span most, is the model's own word for that term,
-in each of its casings. The constrained search may not write those anywhere in that line
-(mt.decoding.constraints), so it writes the term where the model would have written them.
-(Blocked only while the term is pending, the model wrote the term early, where it fits worst,
-and its own word after it: the toy model's "Wir Pudelhunde zwei und vierzig rote Hunde.")
+the guy." for Mann -> guy). So the model first translates the lines without terms (the search
+a line with no glossary gets: mt.translator keeps that output where it holds the line's terms
+already); in the others, each output token whose step attends most to a term's source span
+(all decoder layers and heads averaged: the word alignment's weights, mt.decoding.align), the
+one that weighs the span most, is the model's own word for that term, in each of its casings.
+The constrained search may not write those anywhere in that line (mt.decoding.constraints),
+so it writes the term where the model would have written them. (Blocked only while the term
+is pending, the model wrote the term early, where it fits worst, and its own word after it:
+the toy model's "Wir Pudelhunde zwei und vierzig rote Hunde.")
 
 Shapes: B rows, S source tokens, T target tokens.
 """
@@ -18,33 +19,25 @@ Shapes: B rows, S source tokens, T target tokens.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 
 import torch
 
 from mt.decoding import align
-from mt.decoding.engines import Engine, search_with
-from mt.decoding.request import Memory, SearchRequest
+from mt.decoding.request import Memory
 from mt.vocab import EOS
 
 Span = tuple[int, int, list[int]]  # a term's source tokens [start, stop) and its target ids
 
 
 @torch.no_grad()
-def own_words(engine: Engine, request: SearchRequest, lead: int, spans: list[list[Span]],
-              cased: Callable[[int], set[int]]) -> list[list[list[int]]]:
-    """Per row of request.src (B, S), per span of spans[b]: the ids of the word the model's own
-    greedy translation (request's prefix, no terms) writes for that source span (cased: an
-    id's other casings, `Man` for `man`), but any of the row's terms' own ids. request.memory:
-    the encoder output, or None (encoded here)."""
-    memory: Memory = request.memory
-    if memory is None:
-        memory = engine.model.encode(request.src, engine.model.src_mask(request.src))
-    greedy = replace(request.cfg, beam=1, nbest=1, sampling="none", samples=1)
-    found = search_with(engine, SearchRequest(request.src, greedy, request.prefix, None,
-                                              memory, False))
-    outputs = [hyps[0].tokens for hyps in found]
-    weights = align.cross_attention(engine.model, request.src, outputs, memory=memory)
+def own_words(model, src: torch.Tensor, outputs: list[list[int]], memory: Memory, lead: int,
+              spans: list[list[Span]], cased: Callable[[int], set[int]]
+              ) -> list[list[list[int]]]:
+    """Per row of src (B, S), per span of spans[b]: the ids of the word the model's own
+    translation outputs[b] (its search without terms) writes for that source span (cased: an
+    id's other casings, `Man` for `man`), but any of the row's terms' own ids. memory: the
+    model's encode(src)."""
+    weights = align.cross_attention(model, src, outputs, memory=memory)
     out = []
     for row, y, w in zip(spans, outputs, weights, strict=True):
         terms = {t for _, _, term in row for t in term}
