@@ -30,11 +30,12 @@ def test_workers_write_the_same_bytes_as_one_process(cli, tmp_path, tiny_run, mo
         out = tmp_path / f"out{len(outs)}.txt"
         to_file = cli("translate", tiny_run, "-i", src, "-o", out, "--workers", *workers.split(),
                       *FORMATS[fmt])
-        to_stdout = cli("translate", tiny_run, "-i", src, "--workers", *workers.split(),
-                        *FORMATS[fmt])
-        assert to_file.code == to_stdout.code == 0, (to_file.err, to_stdout.err)
+        assert to_file.code == 0, to_file.err
         outs[workers] = out.read_bytes()
-        assert to_stdout.out.encode("utf-8") == outs[workers]
+        if fmt == "text":  # stdout is written by the same writer whatever the format
+            to_stdout = cli("translate", tiny_run, "-i", src, "--workers", *workers.split())
+            assert to_stdout.code == 0, to_stdout.err
+            assert to_stdout.out.encode("utf-8") == outs[workers]
     assert outs["2"] == outs["1"] == outs.get("2 --threads 1", outs["1"])
     if fmt == "nbest":  # indices run over the whole input, not restarting at each chunk
         assert outs["1"].decode().splitlines()[-1].split("\t")[0] == "299"
