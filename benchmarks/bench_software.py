@@ -3,6 +3,7 @@ without MT, the translation memory's suggestion, overall and by fuzzy-match band
 
     python -m benchmarks.bench_software --data data/software_en_de [--split val]
         [--hyp runs/sw/val.hyp ...] [--band 0.7]
+    python -m benchmarks.bench_software --po DIR   # PO files mt wrote: msgfmt, placeholders
     python -m benchmarks.bench_software --smoke    # a corpus of six tiny catalogues
 
 --data is a corpus `mt data gettext` built (its manifest.json names the languages). For each
@@ -18,6 +19,12 @@ mt.metrics scores them, over the escaped lines), and the placeholder keep rate (
 when its translation has the multiset of its msgid's placeholders, mt.corpora.software's
 placeholders): over all entries, and over those whose msgid has any. The reference's own keep
 rate is the first row. Scoring the test split is for the final table only: compare on val.
+
+--po DIR reads the PO files mt wrote (`mt translate --doc-format po`, one a package) and prints
+how many pass GNU gettext's `msgfmt --check --use-fuzzy` (mt marks its translations fuzzy,
+which msgfmt checks only with --use-fuzzy), and of the entries mt translated (those with its
+`# mt:` comment), how many keep every format directive of their msgid in every form
+(mt.l10n.format_strings.unkept, by each entry's flags: what msgfmt's check objects to).
 """
 
 from __future__ import annotations
@@ -107,6 +114,38 @@ def smoke_corpus(where: Path) -> Path:
     return where / "corpus"
 
 
+def check_po(where: Path) -> None:
+    """The table of --po: msgfmt's verdict per file, directives kept per entry."""
+    from mt.l10n import po
+    from mt.l10n.format_strings import unkept
+
+    files = sorted(where.glob("*.po"))
+    if not files:
+        raise SystemExit(f"{where}: no .po files")
+    passed, entries, kept, lost = 0, 0, 0, []
+    for path in files:
+        done = subprocess.run(["msgfmt", "--check", "--use-fuzzy", "-o", "/dev/null",
+                               str(path)], capture_output=True, text=True)
+        passed += done.returncode == 0
+        for entry in po.read_file(path).entries:
+            e = entry.po
+            if not any(c.startswith("mt:") for c in e.tcomment.splitlines()):
+                continue
+            entries += 1
+            forms = e.msgstr_plural.values() if e.msgid_plural else [e.msgstr]
+            # a form keeps what msgid_plural holds, or (a form for n = 1 alone) msgid's
+            bad = [x for form in forms for x in min(
+                (unkept(s, form, e.flags) for s in (e.msgid_plural, e.msgid) if s), key=len)]
+            kept += not bad
+            lost += [f"{path.name}: {e.msgid[:60]!r}: {', '.join(bad)}"] if bad else []
+    print(markdown(["PO files", "msgfmt --check --use-fuzzy passes", "entries mt translated",
+                    "keep every directive"],
+                   [[len(files), f"{passed} ({passed / len(files):.0%})", f"{entries:,}",
+                     f"{kept:,} ({kept / max(1, entries):.2%})"]]))
+    for line in lost[:20]:
+        print("- " + line)
+
+
 def main() -> None:
     ap = parser(__doc__, rounds=1, smoke="six catalogues of six strings, the TM alone")
     ap.add_argument("--data", type=Path, help="a corpus `mt data gettext` wrote")
@@ -114,8 +153,11 @@ def main() -> None:
     ap.add_argument("--hyp", type=Path, nargs="*", default=[],
                     help="translations of the split's source, a line per entry")
     ap.add_argument("--band", type=float, default=0.7, help="the close-match threshold")
+    ap.add_argument("--po", type=Path, help="a directory of PO files mt translated: check them")
     args = parse(ap, {})
-    if args.smoke:
+    if args.po is not None:
+        check_po(args.po)
+    elif args.smoke:
         with tempfile.TemporaryDirectory(prefix="bench_software.") as scratch:
             args.data = smoke_corpus(Path(scratch))
             report(args)

@@ -158,3 +158,16 @@ def test_bench_software_suggests_the_closest_training_msgid():
     assert found[1] == ("Datei öffnen", pytest.approx(1 - 1 / 10))  # one insertion in 10
     assert found[2] == ("Fenster schließen", pytest.approx(1 - 5 / 17))
     assert found[3] == ("Beenden", pytest.approx(1 - 1 / 4))
+
+
+def test_bench_software_checks_po_files_mt_wrote(tmp_path):
+    """--po: msgfmt's verdict per file, and the entries mt translated that lost a directive."""
+    demo = (ROOT / "tests/data/po/demo.de.po").read_text(encoding="utf-8")
+    (tmp_path / "good.po").write_text(demo, encoding="utf-8")
+    assert "| 1 | 1 (100%) | 5 | 5 (100.00%) |" in run_benchmark("bench_software", "--po",
+                                                                 str(tmp_path))
+    broken = demo.replace('OPEN %s"', 'OPEN"')  # a directive dropped from a translation mt wrote
+    assert broken != demo
+    (tmp_path / "bad.po").write_text(broken, encoding="utf-8")
+    out = run_benchmark("bench_software", "--po", str(tmp_path))
+    assert "| 2 | 1 (50%) | 10 | 9 (90.00%) |" in out and "bad.po: " in out
