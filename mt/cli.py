@@ -35,6 +35,9 @@ data_app = typer.Typer(no_args_is_help=True, help="Fetch public corpora and test
                        "corpus.")
 app.add_typer(data_app, name="data")
 import_app = typer.Typer(no_args_is_help=True, help="Bring in models trained elsewhere.")
+memory_app = typer.Typer(no_args_is_help=True, help="Translation memories: pairs added from "
+                         "TMX, PO, XLIFF and corpus files, searched by fuzzy match, exported.")
+app.add_typer(memory_app, name="memory")
 app.add_typer(import_app, name="import")
 
 # Options several commands take, each declared once (the help where it differs is the
@@ -725,6 +728,72 @@ def data_check(
                                           "val-tgt": val_tgt, "test-src": test_src,
                                           "test-tgt": test_tgt})
     print(result.to_json() if as_json else result.report())
+
+
+MEMORY = typer.Argument(..., help="The memory: a file (SQLite; made by mt memory add) or a "
+                        "postgresql:// URL (needs pip install 'mt[memory-pg]').")
+
+
+@memory_app.command("add")
+def memory_add(
+    memory: str = MEMORY,
+    files: list[Path] = typer.Argument(..., help="TMX, PO, XLIFF, TSV or JSON lines files, by "
+                                       "their names' endings; or PREFIX for the plain files "
+                                       "PREFIX.SRC and PREFIX.TGT."),
+    src: str = typer.Option(..., "--src", help="The source language (de); the memory's, "
+                            "recorded when it is made."),
+    tgt: str = typer.Option(..., "--tgt", help="The target language (en)."),
+) -> None:
+    """Add the files' pairs to a memory, made if missing; a pair already there is kept once.
+
+    Each batch of 1,000 pairs is one transaction, durable once written; several mt memory add
+    may run at once on one memory. Prints a JSON summary (docs/memory.md)."""
+    from mt.commands.memory import add
+
+    print(json.dumps(add(memory, files, src, tgt)))
+
+
+@memory_app.command("search")
+def memory_search(
+    memory: str = MEMORY,
+    text: str = typer.Argument(..., help="The source sentence to look up."),
+    k: int = typer.Option(5, "--k", min=1, max=1000, help="How many matches, best first."),
+    threshold: float = typer.Option(0.0, "--threshold", min=0.0, max=100.0,
+                                    help="The lowest match percentage shown."),
+    src: str = typer.Option(None, "--src", help="Refuse a memory of another source language."),
+    tgt: str = typer.Option(None, "--tgt", help="Refuse a memory of another target language."),
+    as_json: bool = JSON,
+) -> None:
+    """The memory's best matches for TEXT with their match percentage (docs/memory.md)."""
+    from mt.commands.memory import format_matches, search
+
+    found = search(memory, text, k, threshold, src, tgt)
+    print(json.dumps(found, ensure_ascii=False) if as_json else format_matches(found))
+
+
+@memory_app.command("export")
+def memory_export(
+    memory: str = MEMORY,
+    to: str = typer.Option("tmx", "--to", callback=_one_of("mt.commands.memory:EXPORTS"),
+                           help="tmx (TMX 1.4) or tsv (source TAB target)."),
+    output: str = typer.Option(..., "-o", "--output", help="The file ('-': stdout)."),
+) -> None:
+    """Write every pair of a memory, in the order added, as TMX or TSV; a JSON summary is
+    printed when OUTPUT is a file."""
+    from mt.commands.memory import export
+
+    summary = export(memory, to, output)
+    if output != "-":
+        print(json.dumps(summary))
+
+
+@memory_app.command("info")
+def memory_info(memory: str = MEMORY, as_json: bool = JSON) -> None:
+    """A memory's pairs, languages, size and when it was made."""
+    from mt.commands.memory import describe, format_info
+
+    about = describe(memory)
+    print(json.dumps(about) if as_json else format_info(about))
 
 
 class Interrupted(BaseException):

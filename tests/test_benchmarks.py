@@ -21,6 +21,7 @@ SMOKE = {
     "bench_formats": "| format | MiB | read, s | cache, s | cache CPU, s |",
     "bench_hf": "| 1 | greedy |",
     "bench_hugepages": "| amp | tok/s, off | tok/s, on |",
+    "bench_memory": "| pairs | build, s | pairs/s | file, MiB | lookup p50, ms |",
     "bench_software": "| TM suggestion | < 0.7 | 1 |",
     "bench_tokenize": "| de | toy.test | 300 |",
     "bench_train": "| mt fp32 / naive, tok/s |",

@@ -22,7 +22,7 @@ LAYERS = [
     ["errors", "log"],
     ["textio", "l10n", "vocab", "device", "threads", "download"],
     ["tokenizers", "corpus_formats"],
-    ["config"],
+    ["config", "memory"],
     ["data", "buckets", "mixing", "token_cache", "cached_mix", "filters", "audit", "kernels",
      "model", "loss", "decoding", "glossary", "terminology", "metrics", "records",
      "attention", "unknowns", "own_words", "confidence", "corpora", "compatibility"],

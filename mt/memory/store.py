@@ -1,0 +1,134 @@
+"""What every memory store does, whatever holds it (SQLite, PostgreSQL): `Memory`.
+
+A store keeps pairs (each (source, target) once, in the order added), its language pair, and an
+index of its sources' words (the keys of mt.memory.match). It answers three questions: how
+often each word occurs (`frequencies`), which pairs hold some of a set of words, best first
+(`holding`), and which pairs have a given key (`exact`). Retrieval is written once, here: the
+query's rarest words pick the candidates, mt.memory.match scores them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator
+from datetime import datetime, timezone
+
+from mt.errors import DataError
+from mt.memory.match import Match, key, rank, terms
+
+CANDIDATES = 50  # pairs scored per query: those holding most of its rarest words
+# The rarest words of a query are searched until the pairs holding them pass this many: common
+# words ("a", "the") would make every pair a candidate and the lookup as slow as a scan.
+WORD_BUDGET = 3000
+BATCH = 1000  # pairs a transaction when adding many: each batch is durable once committed
+VERSION = "1"  # the layout of a memory's tables
+
+
+def pair_hash(source: str, target: str) -> bytes:
+    """What makes a pair a duplicate: both texts exactly (16 bytes, stored in place of a unique
+    index over the texts themselves)."""
+    return hashlib.blake2b(f"{source}\0{target}".encode("utf-8", "surrogatepass"),
+                           digest_size=16).digest()
+
+
+def key_hash(text: str) -> int:
+    """The exact-match index's entry for a text: its key's hash as a signed 64-bit integer."""
+    digest = hashlib.blake2b(key(text).encode("utf-8", "surrogatepass"), digest_size=8)
+    return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Memory:
+    """A translation memory: pairs of one language pair, searched by fuzzy match."""
+
+    name: str  # its path or URL (without a password), for messages
+    langs: tuple[str, str]  # (source, target) language codes, recorded at creation
+    created: str  # when, ISO 8601 in UTC
+
+    # -- what a store provides --
+    def _insert(self, pairs: list[tuple[str, str]]) -> int:
+        """Add pairs not already there in one transaction; how many were new."""
+        raise NotImplementedError
+
+    def frequencies(self, words: list[str]) -> dict[str, int]:
+        """How many pairs' sources hold each word (of match.terms); absent words: 0 or none."""
+        raise NotImplementedError
+
+    def holding(self, words: list[str], every: bool, n: int) -> list[tuple[int, str, str]]:
+        """Up to n pairs (id, source, target) whose sources hold any of words (all, if every),
+        those holding more and rarer ones first."""
+        raise NotImplementedError
+
+    def exact(self, text: str) -> list[tuple[int, str, str]]:
+        """The pairs whose source has text's key (a hash match: the score decides)."""
+        raise NotImplementedError
+
+    def pairs(self) -> Iterator[tuple[str, str]]:
+        """Every pair, in the order added."""
+        raise NotImplementedError
+
+    def info(self) -> dict:
+        """What `mt memory info` shows: its name, store, pairs, src, tgt, created, bytes."""
+        raise NotImplementedError
+
+    def _about(self, store: str, pairs: int, size: int) -> dict:
+        return {"memory": self.name, "store": store, "pairs": pairs, "src": self.langs[0],
+                "tgt": self.langs[1], "created": self.created, "bytes": size}
+
+    def close(self) -> None:
+        pass
+
+    # -- written once for every store --
+    def __enter__(self) -> Memory:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def check_langs(self, src: str | None, tgt: str | None, what: str = "these pairs") -> None:
+        """A DataError when src/tgt (None: not said) are not the memory's pair."""
+        if (src or self.langs[0], tgt or self.langs[1]) != self.langs:
+            raise DataError(f"{self.name}: a {'-'.join(self.langs)} memory; {what} are "
+                            f"{src or self.langs[0]}-{tgt or self.langs[1]}: use a memory of "
+                            "that pair")
+
+    def add(self, pairs: Iterable[tuple[str, str]], progress: Callable[[int], None] | None = None
+            ) -> tuple[int, int]:
+        """Add pairs in transactions of BATCH; (added, duplicates). A pair is durable once its
+        batch is committed, and progress (if given) is called with each batch's size then."""
+        added = seen = 0
+        batch: list[tuple[str, str]] = []
+        for pair in pairs:
+            batch.append(pair)
+            if len(batch) == BATCH:
+                added, seen = added + self._insert(batch), seen + len(batch)
+                progress and progress(len(batch))
+                batch = []
+        if batch:
+            added, seen = added + self._insert(batch), seen + len(batch)
+            progress and progress(len(batch))
+        return added, seen - added
+
+    def candidates(self, text: str, n: int = CANDIDATES) -> list[tuple[int, str, str]]:
+        """The pairs worth scoring for text: its exact matches, and up to n holding its rarest
+        words (all of its words when even the rarest is common)."""
+        found = {row[0]: row for row in self.exact(text)}
+        df = {w: c for w, c in self.frequencies(terms(text)).items() if c}
+        if df:
+            rare, total = [], 0
+            for word in sorted(df, key=df.get):
+                if rare and total + df[word] > WORD_BUDGET:
+                    break
+                rare.append(word)
+                total += df[word]
+            every = total > WORD_BUDGET  # even the rarest is common: pairs holding them all
+            for row in self.holding(list(df) if every else rare, every, n):
+                found.setdefault(row[0], row)
+        return list(found.values())
+
+    def search(self, text: str, k: int = 5, threshold: float = 0.0) -> list[Match]:
+        """The k best matches for text scoring at least threshold, best first."""
+        return rank(text, self.candidates(text), k, threshold)

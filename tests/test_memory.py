@@ -1,0 +1,131 @@
+"""mt.memory: the match percentage on hand-made cases, retrieval, training-time matches, and the
+SQLite store's durability (a writer killed mid-way) and damaged files."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from conftest import ROOT
+from mt.errors import DataError
+from mt.memory import open_memory, score
+from mt.memory.match import key, words
+from mt.memory.training import best_matches
+
+
+@pytest.mark.parametrize("query, source, expected", [
+    ("Save the file", "Save the file", 100.0),  # exact
+    ("Save  the file ", "Save the file", 100.0),  # whitespace only: exact
+    ("Save the file", "save the file", 99.0),  # case only: the case penalty
+    ("Save the file", "Open the file", 100 * (1 - 1 / 3)),  # one word of three substituted
+    ("Save the file", "Save the file now", 100 * (1 - 1 / 4)),  # one inserted, of four
+    ("the file Save", "Save the file", 100 * (1 - 2 / 3)),  # reordered: a deletion + insertion
+    ("Save the file", "save the FILE now", 100 * (1 - 1 / 4) - 1),  # both
+    ("", "", 100.0),
+    ("", "Save", 0.0),
+    ("Save, then quit", "Save then quit", 100 * (1 - 1 / 4)),  # the comma is a word
+])
+def test_the_match_percentage_is_the_documented_formula(query, source, expected):
+    assert score(query, source) == pytest.approx(expected)
+
+
+def test_words_and_keys():
+    assert words("Save, the  file.") == ["Save", ",", "the", "file", "."]
+    assert key(" Über  DIE Datei ") == "über die datei"
+
+
+@pytest.fixture
+def memory(tmp_path):
+    m = open_memory(tmp_path / "m.db", ("en", "de"))
+    m.add([("Save the file", "Datei speichern"), ("Open the file", "Datei öffnen"),
+           ("Close the window", "Fenster schließen"), ("Save the file", "Datei speichern"),
+           ("Quit the program now", "Programm jetzt beenden")])
+    yield m
+    m.close()
+
+
+def test_search_finds_the_best_by_the_score_and_keeps_duplicates_once(memory):
+    assert memory.info()["pairs"] == 4
+    found = memory.search("save the FILE", k=2)
+    assert [(m.source, m.score) for m in found] == [
+        ("Save the file", pytest.approx(99.0)), ("Open the file", pytest.approx(200 / 3 - 1))]
+    assert memory.search("Save the file", k=1)[0].score == 100.0
+    assert [m.source for m in memory.search("the window", threshold=50)] == ["Close the window"]
+    assert memory.search("zebra giraffe") == []
+
+
+def test_a_correction_added_later_wins_a_tie(memory):
+    memory.add([("Save the file", "Die Datei speichern")])
+    assert memory.search("Save the file", k=1)[0].target == "Die Datei speichern"
+
+
+def test_a_memory_of_another_pair_is_refused(memory, tmp_path):
+    memory.close()
+    with pytest.raises(DataError, match="a en-de memory; these pairs are en-fr"):
+        open_memory(tmp_path / "m.db", ("en", "fr"))
+
+
+@pytest.mark.parametrize("content", [b"not a database at all\n" * 100, b""])
+def test_a_damaged_file_is_one_data_error(tmp_path, memory, content):
+    path = tmp_path / "bad.db"
+    if content:
+        path.write_bytes(content)
+    else:  # a real memory cut short
+        memory.close()
+        whole = (tmp_path / "m.db").read_bytes()
+        path.write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(DataError, match="not a readable translation memory|not a translation"):
+        open_memory(path).search("Save the file")
+
+
+def test_a_pair_is_never_its_own_match():
+    pairs = [("Save the file", "Datei speichern"), ("Save  the file", "Datei speichern"),
+             ("Save the files", "Dateien speichern"), ("Open the window", "Fenster öffnen"),
+             ("Open the window", "Fenster aufmachen")]
+    found = best_matches(pairs)
+    for (s, t), m in zip(pairs, found):
+        assert m is not None and " ".join(m.source.split()) + m.target != " ".join(s.split()) + t
+    # the duplicate (whitespace only) is excluded too: the next best is the plural
+    assert found[0].target == found[1].target == "Dateien speichern"
+    # the same source with another translation is a match (100), not a duplicate
+    assert (found[3].target, found[3].score) == ("Fenster aufmachen", 100.0)
+    assert best_matches(pairs, threshold=90)[0] is None
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    from mt.memory import open_memory
+    from mt.memory import store
+    store.BATCH = 50
+    with open_memory(sys.argv[1], ("en", "de")) as m:
+        done = 0
+        def acknowledged(n):
+            global done
+            done += n
+            print(done, flush=True)
+        m.add(((f"sentence number {i}", f"Satz Nummer {i}") for i in range(10**7)), acknowledged)
+""")
+
+
+def test_a_writer_killed_mid_way_loses_no_acknowledged_pair(tmp_path):
+    path = tmp_path / "m.db"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, str(path)], cwd=ROOT,
+                              stdout=subprocess.PIPE, text=True)
+    acknowledged = 0
+    for line in writer.stdout:
+        acknowledged = int(line)
+        if acknowledged >= 2000:
+            break
+    writer.send_signal(signal.SIGKILL)
+    writer.wait()
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    kept = {s for s, in db.execute("SELECT source FROM pairs")}
+    assert {f"sentence number {i}" for i in range(acknowledged)} <= kept
+    with open_memory(path) as m:  # and it still answers
+        assert m.search("sentence number 7", k=1)[0].target == "Satz Nummer 7"
