@@ -103,7 +103,7 @@ def features(model, src: torch.Tensor, outputs: list[list[int]], lead: int = 0,
     row, not counted as the source. memory: the model's encode(src), where the caller has it."""
     tgt_in = pad([[start_id(model.cfg.decoder_start)] + y for y in outputs]).to(src.device)
     # (B, T+1, V), per layer (B, H, T+1, S), an ensemble's per member (B, T+1, V)
-    lprobs, layers, members = _teacher_forced(model, src, tgt_in, memory)
+    lprobs, layers, members = teacher_forced(model, src, tgt_in, memory)
     tgt_out = pad([y + [EOS] for y in outputs]).to(src.device)
     picked = lprobs.gather(-1, tgt_out[..., None]).squeeze(-1)  # (B, T+1)
     entropy = -(lprobs.exp() * lprobs).nan_to_num().sum(-1)  # 0 * -inf is 0, not NaN
@@ -135,7 +135,7 @@ def disagreement(texts: list[str]) -> list[float]:
             / (100 * (len(texts) - 1)) for i, t in enumerate(texts)]
 
 
-def _teacher_forced(model, src: torch.Tensor, tgt_in: torch.Tensor, memory=None):
+def teacher_forced(model, src: torch.Tensor, tgt_in: torch.Tensor, memory=None):
     """Log-probabilities (B, T, V), each decoder layer's cross-attention (B, H, T, S) and, for an
     ensemble (mt.ensemble), each member's log-probabilities (B, T, V) (else None), from one
     pass over memory (the model's encode(src); encoded here if None)."""

@@ -530,14 +530,30 @@ class Translator:
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 (one per Translator, ids are few)
     def _casings(self, i: int) -> frozenset[int]:
-        """Target id i and the ids of its other casings (its first letter upper or lower)."""
+        """Target id i and the ids of its other forms: its first letter upper or lower, and a
+        word of the vocabulary that is it with up to two letters more or fewer at its end,
+        three letters or more left (girl, girls; Hund, Hunde, Hunden): a blocked own word
+        (mt.own_words) must not come back inflected ("Two little girl" where *girls* was
+        blocked for a term)."""
         token = self.run.tgt_vocab.itos[i]
         k = next((n for n, c in enumerate(token) if c.isalpha()), None)
-        if k is None:
+        if k is None or not token[k:].isalpha():
             return frozenset({i})
         forms = {token[:k] + f + token[k + 1:] for f in (token[k].lower(), token[k].upper())}
-        return frozenset({i} | {self.run.tgt_vocab.stoi[f] for f in forms
-                                if f in self.run.tgt_vocab.stoi})
+        stems = {f[:n] for f in forms for n in range(max(k + 3, len(f) - 2), len(f) + 1)}
+        return frozenset({i} | {j for stem in stems for j in self._by_stem.get(stem, ())})
+
+    @functools.cached_property
+    def _by_stem(self) -> dict[str, list[int]]:
+        """Each letters-only target token's ids, under each of its prefixes it keeps at least
+        three letters of and lacks at most two (mt.own_words' forms)."""
+        out: dict[str, list[int]] = {}
+        for j, token in enumerate(self.run.tgt_vocab.itos):
+            k = next((n for n, c in enumerate(token) if c.isalpha()), None)
+            if k is not None and token[k:].isalpha():
+                for n in range(max(k + 3, len(token) - 2), len(token) + 1):
+                    out.setdefault(token[:n], []).append(j)
+        return out
 
     def _tag_id(self, tag: str) -> int:
         """The id of a corpus tag the model was trained with; ConfigError for any other."""

@@ -67,3 +67,14 @@ def test_a_mark_inside_a_placeholder_is_none():
 ])
 def test_a_mark_not_before_a_letter_goes_to_the_first_letter(translation, out):
     assert with_mark(translation, "_") == out
+
+
+def test_a_translation_loses_the_directives_its_source_lacks():
+    from mt.l10n.format_strings import without_surplus
+
+    assert without_surplus("copy %s to %s", "kopiere %s nach %s %s") == "kopiere %s nach %s"
+    assert without_surplus("open %s", "%s öffnen %s") == "%s öffnen"
+    assert without_surplus("no directive", "kein %d hier") == "kein hier"
+    assert without_surplus("100%% done", "100%% fertig") == "100%% fertig"  # kept as it is
+    assert without_surplus("{n} files", "{n} Dateien {n}", ["python-brace-format"]) == (
+        "{n} Dateien")

@@ -104,6 +104,26 @@ def unkept(source: str, translation: str, flags: Iterable[str] = ()) -> list[str
     return out
 
 
+def without_surplus(source: str, translation: str, flags: Iterable[str] = ()) -> str:
+    """translation without the directives it holds more of than source: the model writes
+    "%s" of its own (it saw thousands in training) beside the source's, which masking took
+    out of what it read and put back; the last of each surplus goes, and the space before it."""
+    flags = list(flags)
+    surplus = directives(translation, flags) - directives(source, flags)
+    if not surplus:
+        return translation
+    spans = [(a, b) for a, b in placeholders(translation, flags)
+             if not CONTROLS.fullmatch(translation[a:b])]
+    drop = []
+    for a, b in reversed(spans):
+        if surplus[translation[a:b]] > 0:
+            surplus[translation[a:b]] -= 1
+            drop.append((a - (a > 0 and translation[a - 1] == " "), b))
+    for a, b in drop:  # from the end: the offsets before each stay good
+        translation = translation[:a] + translation[b:]
+    return translation
+
+
 def accelerator(text: str, flags: Iterable[str] = ()) -> tuple[str, int, str] | None:
     """A label's accelerator mark: (text without it, the offset there of the letter it marked,
     the mark), or None. One mark alone counts: a text with two candidates (`a_b_c`, `R&D &

@@ -23,7 +23,7 @@ from mt.document.markup import Block
 from mt.document.paragraph import Settings
 from mt.document.placement import Element
 from mt.l10n import po
-from mt.l10n.format_strings import accelerator, placeholders, with_mark
+from mt.l10n.format_strings import accelerator, placeholders, with_mark, without_surplus
 
 
 @dataclass
@@ -34,6 +34,8 @@ class Message(Block):
 
     mark: str = ""
     write: Callable[[list[str]], str] | None = None
+    source: str = ""  # the msgid, mark and all: the directives its translation may hold
+    flags: Sequence[str] = ()
 
 
 def message(text: str, flags: Sequence[str]) -> Message:
@@ -41,11 +43,13 @@ def message(text: str, flags: Sequence[str]) -> Message:
     marked word puts back; its directives as spans."""
     found = accelerator(text, flags)
     if found is None:
-        return Message(text, Element(0, len(text)), spans=placeholders(text, flags))
+        return Message(text, Element(0, len(text)), spans=placeholders(text, flags),
+                       source=text, flags=flags)
     bare, at, mark = found
     end = next((i for i in range(at, len(bare)) if bare[i].isspace()), len(bare))
     root = Element(0, len(bare), children=[Element(at, end, mark, "")])
-    return Message(bare, root, spans=placeholders(bare, flags), mark=mark)
+    return Message(bare, root, spans=placeholders(bare, flags), mark=mark, source=text,
+                   flags=flags)
 
 
 def target_forms(catalog: po.Catalog, target: str) -> tuple[po.PluralForms, str]:
@@ -125,6 +129,7 @@ class PoFormat(DocumentFormat):
             if not isinstance(part, Message):
                 out.append(piece)
                 continue
+            piece = without_surplus(part.source, piece, part.flags)
             found.append(with_mark(piece, part.mark) if part.mark else piece)
             if part.write is not None:
                 out.append(part.write(found))
