@@ -343,12 +343,11 @@ class DecodeConfig:
     unk: UnkMode = option("replace", "<unk> in outputs: replace (by the source word the "
                           "attention points to, or a glossary term's own word), forbid (the "
                           "search never writes it) or show (docs/decoding.md#unknown-words).")
-    # the model's own words for a term's source (its greedy translation, aligned) blocked in
-    # that line (mt.own_words)
+    # the model's own words for a term's source (the token of its unconstrained output that
+    # needs that source most) blocked in that line (mt.own_words)
     glossary_replace: bool = option(True, "With --glossary (constrain or both): the words the "
                                     "model would write for a term's source are not written, so "
-                                    "the term replaces them (one greedy pass more; "
-                                    "docs/terminology.md).")
+                                    "the term replaces them (docs/terminology.md).")
     # paragraphs (documents, serve, --split-sentences): by default a sentence also begins
     # where one of the run's sentence starters follows a word
     ignore_starters: bool = option(False, "Paragraphs: split after punctuation alone, not also "

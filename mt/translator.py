@@ -516,10 +516,15 @@ class Translator:
         rows = [group[k] for k in need]
         blocked = None
         if cfg.glossary_replace:
-            blocked = own_words.own_words(
-                self.model, asked.src, [hyps[0].tokens for hyps in found], asked.memory,
-                len(plan.lead), [plan.term_spans(i) for i in group], self._casings)
-            blocked = [blocked[k] for k in need]
+            first = [hyps[0].tokens for hyps in found]
+            spans = [plan.term_spans(i) for i in group]
+            words = own_words.own_words(self.model, asked.src, first, asked.memory,
+                                        len(plan.lead), spans, self._casings)
+            # a term the output holds already is the model's own word: nothing to block
+            # ("parking lot" for Parkplatz -> parking: "lot" stays)
+            blocked = [[[] if _holds(first[k], term) else own
+                        for (_, _, term), own in zip(spans[k], words[k], strict=True)]
+                       for k in need]
         prefix = None if asked.prefix is None else asked.prefix[need]
         again = search_with(self.engine, replace(  # encoded again: a few rows, once
             asked, src=asked.src[need], prefix=prefix, memory=None,

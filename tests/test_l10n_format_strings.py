@@ -2,7 +2,7 @@
 
 import pytest
 
-from mt.l10n.format_strings import accelerator, placeholders, unkept, with_mark
+from mt.l10n.format_strings import accelerator, placeholders, unkept, well_formed, with_mark
 
 
 def spans(text, flags):
@@ -37,7 +37,10 @@ def test_several_flags_give_each_rule_and_none_overlaps():
 
 def test_a_translation_keeps_the_multiset_of_directives_and_the_edge_line_breaks():
     flags = ["c-format"]
-    assert unkept("%s has %d files\n", "%d Dateien hat %s\n", flags) == []
+    assert unkept("%s has %d files\n", "%s hat %d Dateien\n", flags) == []
+    assert unkept("%s has %d files\n", "%d Dateien hat %s\n", flags) == [  # as msgfmt says
+        "directives out of order or a stray %"]
+    assert unkept("%1$s has %2$d files", "%2$d Dateien hat %1$s", flags) == []
     assert unkept("%s and %s", "%s und", flags) == ["-%s"]
     assert unkept("%s", "%s %d", flags) == ["+%d"]
     assert unkept("\nUsage\n", "Aufruf\n", flags) == ["leading line break"]
@@ -70,11 +73,16 @@ def test_a_mark_not_before_a_letter_goes_to_the_first_letter(translation, out):
 
 
 def test_a_translation_loses_the_directives_its_source_lacks():
-    from mt.l10n.format_strings import without_surplus
-
-    assert without_surplus("copy %s to %s", "kopiere %s nach %s %s") == "kopiere %s nach %s"
-    assert without_surplus("open %s", "%s öffnen %s") == "%s öffnen"
-    assert without_surplus("no directive", "kein %d hier") == "kein hier"
-    assert without_surplus("100%% done", "100%% fertig") == "100%% fertig"  # kept as it is
-    assert without_surplus("{n} files", "{n} Dateien {n}", ["python-brace-format"]) == (
+    assert well_formed("copy %s to %s", "kopiere %s nach %s %s") == "kopiere %s nach %s"
+    assert well_formed("open %s", "%s öffnen %s") == "%s öffnen"
+    assert well_formed("no directive", "kein %d hier") == "kein hier"
+    assert well_formed("100%% done", "100%% fertig") == "100%% fertig"  # kept as it is
+    assert well_formed("{n} files", "{n} Dateien {n}", ["python-brace-format"]) == (
         "{n} Dateien")
+    # msgfmt --check: a % of no directive, and printf directives out of their arguments' order
+    assert well_formed('"%s" not found', "»%«%s nicht gefunden") == "»«%s nicht gefunden"
+    assert well_formed("OID %u in %s: %s", "in %s %s OID %u") == "in %u %s OID %s"
+    assert well_formed("%2$s from %1$d", "%1$d von %2$s") == "%1$d von %2$s"  # numbered: free
+    assert well_formed("{a} and {b}", "{b} und {a}", ["python-brace-format"]) == "{b} und {a}"
+    assert well_formed("100% sure", "100 % sicher") == "100 % sicher"  # not a format string
+    assert unkept("OID %u in %s", "in %s OID %u") == ["directives out of order or a stray %"]

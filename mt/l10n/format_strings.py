@@ -54,6 +54,7 @@ for _names, _rule in [
     FLAGS.update({f"{n}-format": regex.compile(_rule, regex.V1) for n in _names.split()})
 CONTROLS = regex.compile(CONTROL)
 GUESSED = regex.compile(PRINTF.replace("[-+ 0#'I]", "[-+0#'I]"))  # no flag: as printf, no space
+PRINTFS = {FLAGS["c-format"], FLAGS["python-format"], FLAGS["ruby-format"]}  # `%` directives
 
 # An accelerator mark: `_` (GTK) or `&` (Qt, KDE) before a letter at a word's start (`_File`,
 # `Save _As`, `&Open`, not `&amp;`), or inside the word of a short capitalized label (`E_xit`)
@@ -98,29 +99,62 @@ def unkept(source: str, translation: str, flags: Iterable[str] = ()) -> list[str
     want, got = directives(source, flags), directives(translation, flags)
     out = [f"-{d}" for d in sorted((want - got).elements())]
     out += [f"+{d}" for d in sorted((got - want).elements())]
+    if not out:
+        if well_formed(source, translation, flags) != translation:
+            out.append("directives out of order or a stray %")
     for where, has in (("leading", str.startswith), ("trailing", str.endswith)):
         if has(source, "\n") != has(translation, "\n"):
             out.append(f"{where} line break")
     return out
 
 
-def without_surplus(source: str, translation: str, flags: Iterable[str] = ()) -> str:
-    """translation without the directives it holds more of than source: the model writes
-    "%s" of its own (it saw thousands in training) beside the source's, which masking took
-    out of what it read and put back; the last of each surplus goes, and the space before it."""
+def _sequential(found: str) -> bool:
+    """A printf directive taken in turn (not `%2$s`, not `%(name)s`, not `%%`): its place in
+    the string is its argument's."""
+    return found != "%%" and found.startswith("%") and not regex.match(r"%(\d+\$|\()", found)
+
+
+def _printf(source: str, flags: list[str]) -> bool:
+    """Whether source is read as printf by its flags and holds a directive: a `%` of its
+    translation is then a directive's or an error."""
+    return bool(set(rules(flags)) & {GUESSED, *PRINTFS}) and bool(directives(source, flags))
+
+
+def well_formed(source: str, translation: str, flags: Iterable[str] = ()) -> str:
+    """translation made a format string msgfmt takes for source's (the directives the
+    document pipeline put back are source's, but the model writes its own too):
+    - the directives it holds more of than source lose the last of each (and the space before);
+    - a `%` of no directive goes, where source is a printf string;
+    - printf directives taken in turn stand in source's order (the places stay, as the
+      alignment put them): their order is their arguments'."""
     flags = list(flags)
-    surplus = directives(translation, flags) - directives(source, flags)
-    if not surplus:
-        return translation
     spans = [(a, b) for a, b in placeholders(translation, flags)
              if not CONTROLS.fullmatch(translation[a:b])]
+    surplus = directives(translation, flags) - directives(source, flags)
     drop = []
     for a, b in reversed(spans):
         if surplus[translation[a:b]] > 0:
             surplus[translation[a:b]] -= 1
             drop.append((a - (a > 0 and translation[a - 1] == " "), b))
-    for a, b in drop:  # from the end: the offsets before each stay good
+    if _printf(source, flags):
+        inside = [False] * len(translation)
+        for a, b in spans:
+            inside[a:b] = [True] * (b - a)
+        drop += [(i, i + 1) for i, c in enumerate(translation) if c == "%" and not inside[i]]
+    for a, b in sorted(drop, reverse=True):  # from the end: the offsets before each stay good
         translation = translation[:a] + translation[b:]
+    return _in_order(source, translation, flags)
+
+
+def _in_order(source: str, translation: str, flags: list[str]) -> str:
+    want = [source[a:b] for a, b in placeholders(source, flags) if _sequential(source[a:b])]
+    spans = [(a, b) for a, b in placeholders(translation, flags)
+             if _sequential(translation[a:b])]
+    have = [translation[a:b] for a, b in spans]
+    if have == want or Counter(have) != Counter(want):
+        return translation
+    for (a, b), text in sorted(zip(spans, want, strict=True), reverse=True):
+        translation = translation[:a] + text + translation[b:]
     return translation
 
 

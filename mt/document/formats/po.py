@@ -23,7 +23,7 @@ from mt.document.markup import Block
 from mt.document.paragraph import Settings
 from mt.document.placement import Element
 from mt.l10n import po
-from mt.l10n.format_strings import accelerator, placeholders, with_mark, without_surplus
+from mt.l10n.format_strings import accelerator, placeholders, well_formed, with_mark
 
 
 @dataclass
@@ -129,7 +129,7 @@ class PoFormat(DocumentFormat):
             if not isinstance(part, Message):
                 out.append(piece)
                 continue
-            piece = without_surplus(part.source, piece, part.flags)
+            piece = well_formed(part.source, piece, part.flags)
             found.append(with_mark(piece, part.mark) if part.mark else piece)
             if part.write is not None:
                 out.append(part.write(found))
