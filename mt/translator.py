@@ -521,8 +521,9 @@ class Translator:
             words = own_words.own_words(self.model, asked.src, first, asked.memory,
                                         len(plan.lead), spans, self._casings)
             # a term the output holds already is the model's own word: nothing to block
-            # ("parking lot" for Parkplatz -> parking: "lot" stays)
-            blocked = [[[] if _holds(first[k], term) else own
+            # ("parking lot" for Parkplatz -> parking: "lot" stays); one with <unk> in it is
+            # held by no output (any <unk> would match it)
+            blocked = [[[] if UNK not in term and _holds(first[k], term) else own
                         for (_, _, term), own in zip(spans[k], words[k], strict=True)]
                        for k in need]
         prefix = None if asked.prefix is None else asked.prefix[need]
