@@ -54,12 +54,12 @@ def child(args: argparse.Namespace) -> None:
 
 
 def main() -> None:
-    ap = parser(__doc__, rounds=3, smoke="the toy corpus, 2 steps, 1 round")
+    ap = parser(__doc__, rounds=3, smoke="the toy corpus, 2 steps, fp32 only, 1 round")
     add_data_args(ap)
     ap.add_argument("--steps", type=int, default=10, help="timed steps per child")
     ap.add_argument("--amp", nargs="+", default=["none", "bf16"])
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
-    args = parse(ap, {**SMOKE_DATA, "steps": 2, "rounds": 1})
+    args = parse(ap, {**SMOKE_DATA, "steps": 2, "rounds": 1, "amp": ["none"]})
     if args.child:
         return child(args)
 

@@ -4,6 +4,7 @@ without MT, the translation memory's suggestion, overall and by fuzzy-match band
     python -m benchmarks.bench_software --data data/software_en_de [--split val]
         [--hyp runs/sw/val.hyp ...] [--band 0.7]
     python -m benchmarks.bench_software --po DIR   # PO files mt wrote: msgfmt, placeholders
+    python -m benchmarks.bench_software --speed RUN --pot FILE [--beam B] [--rounds 2]
     python -m benchmarks.bench_software --smoke    # a corpus of six tiny catalogues
 
 --data is a corpus `mt data gettext` built (its manifest.json names the languages). For each
@@ -25,6 +26,11 @@ how many pass GNU gettext's `msgfmt --check --use-fuzzy` (mt marks its translati
 which msgfmt checks only with --use-fuzzy), and of the entries mt translated (those with its
 `# mt:` comment), how many keep every format directive of their msgid in every form
 (mt.l10n.format_strings.unkept, by each entry's flags: what msgfmt's check objects to).
+
+--speed RUN --pot FILE times translating a PO or POT file as a document (every entry, as
+`--doc-format po --overwrite` does) against translating its msgids (and msgid_plurals) as plain
+lines, escaped as `mt data gettext` writes them, with the same Translator: the two take turns
+each round, each keeps its fastest; the ratio is the document path's cost.
 """
 
 from __future__ import annotations
@@ -146,6 +152,31 @@ def check_po(where: Path) -> None:
         print("- " + line)
 
 
+def speed(args) -> None:
+    """The table of --speed."""
+    from benchmarks.harness import alternate, timer
+    from mt.corpora.software import escape
+    from mt.document import translate_document
+    from mt.l10n import po
+    from mt.translator import Translator
+
+    text = args.pot.read_text(encoding="utf-8")
+    entries = [e.po for e in po.read(text, str(args.pot)).entries if not e.po.obsolete]
+    lines = [escape(s) for e in entries for s in (e.msgid, e.msgid_plural) if s]
+    options = {"beam": args.beam} if args.beam else {}
+    t = Translator.load(args.speed, threads=args.threads, **options)
+    best = alternate({
+        "PO document": timer(lambda: translate_document(t, text, "po", overwrite=True)),
+        "its msgids as plain lines": timer(lambda: t.translate(lines)),
+    }, args.rounds)
+    print(f"{args.pot}: {len(entries):,} entries, {len(lines):,} msgids; beam "
+          f"{t.decoding.beam}, {args.threads} thread(s), fastest of {args.rounds} rounds")
+    print(markdown(["contender", "seconds", "entries/s"],
+                   [[name, f"{s:.2f}", f"{len(entries) / s:.1f}"] for name, s in best.items()]))
+    ratio = best["PO document"] / best["its msgids as plain lines"]
+    print(f"PO document / plain lines time: {ratio:.2f}x (target <= 1.1x)")
+
+
 def main() -> None:
     ap = parser(__doc__, rounds=1, smoke="six catalogues of six strings, the TM alone")
     ap.add_argument("--data", type=Path, help="a corpus `mt data gettext` wrote")
@@ -154,9 +185,17 @@ def main() -> None:
                     help="translations of the split's source, a line per entry")
     ap.add_argument("--band", type=float, default=0.7, help="the close-match threshold")
     ap.add_argument("--po", type=Path, help="a directory of PO files mt translated: check them")
+    ap.add_argument("--speed", type=Path, help="a run: time a PO file through it (--pot)")
+    ap.add_argument("--pot", type=Path, help="the PO or POT file --speed translates")
+    ap.add_argument("--beam", type=int, default=0, help="--speed's beam (0: the run's)")
+    ap.add_argument("--threads", type=int, default=2, help="--speed's torch threads")
     args = parse(ap, {})
     if args.po is not None:
         check_po(args.po)
+    elif args.speed is not None:
+        if args.pot is None:
+            ap.error("--speed needs --pot FILE")
+        speed(args)
     elif args.smoke:
         with tempfile.TemporaryDirectory(prefix="bench_software.") as scratch:
             args.data = smoke_corpus(Path(scratch))

@@ -17,4 +17,5 @@ if ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null \
     || echo "no chromium or gettext: the browser and gettext tests will skip"
 fi
 ruff check .
-python -m pytest -m "" -n auto --maxprocesses 4 "$@"
+# worksteal: an idle worker takes queued tests from a busy one, so the end is not one long tail
+python -m pytest -m "" -n auto --maxprocesses 4 --dist worksteal "$@"

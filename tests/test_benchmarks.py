@@ -172,3 +172,10 @@ def test_bench_software_checks_po_files_mt_wrote(tmp_path):
     (tmp_path / "bad.po").write_text(broken, encoding="utf-8")
     out = run_benchmark("bench_software", "--po", str(tmp_path))
     assert "| 2 | 1 (50%) | 10 | 9 (90.00%) |" in out and "bad.po: " in out
+
+
+def test_bench_software_times_a_po_file_against_its_msgids(tiny_run):
+    out = run_benchmark("bench_software", "--speed", str(tiny_run), "--pot",
+                        str(ROOT / "tests/data/po/demo.pot"), "--threads", "1", "--beam", "1")
+    assert "| PO document |" in out and "| its msgids as plain lines |" in out
+    assert re.search(r"PO document / plain lines time: \d+\.\d\dx", out)

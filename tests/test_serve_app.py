@@ -34,7 +34,8 @@ class Slow(Upper):
 
     decoding, model = DecodeConfig(), None
     # a paragraph's language, no sentence starters, a vocabulary with digits; its bound
-    run = SimpleNamespace(cfg=Config(), starters=[], src_vocab=SimpleNamespace(itos=["7"]))
+    run = SimpleNamespace(cfg=Config(), starters=[], src_vocab=SimpleNamespace(itos=["7"]),
+                          checkpoint=None, step=0)
     max_src = 256
 
     def check_options(self, attention=False, **options) -> DecodeConfig:

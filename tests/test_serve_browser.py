@@ -206,7 +206,8 @@ def test_the_page_translates_a_file_and_copies_a_translation(tiny_run, browser, 
         page = {k: browser.find_element(By.ID, k) for k in (
             "file", "translatefile", "download", "status", "beam", "glossary", "formats")}
         browser.find_element(By.CSS_SELECTOR, "#documentbox summary").click()
-        assert ".html, .htm, .xhtml, .md, .markdown, .srt, .docx)" in page["formats"].text
+        assert (".html, .htm, .xhtml, .md, .markdown, .srt, .docx, .po, .pot, .xlf, .xliff)"
+            in page["formats"].text)
         page["file"].send_keys(str(odd))
         page["translatefile"].click()
         assert page["status"].text.startswith("notes.pdf: not a format this server reads; "
