@@ -161,6 +161,7 @@ def test_bench_software_suggests_the_closest_training_msgid():
     assert found[3] == ("Beenden", pytest.approx(1 - 1 / 4))
 
 
+@pytest.mark.slow  # two benchmark processes
 def test_bench_software_checks_po_files_mt_wrote(tmp_path):
     """--po: msgfmt's verdict per file, and the entries mt translated that lost a directive."""
     demo = (ROOT / "tests/data/po/demo.de.po").read_text(encoding="utf-8")

@@ -114,6 +114,7 @@ def test_a_bad_file_adds_nothing(cli, files, tmp_path):
     assert not m.exists()
 
 
+@pytest.mark.slow  # three processes adding at once
 def test_concurrent_adds_lose_nothing(tmp_path):
     m, runs = tmp_path / "m.db", []
     for k in range(3):  # each its own 3,000 pairs and 1,000 shared by all

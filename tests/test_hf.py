@@ -35,6 +35,8 @@ VARIANTS = {  # shared and separate vocabularies, three activations, scaling on 
 }
 
 
+pytestmark = pytest.mark.slow  # builds transformers' Marian models to compare with
+
 @pytest.fixture(scope="module")
 def marian(tmp_path_factory) -> dict:
     """Each variant: its Marian directory, the mt run imported from it, transformers' model."""

@@ -23,6 +23,8 @@ def binaries() -> Path | None:
     return Path(os.path.realpath(found)).parent if found else None
 
 
+pytestmark = pytest.mark.slow  # starts a PostgreSQL server
+
 @pytest.fixture(scope="module")
 def url():
     pytest.importorskip("psycopg", reason="psycopg is not installed (pip install 'mt[memory-pg]')")

@@ -69,6 +69,7 @@ def serving(app):
         thread.join()
 
 
+@pytest.mark.slow  # sleeps through two slow translations
 def test_a_slow_translation_does_not_hold_up_the_other_answers_and_a_bug_is_a_json_500():
     from mt.serve.app import Limits, create_app
 

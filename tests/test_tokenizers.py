@@ -50,6 +50,7 @@ def spm_dir(tmp_path_factory):
     return out, cfg
 
 
+@pytest.mark.slow  # spaCy's tokenizers for many languages, many examples
 @MANY
 @given(line=text)
 def test_spacy_round_trip_in_several_languages(spacy_tokenizers, line):
@@ -59,6 +60,7 @@ def test_spacy_round_trip_in_several_languages(spacy_tokenizers, line):
         assert tok.detokenize(tokens) == normalize(line), (lang, tokens)
 
 
+@pytest.mark.slow  # spaCy's tokenizers for many languages, many examples
 @settings(max_examples=100, deadline=None)
 @given(lines=st.lists(text, max_size=6))
 def test_lines_tokenized_together_as_one_by_one(spacy_tokenizers, lines):
@@ -97,6 +99,7 @@ def test_marks_sit_on_punctuation_so_words_keep_one_form():
     assert en.detokenize(en.tokenize(f"a{MARK}b {ESCAPE}")) == f"a{MARK}b {ESCAPE}"
 
 
+@pytest.mark.slow  # spaCy's tokenizers for many languages, many examples
 @MANY
 @given(tokens=st.lists(st.one_of(text, st.sampled_from(TRICKY)), max_size=10))
 def test_detokenize_does_its_best_on_tokens_never_tokenized(spacy_tokenizers, spm_dir, tokens):
