@@ -10,6 +10,7 @@ query's rarest words pick the candidates, mt.memory.match scores them.
 from __future__ import annotations
 
 import hashlib
+import itertools
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
 
@@ -100,14 +101,8 @@ class Memory:
         """Add pairs in transactions of BATCH; (added, duplicates). A pair is durable once its
         batch is committed, and progress (if given) is called with each batch's size then."""
         added = seen = 0
-        batch: list[tuple[str, str]] = []
-        for pair in pairs:
-            batch.append(pair)
-            if len(batch) == BATCH:
-                added, seen = added + self._insert(batch), seen + len(batch)
-                progress and progress(len(batch))
-                batch = []
-        if batch:
+        it = iter(pairs)
+        while batch := list(itertools.islice(it, BATCH)):
             added, seen = added + self._insert(batch), seen + len(batch)
             progress and progress(len(batch))
         return added, seen - added
