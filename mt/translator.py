@@ -32,6 +32,7 @@ from mt.glossary import (
     Matcher,
     Matchers,
     as_glossary,
+    occurrences,
     own_glossaries,
     per_line,
     quoted,
@@ -55,10 +56,14 @@ def _lines(lines):
     return lines
 
 
-def _holds(tokens: list[int], term: list[int]) -> bool:
-    """Whether term's ids are in tokens, one after another."""
-    n = len(term)
-    return any(tokens[k:k + n] == term for k in range(len(tokens) - n + 1))
+def _stems(token: str) -> list[str]:
+    """A letters-only token's prefixes (a subword mark before its letters kept) that keep at
+    least three of its letters and lack at most two: two tokens sharing one are forms of one
+    word (girl, girls; Hund, Hunden). None for a token with anything but letters."""
+    k = next((n for n, c in enumerate(token) if c.isalpha()), None)
+    if k is None or not token[k:].isalpha():
+        return []
+    return [token[:n] for n in range(max(k + 3, len(token) - 2), len(token) + 1)]
 
 
 def prefix_mismatch(lines: int, prefixes: int) -> DataError:
@@ -156,10 +161,8 @@ class Plan:
         m = self.matchers[i]
         if m is None or not self.active[i]:
             return True
-        terms = [m.targets[e] for e in self.active[i]]
-        if cfg.glossary_ordered or any(UNK in term for term in terms):
-            return False
-        return all(_holds(h.tokens, term) for h in hyps for term in terms)
+        return not cfg.glossary_ordered and not any(
+            m.missing(self.active[i], h.tokens, placeholders=False) for h in hyps)
 
     def term_spans(self, i: int) -> list[own_words.Span]:
         """Line i's active entries' source spans (the first of each) and target ids, in
@@ -475,13 +478,12 @@ class Translator:
                 memory = self.model.encode(src, self.model.src_mask(src))
         # the search keeps the alignment's attention and the confidence's record as it goes
         # (no second pass), where the engine can
-        keep = {"scores": scored, "attention": bool(cfg.align and not attention),
-                "trace": cfg.confidence}
-        terms = None if first else plan.terms(group, cfg, self.device)
-        found = search_with(self.engine, SearchRequest(src, cfg, prefix, terms, memory, **keep))
+        request = SearchRequest(src, cfg, prefix, None if first else plan.terms(
+            group, cfg, self.device), memory, scored, attention=bool(cfg.align and not attention),
+            trace=cfg.confidence)
+        found = search_with(self.engine, request)
         if first:
-            found = self._hold_terms(plan, cfg, group, SearchRequest(src, cfg, prefix, None,
-                                                                      memory, **keep), found)
+            found = self._hold_terms(plan, cfg, group, request, found)
         batch = Searched(src, len(plan.lead), memory, found, [])
         if cfg.unk == "show":
             written = [(self.run.tgt_vocab.decode(y), []) for y in batch.outputs]
@@ -523,7 +525,7 @@ class Translator:
             # a term the output holds already is the model's own word: nothing to block
             # ("parking lot" for Parkplatz -> parking: "lot" stays); one with <unk> in it is
             # held by no output (any <unk> would match it)
-            blocked = [[[] if UNK not in term and _holds(first[k], term) else own
+            blocked = [[[] if UNK not in term and occurrences(first[k], term) else own
                         for (_, _, term), own in zip(spans[k], words[k], strict=True)]
                        for k in need]
         prefix = None if asked.prefix is None else asked.prefix[need]
@@ -543,11 +545,11 @@ class Translator:
         blocked for a term)."""
         token = self.run.tgt_vocab.itos[i]
         k = next((n for n, c in enumerate(token) if c.isalpha()), None)
-        if k is None or not token[k:].isalpha():
+        if k is None:
             return frozenset({i})
         forms = {token[:k] + f + token[k + 1:] for f in (token[k].lower(), token[k].upper())}
-        stems = {f[:n] for f in forms for n in range(max(k + 3, len(f) - 2), len(f) + 1)}
-        return frozenset({i} | {j for stem in stems for j in self._by_stem.get(stem, ())})
+        return frozenset({i} | {j for f in forms for stem in _stems(f)
+                                for j in self._by_stem.get(stem, ())})
 
     @functools.cached_property
     def _by_stem(self) -> dict[str, list[int]]:
@@ -555,10 +557,8 @@ class Translator:
         three letters of and lacks at most two (mt.own_words' forms)."""
         out: dict[str, list[int]] = {}
         for j, token in enumerate(self.run.tgt_vocab.itos):
-            k = next((n for n, c in enumerate(token) if c.isalpha()), None)
-            if k is not None and token[k:].isalpha():
-                for n in range(max(k + 3, len(token) - 2), len(token) + 1):
-                    out.setdefault(token[:n], []).append(j)
+            for stem in _stems(token):
+                out.setdefault(stem, []).append(j)
         return out
 
     def _tag_id(self, tag: str) -> int:
