@@ -85,10 +85,14 @@ def placeholders(text: str, flags: Iterable[str] = ()) -> list[tuple[int, int]]:
     return sorted(found)
 
 
+def _directive_spans(text: str, flags: Iterable[str]) -> list[tuple[int, int]]:
+    """The (start, end) of text's format directives: its placeholders but control characters."""
+    return [(a, b) for a, b in placeholders(text, flags) if not CONTROLS.fullmatch(text[a:b])]
+
+
 def directives(text: str, flags: Iterable[str]) -> Counter[str]:
     """The multiset of text's format directives (its placeholders but control characters)."""
-    return Counter(t for a, b in placeholders(text, flags)
-                   if not CONTROLS.fullmatch(t := text[a:b]))
+    return Counter(text[a:b] for a, b in _directive_spans(text, flags))
 
 
 def unkept(source: str, translation: str, flags: Iterable[str] = ()) -> list[str]:
@@ -128,9 +132,8 @@ def well_formed(source: str, translation: str, flags: Iterable[str] = ()) -> str
     - printf directives taken in turn stand in source's order (the places stay, as the
       alignment put them): their order is their arguments'."""
     flags = list(flags)
-    spans = [(a, b) for a, b in placeholders(translation, flags)
-             if not CONTROLS.fullmatch(translation[a:b])]
-    surplus = directives(translation, flags) - directives(source, flags)
+    spans = _directive_spans(translation, flags)
+    surplus = Counter(translation[a:b] for a, b in spans) - directives(source, flags)
     drop = []
     for a, b in reversed(spans):
         if surplus[translation[a:b]] > 0:
@@ -147,8 +150,8 @@ def well_formed(source: str, translation: str, flags: Iterable[str] = ()) -> str
 
 
 def _in_order(source: str, translation: str, flags: list[str]) -> str:
-    want = [source[a:b] for a, b in placeholders(source, flags) if _sequential(source[a:b])]
-    spans = [(a, b) for a, b in placeholders(translation, flags)
+    want = [source[a:b] for a, b in _directive_spans(source, flags) if _sequential(source[a:b])]
+    spans = [(a, b) for a, b in _directive_spans(translation, flags)
              if _sequential(translation[a:b])]
     have = [translation[a:b] for a, b in spans]
     if have == want or Counter(have) != Counter(want):
