@@ -99,9 +99,23 @@ class FakeEntry:
 
 
 def test_starters_begin_most_of_their_lines_often_enough_and_are_capitalized():
-    lines = ([["Ein", "Mann"]] * 30 + [["Zwei", "Hunde", "\u2581Drei"]] * 19 + [["Zwei"]]
-             + [["Der", "Hund"]] * 30 + [["sah", "Der"]] * 3 + [["\u2581Drei"]] * 10
+    lines = ([["Ein", "Mann"]] * 30 + [["Zwei", "Hunde", "Drei"]] * 19 + [["Zwei"]]
+             + [["Der", "Hund"]] * 30 + [["sah", "Der"]] * 3 + [["Drei"]] * 10
              + [["ein", "x"]] * 40 + [["Selten"]] * 9 + [[]])
     assert learn([FakeEntry(lines)], share=0.95, least=10) == ["Ein", "Zwei"]
     # Drei: 10 of 29 begin a line; Der: 30 of 33 (< 0.95); ein: lowercase; Selten: 9 lines
     assert learn([FakeEntry(lines)], share=0.9, least=9) == ["Der", "Ein", "Zwei", "Selten"]
+
+
+def test_a_subword_starter_is_a_whole_word_not_its_first_piece():
+    """"▁Ein" begins 30 lines, and "Einrad" (▁Ein rad) shares the piece: the starter is the
+    word "Ein", so "Einrad." after a word begins no sentence; "Today" (▁T oday) is one."""
+    b = "\u2581"
+    lines = ([[f"{b}Ein", f"{b}Mann", "."]] * 30 + [[f"{b}T", "oday", ",", f"{b}ich"]] * 12
+             + [[f"{b}ein", f"{b}Mann", f"{b}auf", f"{b}einem", f"{b}Ein", "rad"]] + [[]])
+    starters = learn([FakeEntry(lines)], share=0.95, least=10)
+    assert starters == [f"{b}Ein", f"{b}T oday"]
+    pieces = {"Ein": [f"{b}Ein"], "Einrad.": [f"{b}Ein", "rad", "."],
+              "Today,": [f"{b}T", "oday", ","], "T": [f"{b}T"]}
+    starts = starts_sentence(starters, pieces.__getitem__)
+    assert [starts(w) for w in pieces] == [True, False, True, False]

@@ -29,32 +29,56 @@ LEAST = 10  # lines it begins, at least
 MAX_STARTERS = 1000  # the most frequent, at most (a checkpoint carries them)
 
 
+def _key(tokens: Sequence[str]) -> str:
+    """A word's tokens as a starter names them: trailing tokens without a letter or digit (the
+    punctuation that ends a word in the text) dropped, the rest joined by spaces."""
+    end = len(tokens)
+    while end > 1 and not any(c.isalnum() for c in tokens[end - 1]):
+        end -= 1
+    return " ".join(tokens[:end])
+
+
 def learn(entries: Sequence, share: float = SHARE, least: int = LEAST) -> list[str]:
     """The starters of the source side of token cache entries (mt.token_cache.entry), most
-    frequent first: tokens beginning with a capital letter (after SentencePiece's word mark)
-    that begin at least `least` lines and whose occurrences begin a line at least `share` of
-    the time."""
+    frequent first: words beginning with a capital letter that begin at least `least` lines,
+    whose first token's occurrences begin a line at least `share` of the time. A word is its
+    tokens up to the next one that begins a word (SentencePiece's word mark; with word tokens,
+    every token is a word), named by `_key`: "▁T oday", never "▁T" alone, so that a word that
+    only shares a starter's first piece ("Einrad" of "Ein") is not taken for one."""
     first: collections.Counter = collections.Counter()
     total: collections.Counter = collections.Counter()
+    words: collections.Counter = collections.Counter()
     for entry in entries:
         array = entry.data().src
-        ids, offsets = np.asarray(array.ids), np.asarray(array.offsets)
+        ids, offsets = np.asarray(array.ids).astype(np.int64), np.asarray(array.offsets)
+        itos = entry.src_vocab.itos
+        marked = np.array([t.startswith("\u2581") for t in itos])
+        begins = marked if marked.any() else np.ones(len(itos), dtype=bool)
         starts = offsets[:-1][offsets[1:] > offsets[:-1]]  # not an empty line's
-        counts = np.bincount(ids[starts].astype(np.int64), minlength=len(entry.src_vocab))
+        counts = np.bincount(ids[starts], minlength=len(itos))
         every = entry.counts("src")
-        for i in np.flatnonzero(counts >= 1):
-            token = entry.src_vocab.itos[i]
-            if token.lstrip("\u2581")[:1].isupper():
-                first[token] += int(counts[i])
-                total[token] += every[token]
-    found = [t for t, n in first.items() if n >= least and n >= share * total[t]]
-    return sorted(found, key=lambda t: (-first[t], t))[:MAX_STARTERS]
+        capital = {i for i in np.flatnonzero(counts >= 1).tolist()
+                   if itos[i].lstrip("\u2581")[:1].isupper()}
+        for i in capital:
+            first[itos[i]] += int(counts[i])
+            total[itos[i]] += every[itos[i]]
+        ends = np.append(offsets[1:], 0)[np.searchsorted(offsets, starts, side="right") - 1]
+        later = np.flatnonzero(begins[ids])  # where each word begins
+        for start, end in zip(starts.tolist(), ends.tolist()):
+            if int(ids[start]) in capital:
+                at = int(np.searchsorted(later, start, side="right"))
+                stop = min(end, int(later[at])) if at < len(later) else end
+                words[_key([itos[i] for i in ids[start:stop].tolist()])] += 1
+    piece = {t for t, n in first.items() if n >= least and n >= share * total[t]}
+    found = [w for w, n in words.items() if n >= least and w.split(" ")[0] in piece]
+    return sorted(found, key=lambda w: (-words[w], w))[:MAX_STARTERS]
 
 
 def starts_sentence(starters: Sequence[str], tokenize: Callable[[str], list[str]]
                     ) -> Callable[[str], bool] | None:
-    """Whether a word (whitespace-delimited, as it stands in a text) begins with a starter, by
-    the run's own tokenizer; None without starters."""
+    """Whether a word (whitespace-delimited, as it stands in a text) is a starter, by the run's
+    own tokenizer: all its tokens, less trailing punctuation (`_key`); None without
+    starters."""
     if not starters:
         return None
     known, seen = frozenset(starters), {}
@@ -64,6 +88,6 @@ def starts_sentence(starters: Sequence[str], tokenize: Callable[[str], list[str]
             if len(seen) > 1 << 16:  # a server's: bounded
                 seen.clear()
             tokens = tokenize(word) if word[:1].isupper() else []
-            seen[word] = bool(tokens) and tokens[0] in known
+            seen[word] = bool(tokens) and _key(tokens) in known
         return seen[word]
     return starts
