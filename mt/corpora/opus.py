@@ -20,7 +20,6 @@ import io
 import json
 import os
 import urllib.parse
-import xml.etree.ElementTree as ET
 import zipfile
 import zlib
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from pathlib import Path
 
 from mt.download import DownloadError, read_url
 from mt.errors import DataError
+from mt.l10n import tmx
 
 API = "https://opus.nlpl.eu/opusapi"
 FORMS = {"moses": ".txt.zip", "tmx": ".tmx.gz"}  # preprocessing -> its file's ending
@@ -39,7 +39,6 @@ CITATION = ("J. Tiedemann, 2012, Parallel Data, Tools and Interfaces in OPUS. In
             "of the 8th International Conference on Language Resources and Evaluation (LREC "
             "2012)")
 NOTES = ("README", "LICENSE")  # what a Moses zip says of the corpus, kept beside it
-XML_LANG = "{http://www.w3.org/XML/1998/namespace}lang"
 
 
 def api() -> str:
@@ -166,36 +165,18 @@ def _member(z: zipfile.ZipFile, path: Path, lang: str, langs: tuple[str, str]) -
 
 
 def tmx_pairs(path: Path, langs: tuple[str, str]) -> Iterator[tuple[str, str]]:
-    """The pairs of a gzipped TMX, parsed as it is read (a unit at a time, each dropped once
-    read); a unit without both languages is skipped. A segment's line breaks become spaces,
-    so that a pair stays one line of each plain file."""
+    """The pairs of a gzipped TMX, read as the `tmx` corpus format reads one (mt.l10n.tmx, a
+    unit at a time); a unit without both languages is skipped. A segment's whitespace,
+    line breaks included, becomes one space, so that a pair stays one line of each plain
+    file."""
     wanted = [lang.lower() for lang in langs]
     try:
         with gzip.open(path) as f:
-            yield from _units(ET.iterparse(f, events=("start", "end")), wanted)
-    except ET.ParseError as e:
-        raise DamagedArchive(f"{path}: not valid TMX ({e})") from None
+            for unit in tmx.units(f, str(path)):
+                segs = {lang.lower(): text for lang, text in unit.items()}
+                if all(lang in segs for lang in wanted):
+                    yield segs[wanted[0]], segs[wanted[1]]
+    except DataError as e:
+        raise DamagedArchive(str(e)) from None
     except (OSError, EOFError, zlib.error) as e:
         raise DamagedArchive(f"{path}: cannot read ({e}): the file is damaged") from None
-
-
-def _units(events, wanted: list[str]) -> Iterator[tuple[str, str]]:
-    """The segments in the languages `wanted` of each <tu> that has both, in order."""
-    body = None
-    for event, elem in events:
-        if event == "start":
-            if elem.tag == "body":
-                body = elem
-            continue
-        if elem.tag != "tu":
-            continue
-        segs = {}
-        for tuv in elem.iter("tuv"):
-            lang = (tuv.get(XML_LANG) or tuv.get("lang") or "").lower()
-            seg = tuv.find("seg")
-            if seg is not None:
-                segs[lang] = " ".join("".join(seg.itertext()).splitlines())
-        if all(lang in segs for lang in wanted):
-            yield segs[wanted[0]], segs[wanted[1]]
-        if body is not None:
-            body.clear()  # the units read so far: memory stays flat over any size
