@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -35,6 +36,12 @@ class Vocab:
         if len(self.stoi) != len(self.itos):
             raise VocabError("duplicate tokens in vocabulary")
         self.has_bos = head[BOS] == SPECIALS[BOS]
+
+    @functools.cached_property
+    def has_digits(self) -> bool:
+        """Whether a token holds a digit (asked at every document request by
+        mt.document.reads_digits: scanned once)."""
+        return any(any(c.isdigit() for c in t) for t in self.itos)
 
     @classmethod
     def build(cls, sentences: Iterable[list[str]], min_freq: int = 1, max_size: int = 0) -> Vocab:

@@ -11,6 +11,7 @@ from mt.checkpoint import load_checkpoint
 from mt.document import Document, reads_digits, settings, translate_document, translate_lines
 from mt.document.paragraph import Settings
 from mt.errors import ConfigError, DataError
+from mt.vocab import SPECIALS, Vocab
 
 
 def test_a_document_keeps_what_is_not_translated_and_renders_the_rest():
@@ -114,8 +115,9 @@ def test_numbers_are_masked_for_a_model_that_reads_digits(translator, monkeypatc
     left = translator.check_options(mask="template,url,email")
     assert Document(text, "text", settings(translator, cfg=left)).inputs == [
         "Yesterday we saw 42 red dogs at for."]
-    vocab = SimpleNamespace(run=SimpleNamespace(src_vocab=SimpleNamespace(itos=["<unk>", "25"])))
+    vocab = SimpleNamespace(run=SimpleNamespace(src_vocab=Vocab([*SPECIALS, "25"])))
     assert reads_digits(vocab)  # the real one: a vocabulary with "25"
+    assert not reads_digits(SimpleNamespace(run=SimpleNamespace(src_vocab=Vocab(SPECIALS))))
 
 
 def test_html_nested_100_deep_is_translated_and_deeper_is_a_data_error(translator):

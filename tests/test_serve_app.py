@@ -26,6 +26,7 @@ from conftest import THREADS, TOY, TWO_LINES
 from mt.config import Config, DecodeConfig
 from mt.document.formats import extensions
 from mt.translator import Translator
+from mt.vocab import SPECIALS, Vocab
 
 
 class Slow(Upper):
@@ -34,7 +35,7 @@ class Slow(Upper):
 
     decoding, model = DecodeConfig(), None
     # a paragraph's language, no sentence starters, a vocabulary with digits; its bound
-    run = SimpleNamespace(cfg=Config(), starters=[], src_vocab=SimpleNamespace(itos=["7"]),
+    run = SimpleNamespace(cfg=Config(), starters=[], src_vocab=Vocab([*SPECIALS, "7"]),
                           checkpoint=None, step=0)
     max_src = 256
 

@@ -110,7 +110,7 @@ def reads_digits(translator: Translator) -> bool:
     """Whether the model's source vocabulary holds a token with a digit. One that never saw a
     digit (the toy model) writes a filler where a number was taken out ("Ich brauche 25 ich
     Bücher."): its numbers stay in, and mt.unknowns copies each where it wrote for it."""
-    return any(any(c.isdigit() for c in t) for t in translator.run.src_vocab.itos)
+    return translator.run.src_vocab.has_digits
 
 
 def _settings(translator: Translator, keep: Sequence[str], decode: dict) -> Settings:
