@@ -14,11 +14,14 @@ import torch
 
 from conftest import TOY, assert_user_error, make_weights_only
 from mt.checkpoint import load_checkpoint, load_run, save_checkpoint
-from mt.config import DecodeConfig
+from mt.config import DecodeConfig, ModelConfig
 from mt.data import ParallelData, pad, read_parallel
 from mt.decoding.engines import ModelEngine
+from mt.decoding.precision import Int8Linear, quantizable
 from mt.decoding.request import SearchRequest
+from mt.decoding.shortlist import Shortlisted
 from mt.errors import CheckpointError
+from mt.model import make_model
 from mt.shortlist import Shortlist, learn
 from mt.vocab import SPECIALS
 
@@ -45,6 +48,24 @@ def test_learn_maps_entry_ids_to_the_runs():
     remap = torch.tensor([0, 6, 7]).numpy()
     table = learn([(ParallelData.from_lists(src, tgt), remap, remap)], 8, 8, k=1, frequent=0)
     assert table.row(6) == [6] and table.row(7) == [7] and table.row(1) == []
+
+
+@pytest.mark.parametrize("kind", ["float32", "logits bias", "int8"])
+def test_listed_scores_are_the_projections_own(kind):
+    if kind == "int8" and not quantizable():
+        pytest.skip("no quantized linear in this torch build")
+    cfg = ModelConfig(d_model=32, n_heads=4, n_enc_layers=1, n_dec_layers=1, d_ff=64,
+                      logits_bias=kind == "logits bias")
+    model = make_model(cfg, 40, 50).eval()
+    if model.logits_bias is not None:
+        model.logits_bias.normal_()
+    if kind == "int8":
+        model.generator = Int8Linear(model.generator.weight, None)
+    states, ids = torch.randn(3, 32), torch.tensor([1, 3, 17, 49])
+    full, listed = model.next_scores(states), Shortlisted(model, ids).next_scores(states)
+    torch.testing.assert_close(listed[:, ids], full[:, ids])
+    rest = torch.ones(50, dtype=torch.bool).index_fill_(0, ids, False)
+    assert listed[:, rest].eq(float("-inf")).all()
 
 
 def _all_listed(src_size: int, tgt_size: int) -> Shortlist:
