@@ -649,6 +649,8 @@ def _coerce(value: object, kind: type, blame: Callable[[str], str], key: str):
     or a union of them), or a ConfigError blamed on whoever gave it."""
     if typing.get_origin(kind) is Literal:
         options = typing.get_args(kind)
+        if isinstance(value, bool) and {"on", "off"} <= set(options):
+            value = "on" if value else "off"  # YAML 1.1 reads on and off as booleans
         if isinstance(value, str) and value in options:
             return value
         raise ConfigError(f"{blame(key)}: {key} must be {_listed(options)}, got {value!r}")

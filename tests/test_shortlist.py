@@ -200,3 +200,10 @@ def test_ctranslate2_loads_the_vocabulary_map(cli, ct2_export, tiny_run):
     ours = cli("translate", "--engine", "ctranslate2", str(ct2_export), "-i", src, "--threads",
                "1", "--shortlist", "on")
     assert ours.code == 0 and len(ours.out.splitlines()) == 300, ours.err
+
+
+@pytest.mark.parametrize("value", ["on", "off", "auto"])
+def test_yaml_reads_on_and_off_as_the_modes(value):
+    from mt.config import Config, override
+
+    assert override(Config(), [f"decode.shortlist={value}"], "test").decode.shortlist == value
