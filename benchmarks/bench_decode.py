@@ -3,7 +3,7 @@ sampling, n-gram blocking and a 2-model ensemble.
 
     python -m benchmarks.bench_decode RUN [--src FILE --ref FILE] [--limit N] [--naive-limit 200]
         [--beam 5] [--second RUN] [--batch-tokens N] [--repeat 3] [--threads 1,2]
-        [--ct2 float32,int8] [--bf16] [--profile] [--device auto]
+        [--ct2 float32,int8] [--bf16] [--shortlist] [--profile] [--device auto]
     python -m benchmarks.bench_decode RUN --smoke     # 16 toy sentences, 1 round
 
 Defaults to Multi30k test_2016_flickr (1000 sentences, de -> en). The naive decoder is what
@@ -17,6 +17,10 @@ that subset, and its BLEU is shown next to greedy's BLEU on the same subset.
 Beside greedy and beam search: top-k sampling (k 10), top-p sampling (p 0.9), greedy with
 no_repeat_ngram 3, and the ensemble of RUN and --second (RUN with itself without it), greedy
 and beam; then their time against greedy's (sampling) and against one model's (ensemble).
+With --shortlist, mt's greedy and beam search again with decode.shortlist on (the run's lexical
+shortlist, which `mt shortlist RUN` learns for a run without one), and each CTranslate2 column
+again with use_vmap (its export's vmap.txt, the same table): their speed and BLEU against the
+full projection's.
 
 Each decoder translates a few sentences first, untimed (warm-up). Times include tokenization
 and detokenization. The decoders take turns, --repeat rounds of all of them, and each keeps its
@@ -242,6 +246,9 @@ def main() -> None:
                         "'' = none); needs the ctranslate2 extra")
     p.add_argument("--bf16", action="store_true",
                    help="also time mt's greedy and beam search with decode.dtype bf16")
+    p.add_argument("--shortlist", action="store_true",
+                   help="also time mt's greedy and beam search, and CTranslate2's, over the "
+                        "run's lexical shortlist (decode.shortlist on; CTranslate2's use_vmap)")
     p.add_argument("--profile", action="store_true",
                    help="also show where mt's greedy and beam search spend their time")
     p.add_argument("--device", default="auto", help="auto, cpu or cuda")
@@ -266,6 +273,10 @@ def main() -> None:
                                             cfgs, device)
     bf16_trs = ([Translator(run, dataclasses.replace(c, dtype="bf16"), device)
                  for c in cfgs.values()] if args.bf16 else [])
+    listed = ({k: dataclasses.replace(c, shortlist="on") for k, c in cfgs.items()}
+              if args.shortlist else {})
+    if listed and run.shortlist is None:
+        sys.exit(f"{args.run}: no lexical shortlist to time; learn one: mt shortlist RUN")
     quants = [q for q in args.ct2.split(",") if q]
     model_dirs, tmp = {}, None
     if quants:
@@ -290,15 +301,20 @@ def main() -> None:
     for n in threads:
         torch.set_num_threads(n)
         ct2 = ct2_translators(run, cfgs, n, device, model_dirs) if quants else {}
+        ct2_listed = ct2_translators(run, listed, n, device, model_dirs) if quants else {}
         contenders = {"mt greedy (batched, cached)": (greedy_tr.translate, src),
                       f"mt beam {args.beam}": (beam_tr.translate, src)}
         if bf16_trs:
             contenders["mt greedy bf16"] = (bf16_trs[0].translate, src)
             contenders[f"mt beam {args.beam} bf16"] = (bf16_trs[1].translate, src)
+        for kind, cfg in listed.items():
+            contenders[f"mt {kind} shortlist"] = (Translator(run, cfg, device).translate, src)
         for name, tr in more_trs.items():
             contenders[name] = (tr.translate, src)
         for (quant, kind), tr in ct2.items():
             contenders[f"CTranslate2 {quant} {kind}"] = (tr.translate, src)
+        for (quant, kind), tr in ct2_listed.items():
+            contenders[f"CTranslate2 {quant} {kind} vmap"] = (tr.translate, src)
         if n_naive:
             contenders["naive (no cache, 1 sentence)"] = (
                 lambda x: naive_translate(greedy_tr, x), src[:n_naive])
@@ -338,6 +354,10 @@ def report(contenders, results, ref, threads, n_naive, beam, quants) -> None:
         print(f"{name[3:] + ' / greedy time':<25}{rate[g] / rate[name]:8.2f}x   (target <= 1.15)")
     print(f"ensemble 2 / one model time greedy {rate[g] / rate['ensemble 2 greedy']:5.2f}x  "
           f"beam {beam} {rate[b] / rate[f'ensemble 2 beam {beam}']:5.2f}x   (target <= 2.2)")
+    for kind, full in (("greedy", g), (f"beam {beam}", b)):
+        if (name := f"mt {kind} shortlist") in rate:
+            print(f"shortlist / full {kind:<8} speed {rate[name] / rate[full]:5.2f}x   BLEU "
+                  f"{bleu[name] - bleu[full]:+.2f}   (BLEU target >= -0.3)")
     bg, bb = "mt greedy bf16", f"mt beam {beam} bf16"
     if bg in rate:
         print(f"mt bf16 / mt float32 speed greedy {rate[bg] / rate[g]:5.2f}  beam {beam} "

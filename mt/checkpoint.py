@@ -12,10 +12,11 @@ A run directory holds:
   metrics.jsonl        one JSON object per log/validation event
 
 Checkpoints are one-file (`run_state`): besides the weights and step they carry the resolved
-config, both vocabularies, any tokenizer files and the sources' sentence starters
-(mt.document.starters), as plain dicts, lists, strings and tensors, so a checkpoint moved
-out of its run directory still loads. Older checkpoints hold weights and step only; `open_run`
-then reads config and vocab from the run directory.
+config, both vocabularies, any tokenizer files, the sources' sentence starters
+(mt.document.starters) and the lexical shortlist (mt.shortlist, checked as it loads), as plain
+dicts, lists, strings and tensors, so a checkpoint moved out of its run directory still loads.
+Older checkpoints hold weights and step only; `open_run` then reads config and vocab from the
+run directory.
 
 `open_run` is the one way to open a run (translate, eval, tokenize, info, export, and an export
 directory for CTranslate2); `load_run` adds the model.
@@ -35,6 +36,7 @@ from mt.config import Config, config_from_dict, load_config, override
 from mt.errors import CheckpointError, MTError
 from mt.log import warn
 from mt.model import Seq2Seq, make_model
+from mt.shortlist import Shortlist
 from mt.textio import atomic_write
 from mt.tokenizers import Tokenizer, load_tokenizers, tokenizer_files
 from mt.vocab import Vocab
@@ -185,6 +187,7 @@ class Run:
     format: int = 0  # FORMAT: a one-file checkpoint; 0: config and vocab from its directory
     lineage: dict | None = None  # how its weights were made (mt.train.lineage); None: unknown
     starters: list[str] = field(default_factory=list)  # its sources' (mt.document.starters)
+    shortlist: Shortlist | None = None  # its lexical shortlist (mt.shortlist); None: none
 
 
 def open_run(path: Path, overrides: Sequence[str] = ()) -> Run:
@@ -241,6 +244,9 @@ def _open(path: Path, overrides: Sequence[str]) -> tuple[Run, dict]:
                               f"{type(starters).__name__}, not a list of strings)")
     run = Run(cfg, None, src_vocab, tgt_vocab, int(state.get("step", 0)), src_tok, tgt_tok,
               files, ckpt, state["format"] if one_file else 0, state.get("lineage"), starters)
+    if "shortlist" in state:
+        run.shortlist = Shortlist.from_state(state["shortlist"], len(src_vocab), len(tgt_vocab),
+                                             ckpt)
     return run, state
 
 

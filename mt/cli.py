@@ -577,6 +577,26 @@ def average(
 
 
 @app.command()
+def shortlist(
+    run: Path = typer.Argument(..., help="Run directory (its best.pt and last.pt) or "
+                               "checkpoint file."),
+    corpus: Path = typer.Option(None, "--corpus", help="Learn from DIR/train.SRC and "
+                                "DIR/train.TGT (plain or .gz) instead of the run's training "
+                                "corpora."),
+    sets: list[str] = set_option("Override a value of the run's config, e.g. --set "
+                                 "train.shortlist.k=50."),
+) -> None:
+    """Learn a run's lexical shortlist and write it into its checkpoints (docs/decoding.md).
+
+    mt train learns one itself; this is for a run trained before that, an imported one
+    (mt import hf) or other settings. Prints what it wrote as JSON.
+    """
+    from mt.commands.shortlist import shortlist_run
+
+    print(json.dumps(shortlist_run(run, corpus, sets)))
+
+
+@app.command()
 def plot(
     runs: list[Path] = typer.Argument(..., help="Run directories (or metrics.jsonl files)."),
     out: Path = typer.Option(Path("curves.png"), "-o", "--output", help="The PNG to write."),

@@ -31,6 +31,7 @@ LengthNorm = Literal["gnmt", "average", "none"]  # how beam search compares leng
 DecodeDtype = Literal["float32", "bf16", "int8"]
 GlossaryMode = Literal["constrain", "annotate", "both"]  # decode.glossary_mode
 UnkMode = Literal["replace", "forbid", "show"]  # decode.unk (mt.unknowns)
+ShortlistMode = Literal["off", "auto", "on"]  # decode.shortlist (mt.decoding.shortlist)
 Sampling = Literal["none", "topk", "topp"]  # none: the search (greedy or beam) picks
 SCHEDULES = typing.get_args(Schedule)
 LENGTH_NORMS = typing.get_args(LengthNorm)
@@ -146,6 +147,15 @@ class ModelConfig:
 
 
 @dataclass
+class ShortlistConfig:
+    """The lexical shortlist learned at the end of training (mt.shortlist), Marian's defaults
+    (`--shortlist lex.s2t 100 100`; the Bergamot students' are 50 50: faster, riskier)."""
+
+    k: int = 100  # target tokens listed per source token, best first; 0: no shortlist
+    frequent: int = 100  # the most frequent target tokens, always listed
+
+
+@dataclass
 class TrainConfig:
     seed: int = 1
     max_tokens: int = 4096  # batch budget: padded source + target tokens
@@ -179,6 +189,7 @@ class TrainConfig:
     # Exponential moving average of the weights (mt.train.ema); 0 = off. When on, validation,
     # best.pt and ckpt.STEP.pt use the average; last.pt keeps the raw weights and the average.
     ema_decay: float = 0.0
+    shortlist: ShortlistConfig = field(default_factory=ShortlistConfig)
 
     def problems(self) -> Iterator[Problem]:
         t = self
@@ -209,6 +220,10 @@ class TrainConfig:
              "train.max_minutes must be 0 (no budget) or positive"),
             ("train.ema_decay", 0.0 <= t.ema_decay < 1.0,
              "train.ema_decay must be in [0, 1) (0 = off; e.g. 0.9999)"),
+            ("train.shortlist.k", t.shortlist.k >= 0,
+             "train.shortlist.k must be 0 (no shortlist) or positive"),
+            ("train.shortlist.frequent", t.shortlist.frequent >= 0,
+             "train.shortlist.frequent must be 0 or positive"),
         ])
 
 
@@ -297,6 +312,11 @@ class DecodeConfig:
                                 "bf16; int8 on a CPU with VNNI/AMX (docs/decoding.md).",
                                 commands=(*COMMANDS, "distill"),
                                 helps={"distill": "The teachers' decode.dtype."})
+    # the output projection over the batch's lexical shortlist (mt.decoding.shortlist): auto
+    # where the run has one and it lists at most half the target vocabulary
+    shortlist: ShortlistMode = option("off", "auto, on or off: project onto the likely target "
+                                      "tokens of the batch's source words alone, the run's "
+                                      "lexical shortlist (docs/decoding.md#shortlist).")
     no_repeat_ngram: int = option(0, "No output repeats an n-gram of this size (0 = off).",
                                   ge=0, must="0 (off) or positive")
     # draw each token: from the topk best, or the topp nucleus
@@ -629,6 +649,8 @@ def _coerce(value: object, kind: type, blame: Callable[[str], str], key: str):
     or a union of them), or a ConfigError blamed on whoever gave it."""
     if typing.get_origin(kind) is Literal:
         options = typing.get_args(kind)
+        if isinstance(value, bool) and {"on", "off"} <= set(options):
+            value = "on" if value else "off"  # YAML 1.1 reads on and off as booleans
         if isinstance(value, str) and value in options:
             return value
         raise ConfigError(f"{blame(key)}: {key} must be {_listed(options)}, got {value!r}")

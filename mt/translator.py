@@ -210,7 +210,8 @@ class Translator:
         self.run, self.device = run, torch.device(device)
         self._decoding = decode or run.cfg.decode
         if engine is None:
-            engine = ModelEngine(decoding_model(run.model, self._decoding.dtype, self.device))
+            engine = ModelEngine(decoding_model(run.model, self._decoding.dtype, self.device),
+                                 run.shortlist)
         self.engine = engine
         self.streams = streams or Streams()
         self.chunk_lines = chunk_lines
@@ -258,9 +259,10 @@ class Translator:
             if len(runs) == 1:
                 return cls(run, cfg, device, **made)
             model = Ensemble([r.model for r in runs]).eval()
+            # the members share vocabularies (check_ensemble): the first run's table is theirs
             return cls(run, cfg, device, ModelEngine(decoding_model(model, cfg.dtype,
-                                                                    torch.device(device))),
-                       **made)
+                                                                    torch.device(device)),
+                                                     run.shortlist), **made)
         if len(paths) > 1:
             raise ConfigError(f"an ensemble of {len(paths)} models: not with the ctranslate2 "
                               "engine (mt's own search decodes ensembles)")

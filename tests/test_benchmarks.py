@@ -77,8 +77,9 @@ def test_bench_buckets_runs_in_smoke_mode_against_mt_as_of_a_commit():
 
 def test_bench_decode_runs_in_smoke_mode(tiny_run):
     ct2 = ["--ct2", "float32"] if importlib.util.find_spec("ctranslate2") else []
-    out = run_benchmark("bench_decode", str(tiny_run), "--bf16", "--profile", *ct2)
+    out = run_benchmark("bench_decode", str(tiny_run), "--bf16", "--shortlist", "--profile", *ct2)
     assert "greedy / naive speed" in out and "mt greedy, 1 thread(s)" in out
+    assert "shortlist / full greedy   speed" in out and "mt beam 2 shortlist" in out
     assert "top-p 0.9 / greedy time" in out and "ensemble 2 / one model time" in out
     assert "with itself (no --second" in out
 

@@ -23,7 +23,7 @@ def test_resume_continues_exactly(tmp_path):
         assert torch.equal(tensor, b["model"][name]), name
     c = load_checkpoint(tmp_path / "split" / "best.pt")
     assert set(c) == {"format", "model", "step", "config", "vocab", "files", "starters",
-                      "lineage"}  # no training state
+                      "lineage", "shortlist"}  # no training state
 
 
 def test_resume_needs_the_training_state(cli, run_copy):

@@ -14,6 +14,9 @@ What is carried over exactly, and how (CTranslate2's defaults differ in several 
   output        the generator, tied to the target embedding or not (CTranslate2 aliases
                 identical weights itself)
   vocabularies  mt's, with its <unk>, <bos> (decoder start), <eos>; no token added to the source
+  shortlist     the run's lexical shortlist (mt.shortlist) as CTranslate2's vocabulary map,
+                vmap.txt (`translate_batch(..., use_vmap=True)`; `--shortlist` with
+                `--engine ctranslate2`): the same table mt's own search uses
 """
 
 from __future__ import annotations
@@ -26,12 +29,14 @@ import torch
 from mt.checkpoint import CONFIG, SRC_VOCAB, STARTERS, TGT_VOCAB, Run
 from mt.errors import ConfigError, RunError
 from mt.model import MultiHeadAttention, Seq2Seq
+from mt.shortlist import Shortlist
 from mt.tokenizers import tokenizer_files
 from mt.vocab import EOS, UNK, start_id
 
 EXTRA = 'the CTranslate2 engine needs the ctranslate2 package: pip install "mt[ctranslate2]"'
 QUANTIZATIONS = ("int8", "int8_float32", "bfloat16", "float16")
 MARKER = "mt_export.json"  # written last into an export: what it came from
+VMAP = "vmap.txt"  # CTranslate2's vocabulary map: the run's shortlist
 
 
 def require_ctranslate2():
@@ -160,11 +165,33 @@ def write_model(run: Run, dest: Path, quantization: str | None) -> None:
     run.tgt_vocab.save(dest / TGT_VOCAB)
     for name in tokenizer_files(run.cfg.data):
         (dest / name).write_bytes(run.files[name])
+    if run.shortlist is not None:
+        (dest / VMAP).write_text("".join(vmap_lines(run.shortlist, run.src_vocab.itos,
+                                                    run.tgt_vocab.itos)), encoding="utf-8")
     if run.starters:
         (dest / STARTERS).write_text("".join(f"{s}\n" for s in run.starters), encoding="utf-8")
     info = {"format": 1, "engine": "ctranslate2", "checkpoint": str(run.checkpoint),
             "step": run.step, "quantization": quantization or "float32"}
     (dest / MARKER).write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+
+
+def vmap_lines(table: Shortlist, src_tokens: list[str], tgt_tokens: list[str]) -> list[str]:
+    """The shortlist as CTranslate2's vocabulary map: `source<TAB>target target ...` lines, the
+    frequent tokens on a line of empty source (always candidates; CTranslate2 adds <unk>,
+    <bos> and <eos> itself). A token with white space in it cannot be written in this format
+    and is left out (no tokenizer of mt makes one)."""
+    def words(ids: list[int]) -> str:
+        return " ".join(t for t in (tgt_tokens[i] for i in ids) if not _spaced(t))
+
+    lines = [f"\t{words(table.frequent.tolist())}\n"]
+    for s, token in enumerate(src_tokens):
+        if (row := table.row(s)) and not _spaced(token):
+            lines.append(f"{token}\t{words(row)}\n")
+    return lines
+
+
+def _spaced(token: str) -> bool:
+    return not token or any(c.isspace() for c in token)
 
 
 def export_info(export: Path) -> dict | None:

@@ -16,6 +16,8 @@ Options, mt's -> CTranslate2's (docs/ctranslate2.md):
                                  CTranslate2 equivalent and becomes m^alpha. The stopping rules
                                  also differ, so beam outputs may differ; greedy is exact.
   no_repeat_ngram                no_repeat_ngram_size: same rule
+  shortlist                      use_vmap, with the export's vmap.txt (the run's shortlist);
+                                 auto uses it whenever the export has one
   sampling, topk, topp,          sampling_topk (topk: decode.topk; topp: 0, all tokens),
   temperature, samples, seed     sampling_topp, sampling_temperature, num_hypotheses; the seed
                                  goes to ctranslate2.set_random_seed before each batch.
@@ -36,12 +38,12 @@ import torch
 
 from mt.checkpoint import CONFIG, SRC_VOCAB, TGT_VOCAB, Run, load_run, open_run
 from mt.config import DecodeConfig
-from mt.ct2.export import MARKER, export_info, require_ctranslate2, write_model
+from mt.ct2.export import MARKER, VMAP, export_info, require_ctranslate2, write_model
 from mt.decoding.constraints import max_lengths, with_prefix
 from mt.decoding.engines import Capabilities
 from mt.decoding.request import Hypothesis, SearchRequest
 from mt.decoding.scores import length_penalty
-from mt.errors import CheckpointError, MTError
+from mt.errors import CheckpointError, ConfigError, MTError
 from mt.vocab import PAD, Vocab
 
 # mt's length_norm -> CTranslate2's length_penalty exponent (None: use decode.length_penalty)
@@ -72,6 +74,7 @@ class CTranslate2Engine:
             str(model_dir), device="cuda" if str(device).startswith("cuda") else "cpu",
             intra_threads=threads or torch.get_num_threads())
         self.src_vocab, self.tgt_vocab, self.max_positions = src_vocab, tgt_vocab, max_positions
+        self.vmap = (Path(model_dir) / VMAP).is_file()  # the run's shortlist (mt.ct2.export)
 
     def capabilities(self, cfg: DecodeConfig) -> Capabilities:
         """Prefixes (target_prefix) and sampling; no lexical constraints, and nothing recorded
@@ -104,13 +107,23 @@ class CTranslate2Engine:
                 suppress_sequences=[[self.tgt_vocab.itos[PAD]]],  # as mt's search: never <pad>
                 # no attention here to replace an <unk> with (mt.unknowns): never write one
                 disable_unk=cfg.unk != "show",
-                target_prefix=prefixes and [prefixes[i] for i in group])
+                target_prefix=prefixes and [prefixes[i] for i in group],
+                use_vmap=self._use_vmap(cfg))
             for i, r in zip(group, results, strict=True):
                 out[i] = [Hypothesis(self.tgt_vocab.encode(h), float("nan"))
                           for h in r.hypotheses]
         if request.scores:
             self._rescore(tokens, out, cfg)
         return out
+
+    def _use_vmap(self, cfg: DecodeConfig) -> bool:
+        """decode.shortlist as CTranslate2's use_vmap: auto and on where the export has the
+        run's shortlist (vmap.txt); on without one is a ConfigError, as for mt's own search."""
+        if cfg.shortlist == "on" and not self.vmap:
+            raise ConfigError("decode.shortlist on: this export has no vocabulary map "
+                              f"({VMAP}); build the run's shortlist with mt shortlist RUN, "
+                              "then export it again")
+        return self.vmap and cfg.shortlist != "off"
 
     def _rescore(self, tokens: list[list[str]], out: list[list[Hypothesis]],
                  cfg: DecodeConfig) -> None:

@@ -15,10 +15,15 @@ from mt.decoding.request import Hypothesis, SearchRequest
 from mt.decoding.rules import pick
 from mt.decoding.scores import sequence_scores
 from mt.decoding.search import search
+from mt.decoding.shortlist import needed, shortlisted
 from mt.errors import ConfigError
 from mt.model import Seq2Seq
+from mt.shortlist import Shortlist
 
-ENGINES = ("mt", "ctranslate2")  # what Translator.load decodes with (`--engine`)
+ENGINES = ("mt", "ctranslate2")
+# decode.shortlist auto: a list longer than this share of the vocabulary is not used; the
+# smaller product would not pay for the list's fill and scatter (docs/decoding.md#shortlist)
+AUTO_SHARE = 0.5  # what Translator.load decodes with (`--engine`)
 # Greedy and sampling keep no terms: with beam 1 the banks would leave the one beam to the
 # hypothesis furthest on, forcing every term at once, so a glossary asks for beam search.
 GREEDY_GLOSSARY = ("a glossary's terms are kept by beam search: give --beam 2 or more (the "
@@ -75,10 +80,11 @@ def search_with(engine: Engine, request: SearchRequest) -> list[list[Hypothesis]
 class ModelEngine:
     """mt's own search (mt.decoding.search) on a model, with the rule its config picks
     (mt.decoding.rules): beam search when decode.beam > 1, else sampling when decode.sampling
-    is set (decode.samples per sentence, in the order drawn), else greedy."""
+    is set (decode.samples per sentence, in the order drawn), else greedy. shortlist: the
+    run's lexical shortlist (mt.shortlist), which decode.shortlist turns on."""
 
-    def __init__(self, model: torch.nn.Module):
-        self.model = model
+    def __init__(self, model: torch.nn.Module, shortlist: Shortlist | None = None):
+        self.model, self.shortlist = model, shortlist
 
     def capabilities(self, cfg: DecodeConfig) -> Capabilities:
         rule = pick(cfg)
@@ -89,7 +95,7 @@ class ModelEngine:
     def search(self, request: SearchRequest) -> list[list[Hypothesis]]:
         self.model.eval()
         rule = pick(request.cfg)
-        found = search(self.model, request, rule)
+        found = search(self._listed(request), request, rule)
         if rule.scored or not request.scores:
             return found
         # greedy and sampling do not score: one teacher-forced pass, only when scores are shown
@@ -100,3 +106,18 @@ class ModelEngine:
         for h, s in zip(hyps, scores, strict=True):
             h.score = s
         return found
+
+    def _listed(self, request: SearchRequest) -> torch.nn.Module:
+        """The model to search with: projecting onto the request's shortlist where
+        decode.shortlist asks for it (auto: where the run has one and it lists at most
+        AUTO_SHARE of the vocabulary), else the model itself."""
+        mode = request.cfg.shortlist
+        if mode == "off" or (mode == "auto" and self.shortlist is None):
+            return self.model
+        if self.shortlist is None:
+            raise ConfigError("decode.shortlist on: this run has no lexical shortlist; build "
+                              "one with mt shortlist RUN (docs/decoding.md#shortlist)")
+        ids = needed(self.shortlist, request)
+        if mode == "auto" and len(ids) > AUTO_SHARE * self.model.vocab_size:
+            return self.model
+        return shortlisted(self.model, ids)
