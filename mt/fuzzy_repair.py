@@ -17,9 +17,13 @@ whose best match scores at least the run's threshold is augmented by the same fu
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import numpy as np
+
+from mt.tokenizers import Tokenizer
+from mt.vocab import Vocab
 
 MARKER = "<tm>"  # reserved in the source vocabulary: what follows is the match's target
 T = TypeVar("T")
@@ -37,3 +41,39 @@ def chosen(key: tuple, prob: float, has_match: np.ndarray, cost: np.ndarray,
     would take over max_len tokens (cost: the tokens augmenting adds to each pair)."""
     rng = np.random.default_rng((*key, 7))  # 7: apart from data.terminology's draws
     return (rng.random(len(has_match)) < prob) & has_match & (src_lens + cost <= max_len)
+
+
+@dataclass
+class Repairs:
+    """A corpus's matches as training appends them (one segmentation's pair indices)."""
+
+    targets: list[list[int]]  # per pair, its match's target in run source ids; [] for none
+
+    def __post_init__(self):
+        # (N,) the tokens augmenting each pair adds: the marker and the target; 0 for none
+        self.cost = np.array([len(t) + 1 if t else 0 for t in self.targets], dtype=np.int64)
+
+
+@dataclass
+class FuzzyRepair:
+    """data.memory as training applies it, in a run's source ids."""
+
+    prob: float
+    marker: int  # MARKER's id
+
+    def chosen(self, repairs: Repairs, key: tuple, src_lens: np.ndarray, max_len: int
+               ) -> np.ndarray:
+        """(N,) the pairs of a corpus an epoch augments (see chosen)."""
+        return chosen(key, self.prob, repairs.cost > 0, repairs.cost, src_lens, max_len)
+
+    def augment(self, ids: list[int], target: list[int]) -> list[int]:
+        return augment(ids, target, self.marker)
+
+
+def repairs_of(matches: Sequence[tuple[float, str] | None], tgt_tok: Tokenizer,
+               src_vocab: Vocab) -> Repairs:
+    """A corpus's cached matches (mt.token_cache.matches) in a run's source ids: each distinct
+    target tokenized once, by the target tokenizer."""
+    texts = list(dict.fromkeys(m[1] for m in matches if m is not None))
+    ids = dict(zip(texts, (src_vocab.encode(t) for t in tgt_tok.tokenize_many(texts))))
+    return Repairs([[] if m is None else ids[m[1]] for m in matches])
