@@ -24,7 +24,7 @@ LAYERS = [
     ["tokenizers", "corpus_formats"],
     ["config", "memory"],
     ["data", "buckets", "mixing", "token_cache", "cached_mix", "filters", "audit", "kernels",
-     "model", "loss", "decoding", "glossary", "terminology", "metrics", "records",
+     "model", "static_cache", "loss", "decoding", "glossary", "terminology", "metrics", "records",
      "attention", "unknowns", "own_words", "confidence", "corpora", "compatibility"],
     ["checkpoint", "runs", "ensemble", "translator", "ct2", "hf"],
     ["train", "serve", "document"],
