@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mt.log import info
 from mt.token_cache.keys import cache_root
 from mt.vocab import PAD
 
@@ -62,10 +63,17 @@ def wanted(mode: str, model: torch.nn.Module, src: torch.Tensor) -> bool:
 
 
 def inductor(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-    """The backend: Inductor with OPTIONS, counting what it compiles."""
+    """The backend: `lower`, counting what it compiles, one line each (a recompile shows)."""
+    STATS.compiles += 1
+    info(f"decode.compile: compiling a shape of the decoding step ({STATS.compiles} in this "
+         "process)")
+    return lower(gm, example_inputs)
+
+
+def lower(gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    """A graph of the step as Inductor compiles it, with OPTIONS."""
     from torch._inductor.compile_fx import compile_fx
 
-    STATS.compiles += 1
     return compile_fx(gm, example_inputs, config_patches=OPTIONS)
 
 

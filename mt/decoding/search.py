@@ -146,7 +146,7 @@ def search(model: Decodable, request: SearchRequest, rule: type[Rule]
     if picker.copies > 1:  # each copy its own row, sharing the sentence's encoder output
         cache = cache.reorder(rows // picker.copies, group=1)
     steps = int(picker.constraints.limits.max()) + 1
-    cache = static(model, cache, src, steps, request.cfg.compile)
+    cache = static(model, cache, request, steps)
     hyp = torch.empty(R, 0, dtype=torch.long, device=dev)  # (r, t) tokens so far
     prev = torch.full((R, 1), start_id(model.cfg.decoder_start), dtype=torch.long, device=dev)
     record = Recorder.start(model, R, src.size(1), dev, request.attention, request.trace)

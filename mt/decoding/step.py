@@ -18,18 +18,23 @@ from typing import Any
 import torch
 
 from mt.decoding import compiled
+from mt.decoding.request import SearchRequest
+from mt.static_cache import bucket
 
 STATIC = True  # the static cache (False: the cache that grows each step; a benchmark's lever)
 
 
-def static(model, cache: Any, src: torch.Tensor, length: int, mode: str) -> Any:
-    """A search's fresh cache for src (B, S) as the step runs it: static, for `length` steps,
-    compiled where decode.compile `mode` asks (mt.decoding.compiled.wanted)."""
+def static(model, cache: Any, request: SearchRequest, length: int) -> Any:
+    """A search's fresh cache as the step runs it: static, for `length` steps, compiled where
+    request.cfg.compile asks (mt.decoding.compiled.wanted)."""
     if not STATIC:
         return cache
-    if compiled.wanted(mode, model, src):
-        return cache.to_static(length, padded=True, core=compiled.step_of)
-    return cache.to_static(length)
+    cfg, src = request.cfg, request.src
+    if not compiled.wanted(cfg.compile, model, src):
+        return cache.to_static(length)
+    # as long as the longest source of src's rung would allow: one length per rung
+    longest = int(cfg.max_len_a * bucket(src.size(1)) + cfg.max_len_b) + 1
+    return cache.to_static(max(length, longest), padded=True, core=compiled.step_of)
 
 
 def step(model, prev: torch.Tensor, cache: Any, weights: bool, members: bool
