@@ -94,8 +94,13 @@ def timed(contenders: dict, models: list[Seq2Seq], device: torch.device, rounds:
     decoder calls)."""
     positions = [0]
 
-    def count(layer, inputs, output):
-        positions[0] += inputs[0].size(0) * inputs[0].size(1)  # x (B, T, D)
+    def counting(model):
+        decode = model.decode
+
+        def count(tgt, *args, **kwargs):
+            positions[0] += tgt.numel()  # tgt (B, T): whichever cache the step runs on
+            return decode(tgt, *args, **kwargs)
+        return count
 
     def sync() -> None:
         if device.type == "cuda":
@@ -112,13 +117,14 @@ def timed(contenders: dict, models: list[Seq2Seq], device: torch.device, rounds:
             return out, time.perf_counter() - start, positions[0]
         return run
 
-    hooks = [m.decoder[0].register_forward_hook(count) for m in models]
+    for m in models:
+        m.decode = counting(m)
     try:
         return alternate({name: translates(fn, lines) for name, (fn, lines) in contenders.items()},
                          rounds, keep=lambda a, b: min(a, b, key=lambda m: m[1]))
     finally:
-        for hook in hooks:
-            hook.remove()
+        for m in models:
+            del m.decode
 
 
 def profile(name: str, translator: Translator, lines: list[str]) -> None:
@@ -130,9 +136,11 @@ def profile(name: str, translator: Translator, lines: list[str]) -> None:
     from torch.profiler import profile as torch_profile
 
     from mt.model import DecoderCache
+    from mt.static_cache import StaticCache
 
     model = translator.run.model
-    project, reorder = model.generator.forward, DecoderCache.reorder
+    project = model.generator.forward
+    reorders = {cls: cls.reorder for cls in (DecoderCache, StaticCache)}
 
     def labelled(label, fn):
         def call(*a, **k):
@@ -141,9 +149,15 @@ def profile(name: str, translator: Translator, lines: list[str]) -> None:
         return call
 
     model.generator.forward = labelled("vocab projection", project)
-    DecoderCache.reorder = labelled("cache reorder", reorder)
-    calls = [0]
-    hook = model.decoder[0].register_forward_hook(lambda *_: calls.__setitem__(0, calls[0] + 1))
+    for cls, reorder in reorders.items():
+        cls.reorder = labelled("cache reorder", reorder)
+    calls, decode = [0], model.decode
+
+    def counted(*args, **kwargs):
+        calls[0] += 1
+        return decode(*args, **kwargs)
+
+    model.decode = counted
     try:
         translator.translate(lines[:WARMUP])
         calls[0] = 0
@@ -152,8 +166,10 @@ def profile(name: str, translator: Translator, lines: list[str]) -> None:
             outputs = translator.translate(lines)
             wall = time.perf_counter() - start
     finally:
-        model.generator.forward, DecoderCache.reorder = project, reorder
-        hook.remove()
+        model.generator.forward = project
+        for cls, reorder in reorders.items():
+            cls.reorder = reorder
+        del model.decode
     events = prof.key_averages()
     self_us = {e.key: e.self_cpu_time_total for e in events}
     total_us = {e.key: e.cpu_time_total for e in events}

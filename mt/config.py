@@ -29,6 +29,7 @@ from mt.tokenizers import (
 Schedule = Literal["inverse_sqrt", "cosine", "linear"]  # learning-rate decay after warmup
 LengthNorm = Literal["gnmt", "average", "none"]  # how beam search compares lengths
 DecodeDtype = Literal["float32", "bf16", "int8"]
+CompileMode = Literal["auto", "on", "off"]  # decode.compile
 GlossaryMode = Literal["constrain", "annotate", "both"]  # decode.glossary_mode
 MemoryExact = Literal["reuse", "translate"]  # decode.memory_exact
 UnkMode = Literal["replace", "forbid", "show"]  # decode.unk (mt.unknowns)
@@ -342,6 +343,11 @@ class DecodeConfig:
     shortlist: ShortlistMode = option("off", "auto, on or off: project onto the likely target "
                                       "tokens of the batch's source words alone, the run's "
                                       "lexical shortlist (docs/decoding.md#shortlist).")
+    # the decoding step compiled by torch.compile (mt.decoding.compiled): auto once a
+    # process has decoded enough to repay it, never for one line
+    compile: CompileMode = option("off", "Compile the decoding step (torch.compile): auto "
+                                  "(for large inputs only), on or off (docs/decoding.md#compiled-"
+                                  "decoding).", commands=("translate", "serve", "eval"))
     no_repeat_ngram: int = option(0, "No output repeats an n-gram of this size (0 = off).",
                                   ge=0, must="0 (off) or positive")
     # draw each token: from the topk best, or the topp nucleus

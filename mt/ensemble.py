@@ -30,6 +30,10 @@ class EnsembleCache:
         """DecoderCache.reorder on every model's cache: the rows move together."""
         return EnsembleCache([c.reorder(index, group) for c in self.caches])
 
+    def to_static(self, length: int, padded: bool = False, core=None) -> EnsembleCache:
+        """DecoderCache.to_static on every model's cache: each member's step its own."""
+        return EnsembleCache([c.to_static(length, padded, core) for c in self.caches])
+
 
 class Ensemble(nn.Module):
     def __init__(self, models: list[Seq2Seq]):

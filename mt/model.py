@@ -17,9 +17,8 @@ from torch import nn
 
 from mt.config import ModelConfig
 from mt.kernels import Dropout, attention, log_softmax_entropy, relu_dropout
+from mt.static_cache import KV, StaticCache
 from mt.vocab import PAD
-
-KV = tuple[torch.Tensor, torch.Tensor]  # keys, values: (B, H, L, Dh) each
 
 
 class MultiHeadAttention(nn.Module):
@@ -158,12 +157,34 @@ class DecoderLayer(nn.Module):
         if past is not None:
             k, v = _extend(past[0], order, k), _extend(past[1], order, v)  # (B, H, P+T, Dh)
         x = self.res[0].post(x, self.self_attn(y, (k, v), self_mask, is_causal)[0])
+        x, weights = self._cross_ff(x, cross, src_mask, need_weights)
+        return x, (k, v), weights
+
+    def write(self, x: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
+              pos: torch.Tensor, length: int | None, cross: KV, src_mask: torch.Tensor,
+              self_mask: torch.Tensor | None, need_weights: bool = False
+              ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One new position per row, x (B, 1, D) at position pos (1,), its keys/values
+        written into the preallocated keys/values (B, H, L, Dh) (mt.static_cache), which it
+        attends to: their first `length` positions, or (length None) all L under self_mask
+        (L,). Returns the new states and, if need_weights, the cross-attention weights."""
+        y = self.res[0].pre(x)
+        k, v = self.self_attn.project_kv(y)  # (B, H, 1, Dh) each
+        keys.index_copy_(2, pos, k)
+        values.index_copy_(2, pos, v)
+        if length is not None:
+            keys, values = keys[:, :, :length], values[:, :, :length]
+        x = self.res[0].post(x, self.self_attn(y, (keys, values), self_mask)[0])
+        return self._cross_ff(x, cross, src_mask, need_weights)
+
+    def _cross_ff(self, x: torch.Tensor, cross: KV, src_mask: torch.Tensor, need_weights: bool
+                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
         # 2) cross-attention over the source
         out, weights = self.cross_attn(self.res[1].pre(x), cross, src_mask,
                                        need_weights=need_weights)
         x = self.res[1].post(x, out)
         # 3) feed-forward
-        return self.res[2](x, self.ff), (k, v), weights
+        return self.res[2](x, self.ff), weights
 
 
 def _pick(kv: KV, index: torch.Tensor) -> KV:
@@ -222,6 +243,12 @@ class DecoderCache:
             src_mask, cross = self.src_mask[sent], [_pick(kv, sent) for kv in self.cross]
         order = index if self.order is None else self.order[index]
         return DecoderCache(self.pos, src_mask, cross, self.past, group, order)
+
+    def to_static(self, length: int, padded: bool = False, core=None) -> StaticCache:
+        """This fresh cache (nothing decoded yet) as a StaticCache of `length` positions
+        (mt.static_cache.StaticCache.start has the rest)."""
+        assert self.pos == 0, "only a fresh cache becomes static"
+        return StaticCache.start(self.src_mask, self.cross, self.group, length, padded, core)
 
 
 class PositionalEncoding(nn.Module):
@@ -287,11 +314,16 @@ class Seq2Seq(nn.Module):
             with torch.no_grad():
                 emb.weight[PAD].zero_()
 
-    def _embed(self, emb: nn.Embedding, ids: torch.Tensor, start: int) -> torch.Tensor:
+    def _embed(self, emb: nn.Embedding, ids: torch.Tensor, start: int | torch.Tensor
+               ) -> torch.Tensor:
+        """ids (B, L) from position start on -> (B, L, D). A tensor start (1,) is read inside
+        the graph, so one compiled step serves every position (L is 1 then)."""
         x = emb(ids)  # (B, L, D)
         if self.cfg.scale_embedding:
             x = x * math.sqrt(self.cfg.d_model)
-        return self.drop(x + self.positions(start, ids.size(1)).to(x.dtype))
+        pe = (self.positions(start, ids.size(1)) if isinstance(start, int)
+              else self.positions.table.index_select(0, start))  # (L, D)
+        return self.drop(x + pe.to(x.dtype))
 
     def src_mask(self, src: torch.Tensor) -> torch.Tensor:
         return (src != PAD)[:, None, None, :]  # (B, 1, 1, S)
@@ -321,6 +353,8 @@ class Seq2Seq(nn.Module):
         Training passes the whole shifted target to a fresh cache; incremental decoding
         passes one token at a time.
         """
+        if isinstance(cache, StaticCache):
+            return cache.decode(self, tgt, need_weights)
         T, P = tgt.size(1), cache.pos
         x = self._embed(self.tgt_embed, tgt, P)
         # A fresh multi-token call is plain causal attention; after a prefix, queries at
@@ -337,6 +371,26 @@ class Seq2Seq(nn.Module):
             weights.append(w)
         cache = DecoderCache(P + T, cache.src_mask, cache.cross, past, cache.group)
         return (self.dec_norm(x), cache) + ((weights,) if need_weights else ())
+
+    def decode_static(self, tokens: torch.Tensor, pos: torch.Tensor, keys: list[torch.Tensor],
+                      values: list[torch.Tensor], cross: list[KV], src_mask: torch.Tensor,
+                      length: int | None = None, need_weights: bool = False
+                      ) -> tuple[torch.Tensor, list[torch.Tensor | None]]:
+        """One decoding step over preallocated self-attention keys/values (mt.static_cache):
+        tokens (B, 1) at position pos (1,), written into each layer's keys/values
+        (B, H, L, Dh), with cross (B/G, H, S, Dh) and src_mask (B/G, 1, 1, S) -> decoder
+        states (B, 1, D) and each layer's cross-attention weights (B, H, 1, S) (None without
+        need_weights). Attends to the first `length` positions, or (None) to all L under a
+        mask: shapes that never change from step to step, what a compiled step needs."""
+        x = self._embed(self.tgt_embed, tokens, pos)
+        self_mask = None
+        if length is None:
+            self_mask = torch.arange(keys[0].size(2), device=pos.device) <= pos  # (L,)
+        weights = []
+        for layer, k, v, kv in zip(self.decoder, keys, values, cross, strict=True):
+            x, w = layer.write(x, k, v, pos, length, kv, src_mask, self_mask, need_weights)
+            weights.append(w)
+        return self.dec_norm(x), weights
 
     @property
     def vocab_size(self) -> int:

@@ -85,6 +85,12 @@ def test_bench_decode_runs_in_smoke_mode(tiny_run):
 
 
 
+def test_bench_fast_runs_in_smoke_mode(tiny_run):
+    out = run_benchmark("bench_fast", str(tiny_run))
+    assert "| search | lever | sentences/s | / eager | BLEU |" in out
+    assert "| beam 2 | compiled |" in out and "graph(s) compiled" in out
+
+
 def test_bench_confidence_runs_in_smoke_mode(tiny_run):
     out = run_benchmark("bench_confidence", str(tiny_run))
     assert "| signal | Pearson | Spearman |" in out and "| kept X% | 100 | 90 |" in out

@@ -47,7 +47,7 @@ def changed(f: dataclasses.Field) -> str:
     """A value of the field other than its default, as a flag's argument ("" for a bool)."""
     kind = typing.get_type_hints(DecodeConfig)[f.name]
     if typing.get_origin(kind) is typing.Literal:
-        return typing.get_args(kind)[-1]
+        return next(a for a in reversed(typing.get_args(kind)) if a != f.default)
     return {bool: "", int: "2", float: "0.5", str: "<x>"}[kind]
 
 

@@ -17,9 +17,11 @@ from mt.checkpoint import load_run
 from mt.config import DecodeConfig, ModelConfig
 from mt.data import pad
 from mt.decoding import constraints, rules, search
+from mt.decoding import step as steps
 from mt.decoding.request import SearchRequest
 from mt.decoding.scores import length_penalty
 from mt.model import DecoderCache, make_model
+from mt.static_cache import StaticCache
 from mt.translator import Translator
 from mt.vocab import BOS, EOS, PAD, UNK
 
@@ -299,9 +301,13 @@ def test_grouped_cache_matches_redecoding_the_reordered_prefixes():
                                                          generator=g)], dim=1)
 
 
-def test_one_cache_reorder_per_step(monkeypatch):
+@pytest.mark.parametrize("static", [True, False])
+def test_one_cache_reorder_per_step(monkeypatch, static):
+    """With the static cache (mt.static_cache) and with the one that grows each step."""
+    monkeypatch.setattr(steps, "STATIC", static)
+    cls = StaticCache if static else DecoderCache
     calls = {"reorder": 0, "decode": 0}
-    reorder, model = DecoderCache.reorder, small_model(12, 6)
+    reorder, model = cls.reorder, small_model(12, 6)
     decode = model.decode
 
     def counting_reorder(self, index, group=None):
@@ -312,7 +318,7 @@ def test_one_cache_reorder_per_step(monkeypatch):
         calls["decode"] += 1
         return decode(tgt, cache)
 
-    monkeypatch.setattr(DecoderCache, "reorder", counting_reorder)
+    monkeypatch.setattr(cls, "reorder", counting_reorder)
     monkeypatch.setattr(model, "decode", counting_decode)
     beam_search(model, random_src(4, 6, 12, 6), DecodeConfig(beam=4, max_len_b=5))
     # one after every step but the last

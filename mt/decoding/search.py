@@ -28,6 +28,7 @@ from mt.config import DecodeConfig, ModelConfig
 from mt.decoding.constraints import Constraints
 from mt.decoding.record import Recorder
 from mt.decoding.request import Hypothesis, SearchRequest
+from mt.decoding.step import static, step
 from mt.vocab import start_id
 
 CHUNK = 64  # scores per chunk, in the chunked reductions (argmax, beam_step, sampling)
@@ -130,18 +131,6 @@ class Rule:
         return [sum(finished[i: i + n], []) for i in range(0, len(finished), n)]
 
 
-def _decode(model: Decodable, prev: torch.Tensor, cache: Any, weights: bool, members: bool
-            ) -> tuple[torch.Tensor, Any, list | None, list | None]:
-    """model.decode of the newest tokens prev (r, 1) -> (states, cache, each layer's
-    cross-attention where `weights`, each member's log-probabilities where `members` (an
-    ensemble's, for a trace)), None for what was not asked."""
-    if members:
-        return model.decode(prev, cache, need_weights=True, members=True)
-    if weights:
-        return (*model.decode(prev, cache, need_weights=True), None)
-    return (*model.decode(prev, cache), None, None)
-
-
 @torch.no_grad()
 def search(model: Decodable, request: SearchRequest, rule: type[Rule]
            ) -> list[list[Hypothesis]]:
@@ -156,14 +145,14 @@ def search(model: Decodable, request: SearchRequest, rule: type[Rule]
     rows = torch.arange(R, device=dev)  # each live row's output slot
     if picker.copies > 1:  # each copy its own row, sharing the sentence's encoder output
         cache = cache.reorder(rows // picker.copies, group=1)
+    steps = int(picker.constraints.limits.max()) + 1
+    cache = static(model, cache, request, steps)
     hyp = torch.empty(R, 0, dtype=torch.long, device=dev)  # (r, t) tokens so far
     prev = torch.full((R, 1), start_id(model.cfg.decoder_start), dtype=torch.long, device=dev)
     record = Recorder.start(model, R, src.size(1), dev, request.attention, request.trace)
     finished: list[list[Hypothesis]] = [[] for _ in range(R)]
-    for t in range(int(picker.constraints.limits.max()) + 1):
-        states, cache, layers, members = _decode(model, prev, cache, record.weights,
-                                                 record.members)
-        logits = model.next_scores(states[:, -1])
+    for t in range(steps):
+        logits, cache, layers, members = step(model, prev, cache, record.weights, record.members)
         moves = picker.step(t, Scores(logits, model, record.step(model, logits, layers, members)),
                             hyp, rows)
         if moves.ended is not None:
