@@ -24,6 +24,7 @@ from mt.document import Document, translate_document
 from mt.document.docx import W
 from mt.document.paragraph import Settings
 from mt.errors import DataError
+from mt.vocab import SPECIALS, Vocab
 
 docx = pytest.importorskip("docx")
 
@@ -139,8 +140,8 @@ def test_a_docx_through_translate_document_and_marks_in_the_text_are_text():
     class Fake:  # what translate_document asks of a Translator
         decoding = DecodeConfig(ignore_starters=True)
         run = type("Run", (), {"cfg": type("Cfg", (), {"data": type("D", (), {
-            "src_lang": "en", "tgt_lang": "de"})()})(), "src_vocab": type("V", (), {
-            "itos": ["7"]})(), "checkpoint": None, "step": 0})()
+            "src_lang": "en", "tgt_lang": "de"})()})(), "src_vocab": Vocab([*SPECIALS, "7"]),
+            "checkpoint": None, "step": 0})()
         max_src, model = 256, None
 
         def check_options(self, **options):
