@@ -41,6 +41,8 @@ class ServeOptions:
     # --model SRC-TGT=RUN[,RUN]: several pairs (mt.serve.pairs.parse_models), instead of runs
     models: tuple[str, ...] = ()
     state_dir: Path | None = None  # where the DeepL API's glossaries are kept; None: memory
+    # --memory [SRC-TGT=]MEMORY: a translation memory per pair (mt.serve.pairs.parse_memories)
+    memories: tuple[str, ...] = ()
 
 
 def serve(runs: Paths | None, options: TranslateOptions = TranslateOptions(),
@@ -64,6 +66,7 @@ def serve(runs: Paths | None, options: TranslateOptions = TranslateOptions(),
     from mt.serve.server import serve as run_server
 
     specs = pair_specs(runs, server.models)
+    memories = memory_specs(specs, server.memories)
     access = Access(read_keys(server.api_key_file) if server.api_key_file else [],
                     server.lines_per_minute)
     sock = bind(server.host, server.port)
@@ -74,7 +77,8 @@ def serve(runs: Paths | None, options: TranslateOptions = TranslateOptions(),
         # translation, docs/serve.md#threads). The models load on one thread here.
         cap = torch.get_num_threads()
         torch.set_num_threads(1)
-        pairs = Pairs([load_pair(source, target, paths, options, server.full_info)
+        pairs = Pairs([load_pair(source, target, paths, options, server.full_info,
+                                 memories)
                        for source, target, paths in specs])
         info = pairs.default.info
         app = create_app(pairs, info, Limits(server.max_lines, server.max_chars),
@@ -112,10 +116,39 @@ def pair_specs(runs: Paths | None, models: tuple[str, ...]) -> list[tuple[str | 
         raise UsageError("serve", "'--model'", str(e)) from None
 
 
+def memory_specs(specs: list[tuple], given: tuple[str, ...]) -> dict[str | None, str]:
+    """Each --memory by the pair it is for (None: RUN..., its languages not read yet); a
+    UsageError for one that names no served pair or a pair twice."""
+    from mt.serve.pairs import parse_memories
+
+    try:
+        return parse_memories(list(given), None if specs[0][0] is None else
+                              [f"{source}-{target}" for source, target, _ in specs])
+    except ValueError as e:
+        raise UsageError("serve", "'--memory'", str(e)) from None
+
+
+def open_pair_memory(given: dict[str | None, str], source: str, target: str):
+    """The memory --memory gives the pair (None: none), opened for POST /corrections: made, as
+    that pair, where missing; a DataError for one of another pair. given: memory_specs's; its
+    pair None, or of RUN... a pair (which is to be the run's: else a ConfigError)."""
+    from mt.memory import open_memory
+
+    name = f"{source}-{target}"
+    where = given.get(name, given.get(None))
+    other = next((k for k in given if k not in (None, name)), None)
+    if where is None and other is not None and len(given) == 1:  # RUN..., another pair named
+        raise ConfigError(f"--memory {other}={given[other]}: the run translates {name}; name "
+                          "it so")
+    return None if where is None else open_memory(where, (source, target))
+
+
 def load_pair(source: str | None, target: str | None, runs: list[Path],
-              options: TranslateOptions, full_info: bool):
-    """One pair's Translator, loaded once, with what GET /info tells of it; its languages the
-    run's where not named (a --model naming others than the run's is a ConfigError)."""
+              options: TranslateOptions, full_info: bool,
+              memories: dict[str | None, str] | None = None):
+    """One pair's Translator, loaded once, with what GET /info tells of it, and its memory
+    (memories: memory_specs's); its languages the run's where not named (a --model naming
+    others than the run's is a ConfigError)."""
     from mt.serve.pairs import Pair
 
     translator = Translator.load(runs, options.device, options.engine, options.overrides,
@@ -131,7 +164,8 @@ def load_pair(source: str | None, target: str | None, runs: list[Path],
     about = about if full_info else [public_info(a, path) for a, path in zip(about, runs,
                                                                               strict=True)]
     info = about[0] if len(about) == 1 else ensemble_info(about)
-    return Pair(data.src_lang, data.tgt_lang, translator, info)
+    memory = open_pair_memory(memories or {}, data.src_lang, data.tgt_lang)
+    return Pair(data.src_lang, data.tgt_lang, translator, info, memory=memory)
 
 
 def model_info(path: Path, translator: Translator) -> dict:
