@@ -3,6 +3,7 @@ without MT, the translation memory's suggestion, overall and by fuzzy-match band
 
     python -m benchmarks.bench_software --data data/software_en_de [--split val]
         [--hyp runs/sw/val.hyp ...] [--band 0.7]
+        [--memory tm.db [--run RUN] [--memory-run RUN] [--threads 2]]
     python -m benchmarks.bench_software --po DIR   # PO files mt wrote: msgfmt, placeholders
     python -m benchmarks.bench_software --speed RUN --pot FILE [--beam B] [--rounds 2]
     python -m benchmarks.bench_software --smoke    # a corpus of six tiny catalogues
@@ -20,6 +21,13 @@ mt.metrics scores them, over the escaped lines), and the placeholder keep rate (
 when its translation has the multiset of its msgid's placeholders, mt.corpora.software's
 placeholders): over all entries, and over those whose msgid has any. The reference's own keep
 rate is the first row. Scoring the test split is for the final table only: compare on val.
+
+--memory MEMORY (an `mt memory`, e.g. `mt memory add tm.db data/software_en_de/train`) adds a
+second table, by the memory's own fuzzy band (each entry's best match percentage,
+docs/memory.md: >= 90, 70-90, 50-70, below 50, and all): the memory's suggestion alone (its best
+match's target; empty where it has none), and given --run, that run's translations without the
+memory ("mt") and with it ("mt + exact reuse": exact matches reused, decode.memory), and given
+--memory-run (a run trained with data.memory), its translations with the memory, which it reads.
 
 --po DIR reads the PO files mt wrote (`mt translate --doc-format po`, one a package) and prints
 how many pass GNU gettext's `msgfmt --check --use-fuzzy` (mt marks its translations fuzzy,
@@ -76,6 +84,31 @@ def suggestions(tm: dict[str, str], queries: list[str]) -> list[tuple[str, float
     return found
 
 
+# the memory's fuzzy bands (issue 63): name, and the match percentages [low, high) it holds
+FUZZY_BANDS = ((">= 0.9", 90.0, 101.0), ("0.7-0.9", 70.0, 90.0), ("0.5-0.7", 50.0, 70.0),
+               ("< 0.5", 0.0, 50.0))
+
+
+def memory_systems(args, src: list[str]) -> tuple[dict[str, list[str]], list[float]]:
+    """With --memory: the memory's suggestion for each entry, and --run's and --memory-run's
+    translations (see the docstring); and each entry's best match percentage (0: none)."""
+    from mt import Translator
+    from mt.memory import open_memory
+
+    with open_memory(args.memory) as m:
+        found = [next(iter(m.search(s, 1)), None) if s.strip() else None for s in src]
+    systems = {"memory suggestion": [f.target if f else "" for f in found]}
+    where = str(args.memory)
+    if args.run is not None:
+        t = Translator.load(args.run, threads=args.threads)
+        systems["mt"] = t.translate(src)
+        systems["mt + exact reuse"] = t.translate(src, memory=where)
+    if args.memory_run is not None:
+        t = Translator.load(args.memory_run, threads=args.threads)
+        systems["mt trained with data.memory + memory"] = t.translate(src, memory=where)
+    return systems, [f.score if f else 0.0 for f in found]
+
+
 def kept(hyp: str, src: str) -> bool:
     return placeholders(hyp) == placeholders(src)
 
@@ -99,6 +132,15 @@ OWN = [("Permission denied", "Keine Berechtigung"), ("Network is unreachable",
        "Netzwerk ist nicht erreichbar"), ("Out of memory", "Speicher erschöpft"),
        ("Broken pipe", "Defekte Pipe"), ("Show all processes", "Alle Prozesse anzeigen"),
        ("Pattern is empty", "Das Muster ist leer")]
+
+
+def smoke_memory(corpus: Path, where: Path) -> Path:
+    """The smoke corpus's training split as an mt memory."""
+    from mt.memory import open_memory
+
+    with open_memory(where, ("en", "de")) as m:
+        m.add(zip(*(read_lines(corpus / f"train.{lang}") for lang in ("en", "de"))))
+    return where
 
 
 def smoke_corpus(where: Path) -> Path:
@@ -188,7 +230,12 @@ def main() -> None:
     ap.add_argument("--speed", type=Path, help="a run: time a PO file through it (--pot)")
     ap.add_argument("--pot", type=Path, help="the PO or POT file --speed translates")
     ap.add_argument("--beam", type=int, default=0, help="--speed's beam (0: the run's)")
-    ap.add_argument("--threads", type=int, default=2, help="--speed's torch threads")
+    ap.add_argument("--threads", type=int, default=2, help="--speed's (and --run's) torch "
+                    "threads")
+    ap.add_argument("--memory", type=Path, help="an mt memory: a table by its fuzzy bands")
+    ap.add_argument("--run", type=Path, help="with --memory: a run without data.memory")
+    ap.add_argument("--memory-run", type=Path, help="with --memory: a run trained with "
+                    "data.memory")
     args = parse(ap, {})
     if args.po is not None:
         check_po(args.po)
@@ -199,6 +246,7 @@ def main() -> None:
     elif args.smoke:
         with tempfile.TemporaryDirectory(prefix="bench_software.") as scratch:
             args.data = smoke_corpus(Path(scratch))
+            args.memory = smoke_memory(args.data, Path(scratch) / "tm.db")
             report(args)
     elif args.data is None:
         ap.error("give --data (or --smoke)")
@@ -227,10 +275,20 @@ def report(args) -> None:
           f"msgids, searched in {seconds:.1f} s; exact msgid found for "
           f"{sum(sim == 1.0 for _, sim in suggested):,}\n")
     bands = (("all", range(len(src))), (f">= {args.band}", close), (f"< {args.band}", far))
-    print(markdown(["system", "band", "entries", "chrF", "BLEU", "placeholders kept",
-                    "kept, entries with placeholders"],
-                   [row(name, band, list(rows), src, ref, hyp, tl)
-                    for name, hyp in systems.items() for band, rows in bands]))
+    header = ["system", "band", "entries", "chrF", "BLEU", "placeholders kept",
+              "kept, entries with placeholders"]
+    print(markdown(header, [row(name, band, list(rows), src, ref, hyp, tl)
+                            for name, hyp in systems.items() for band, rows in bands]))
+    if args.memory is None:
+        return
+    start = time.perf_counter()
+    more, scores = memory_systems(args, src)
+    print(f"\nBy {args.memory}'s fuzzy bands (its best match %; {time.perf_counter() - start:.1f}"
+          " s with the translations):\n")
+    bands = (("all", range(len(src))), *((name, [i for i, x in enumerate(scores) if lo <= x < hi])
+                                         for name, lo, hi in FUZZY_BANDS))
+    print(markdown(header, [row(name, band, list(rows), src, ref, hyp, tl)
+                            for name, hyp in more.items() for band, rows in bands]))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """A run's side of its cached corpora (mt.token_cache): the vocabularies a new run counts over
-their entries, its corpora's tags (and data.terminology's tokens) in them, and the entries'
-pairs as one MixedData (mt.mixing), each entry's ids looked up in the run's vocabularies as
-batches are made."""
+their entries, its corpora's tags (and data.terminology's and data.memory's tokens) in them,
+and the entries' pairs as one MixedData (mt.mixing), each entry's ids looked up in the run's
+vocabularies as batches are made, with data.memory's matches (mt.token_cache.matches)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,13 @@ import collections
 import numpy as np
 
 from mt.errors import DataError
+from mt.fuzzy_repair import MARKER, FuzzyRepair, Repairs, repairs_of
 from mt.glossary import Glossary
 from mt.mixing import MixedData, Part
 from mt.terminology import MARKERS, Terminology, reserved_tokens
 from mt.token_cache import CachedCorpora
 from mt.token_cache.entry import SIDES
+from mt.token_cache.matches import cached_matches
 from mt.vocab import UNK, Vocab
 
 
@@ -40,6 +42,9 @@ def run_vocabs(cached: CachedCorpora) -> tuple[Vocab, Vocab]:
     if d.terminology.glossary:
         lexicon = Glossary.load(d.terminology.glossary, alternatives=True)
         src = with_tags(src, reserved_tokens(lexicon, cached.tokenizers()[1]))
+    if d.memory is not None:  # the match's tokens are the target's: shared_vocab (config)
+        check_tags(cached, [MARKER])
+        src = with_tags(src, [MARKER])
     return (src, src) if d.shared_vocab else (src, tgt)
 
 
@@ -48,15 +53,35 @@ def mixed_data(cached: CachedCorpora, src_vocab: Vocab, tgt_vocab: Vocab,
     """The training pairs of every corpus, their ids looked up in these vocabularies (a
     run's), each corpus's tag first in its sources, data.terminology's glossary found in
     them (mt.terminology); buckets: see MixedData."""
-    terms = terminology(cached, src_vocab)
+    terms, repair = terminology(cached, src_vocab), fuzzy_repair(cached, src_vocab)
     parts = []
     for c, e in zip(cached.sources, cached.entries):
         variants = [e.data(v) for v in range(e.variants)]
         parts.append(Part(c.name, variants, c.weight, src_vocab.stoi[c.tag] if c.tag else None,
                           (_remap(e.src_vocab, src_vocab), _remap(e.tgt_vocab, tgt_vocab)),
-                          terms and [terms.occurrences(v, *e.vocabs) for v in variants]))
+                          terms and [terms.occurrences(v, *e.vocabs) for v in variants],
+                          repair and _repairs(cached, c, e, src_vocab)))
     return MixedData(parts, buckets, terms,
-                     counted=not cached.data_cfg.terminology.plain_batches)
+                     counted=not cached.data_cfg.terminology.plain_batches, repair=repair)
+
+
+def fuzzy_repair(cached: CachedCorpora, src_vocab: Vocab) -> FuzzyRepair | None:
+    """data.memory in a run's source ids; None when off. DataError for a vocabulary without
+    its marker (a run trained without it, inherited)."""
+    m = cached.data_cfg.memory
+    if m is None:
+        return None
+    check_tags(cached, [MARKER])
+    if MARKER not in src_vocab.stoi:
+        raise DataError(f"data.memory: {MARKER} is not in the vocabulary this run inherits (it "
+                        "was trained without data.memory); train a new run")
+    return FuzzyRepair(m.prob, src_vocab.stoi[MARKER])
+
+
+def _repairs(cached: CachedCorpora, corpus, entry, src_vocab: Vocab) -> Repairs:
+    """A corpus's cached memory matches (computed first if missing) in the run's ids."""
+    return repairs_of(cached_matches(entry, corpus, cached.data_cfg), cached.tokenizers()[1],
+                      src_vocab)
 
 
 def terminology(cached: CachedCorpora, src_vocab: Vocab) -> Terminology | None:

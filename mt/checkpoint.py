@@ -226,7 +226,9 @@ def _open(path: Path, overrides: Sequence[str]) -> tuple[Run, dict]:
         cfg = override(cfg, overrides, "command line")
     src_tok, tgt_tok = load_tokenizers(cfg.data, directory, files)
     for tok, vocab, name in ((src_tok, src_vocab, SRC_VOCAB), (tgt_tok, tgt_vocab, TGT_VOCAB)):
-        if tok.fixed_vocab is not None and tok.fixed_vocab != vocab.itos:
+        # the model's pieces first; a run's tags, data.terminology's and data.memory's
+        # tokens after them (mt.cached_mix.run_vocabs)
+        if tok.fixed_vocab is not None and tok.fixed_vocab != vocab.itos[:len(tok.fixed_vocab)]:
             where = f"{ckpt}: its {name}" if one_file else directory / name
             raise CheckpointError(f"{where}: does not match the run's tokenizer model; use the "
                                   "files saved together with this run")

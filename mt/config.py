@@ -30,6 +30,7 @@ Schedule = Literal["inverse_sqrt", "cosine", "linear"]  # learning-rate decay af
 LengthNorm = Literal["gnmt", "average", "none"]  # how beam search compares lengths
 DecodeDtype = Literal["float32", "bf16", "int8"]
 GlossaryMode = Literal["constrain", "annotate", "both"]  # decode.glossary_mode
+MemoryExact = Literal["reuse", "translate"]  # decode.memory_exact
 UnkMode = Literal["replace", "forbid", "show"]  # decode.unk (mt.unknowns)
 Sampling = Literal["none", "topk", "topp"]  # none: the search (greedy or beam) picks
 SCHEDULES = typing.get_args(Schedule)
@@ -60,6 +61,19 @@ class TerminologyConfig:
 
 
 @dataclass
+class MemoryConfig:
+    """Training with a translation memory, neural fuzzy repair: each source followed by its
+    best match's target (mt.fuzzy_repair; docs/memory.md#training-with-a-memory)."""
+
+    # where the matches come from: a memory (a file made by mt memory add, or a postgresql://
+    # URL) or a corpus file as mt memory add reads it; "" = the training data itself (a pair
+    # never its own match)
+    path: str = ""
+    threshold: float = 50.0  # the least match percentage (0-100) a source is augmented with
+    prob: float = 0.5  # each pair with a match is augmented with this probability, per epoch
+
+
+@dataclass
 class DataConfig:
     src_lang: str = "en"  # language code of the source side: file suffix, spaCy language
     tgt_lang: str = "de"
@@ -80,6 +94,7 @@ class DataConfig:
     tokenizer: TokenizerSettings = field(default_factory=default_settings)
     filter: FilterConfig = field(default_factory=FilterConfig)
     terminology: TerminologyConfig = field(default_factory=TerminologyConfig)
+    memory: MemoryConfig | None = None  # a section ({} for the defaults) turns it on
 
     def problems(self) -> Iterator[Problem]:
         """Its own ranges (its tokenizer's and corpora's are checked on their own)."""
@@ -93,6 +108,16 @@ class DataConfig:
             ("data.max_size", self.max_size >= 0,
              "data.max_size must be 0 (no limit) or positive"),
         ])
+        if self.memory is not None:
+            yield from _failed([
+                ("data.memory.threshold", 0.0 <= self.memory.threshold <= 100.0,
+                 "data.memory.threshold must be in [0, 100] (a match percentage)"),
+                ("data.memory.prob", 0.0 < self.memory.prob <= 1.0,
+                 "data.memory.prob must be in (0, 1]"),
+                (("data.memory", "data.shared_vocab"), self.shared_vocab,
+                 "data.memory needs data.shared_vocab: true (the match's target tokens are "
+                 "read by the source side)"),
+            ])
 
 
 @dataclass
@@ -367,6 +392,22 @@ class DecodeConfig:
                              "entry, those translated already too, not only the untranslated "
                              "ones (docs/documents.md#po-files).", commands=LINES)
 
+    # a translation memory (mt.memory; docs/memory.md): its best match shown beside each
+    # translation, an exact one reused (memory_exact), and the source augmented with it for a
+    # run trained with data.memory
+    memory: str = option("", "Translate with this translation memory (a file made by mt memory "
+                         "add, or a postgresql:// URL): an exact match reused, the best match "
+                         "shown in --format jsonl (docs/memory.md).",
+                         commands=("translate", "eval", "serve"))
+    memory_exact: MemoryExact = option("reuse", "With --memory: an exact match's target reused "
+                                       "as it is (reuse) or the line translated all the same "
+                                       "(translate).", commands=("translate", "eval", "serve"))
+    memory_threshold: float = option(50.0, "With --memory: the least match percentage (0-100) "
+                                     "a match is shown at, and augments the source with (for a "
+                                     "run trained with data.memory, at least its own threshold).",
+                                     commands=("translate", "eval", "serve"), ge=0, le=100,
+                                     must="in [0, 100]")
+
     @property
     def masked(self) -> tuple[str, ...]:
         """The placeholder kinds mask names."""
@@ -525,7 +566,9 @@ def _apply_override(raw: dict, item: str) -> None:
         return  # the kind it names already: its settings stay
     for i, p in enumerate(parents):
         name, index = _indexed(key, p)
-        node = node.setdefault(name, {})
+        if node.get(name) is None:  # absent, or an optional section that is off (null)
+            node[name] = {}
+        node = node[name]
         if isinstance(node, str) and ".".join(parents[:i + 1]) == TOKENIZER_KEY:
             node = raw["data"]["tokenizer"] = {"kind": node}  # a kind's name: its section
         if index is not None:  # data.train[1].weight: the second corpus of a list

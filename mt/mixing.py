@@ -9,9 +9,10 @@ says this for users.
 
 Each corpus keeps its own token-cache entry and vocabulary (mt.token_cache; mt.cached_mix makes
 the Parts of the entries); its ids are looked up in the run's vocabulary as a batch is
-collated, its tag (if any) put first in each source, and with data.terminology the glossary
+collated, its tag (if any) put first in each source, with data.terminology the glossary
 terms the epoch annotates written in (mt.terminology; the plan counts their tokens unless
-data.terminology.plain_batches).
+data.terminology.plain_batches), and with data.memory the memory matches the epoch draws
+appended (mt.fuzzy_repair; counted by the plan).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import torch
 
 from mt.buckets import plan_bucketed, widen
 from mt.data import Batch, Batched, BatchPlan, ParallelData, pad, plan_batches
+from mt.fuzzy_repair import FuzzyRepair, Repairs
 from mt.terminology import Occurrences, Terminology
 from mt.vocab import BOS, PAD
 
@@ -37,6 +39,7 @@ class Part:
     tag: int | None = None  # the tag's id in the run's source vocabulary
     remap: tuple[np.ndarray | None, np.ndarray | None] = (None, None)  # entry id -> run id
     terms: list[Occurrences] | None = None  # per variant, with data.terminology
+    repairs: Repairs | None = None  # each pair's memory match, with data.memory
 
     def drawn(self, variant: int = 0) -> int:
         """Pairs each epoch draws from this corpus."""
@@ -50,10 +53,13 @@ class MixedData(Batched):
     """
 
     def __init__(self, parts: list[Part], buckets: bool = False,
-                 terminology: Terminology | None = None, counted: bool = True):
+                 terminology: Terminology | None = None, counted: bool = True,
+                 repair: FuzzyRepair | None = None):
         self.parts, self.buckets = parts, buckets  # buckets: plan and collate by mt.buckets
         self.terminology = terminology  # its Parts' terms are annotated
         self.counted = counted  # the plan counts the annotations' tokens (else they ride on top)
+        self.repair = repair  # its Parts' repairs are appended (data.memory)
+        self._repaired: list[np.ndarray | None] = [None for _ in parts]  # the planned epoch's
         self.max_len = np.iinfo(np.int64).max  # annotation keeps sources within (filter_length)
         self._chosen: list[dict] = [{} for _ in parts]  # the planned epoch's annotations, by part
         self.start = BOS  # the decoder's first input (mt.vocab.start_id)
@@ -91,10 +97,13 @@ class MixedData(Batched):
             chosen = np.concatenate([v * self.size + self.bases[i] + self._draw(i, v, seed, epoch)
                                      for i in range(len(self.parts))])
             src, tgt = self._lens[v]
+            added = np.zeros_like(src)
             if self.terminology is not None:
                 added = self._annotations(v, seed, epoch)
                 if self.counted:
                     src = src + added
+            if self.repair is not None:
+                src = src + self._repairs(v, seed, epoch, added)
             local = chosen - v * self.size
             planner = plan_bucketed if self.buckets else plan_batches
             p = planner(src[local], tgt[local], max_tokens, None if seed is None else seed + epoch)
@@ -109,6 +118,19 @@ class MixedData(Batched):
             self._chosen[i] = self.terminology.chosen(part.terms[v], data.src_lens, self.max_len,
                                                       (seed or 0, epoch, i, v))
             added.append(self.terminology.added(self._chosen[i], len(data.src_lens)))
+        return np.concatenate(added)
+
+    def _repairs(self, v: int, seed: int | None, epoch: int, annotated: np.ndarray
+                 ) -> np.ndarray:
+        """Choose the pairs the epoch augments with their match (segmentation v; annotated:
+        the tokens terminology adds to each, which count toward data.max_len); the tokens
+        that adds to each pair."""
+        added = []
+        for i, part in enumerate(self.parts):
+            lens = part.variants[v].src_lens + annotated[self.bases[i]:self.bases[i + 1]]
+            self._repaired[i] = self.repair.chosen(part.repairs, (seed or 0, epoch, i, v), lens,
+                                                   self.max_len)
+            added.append(np.where(self._repaired[i], part.repairs.cost, 0))
         return np.concatenate(added)
 
     def _draw(self, i: int, v: int, seed: int | None, epoch: int) -> np.ndarray:
@@ -148,14 +170,21 @@ class MixedData(Batched):
     def _sources(self, i: int, data: ParallelData, ids: np.ndarray) -> torch.Tensor:
         """(b, S) the sources of corpus i's pairs ids, in run ids: its tag first, annotated
         where the planned epoch chose to."""
-        part, chosen = self.parts[i], self._chosen[i]
+        part, chosen, repaired = self.parts[i], self._chosen[i], self._repaired[i]
         src_map = part.remap[0]
-        if not any(int(j) in chosen for j in ids):
+        if not any(int(j) in chosen for j in ids) and (repaired is None
+                                                       or not repaired[ids].any()):
             return data.src.padded(ids, first=part.tag, remap=src_map)
         lead = [] if part.tag is None else [part.tag]
         lines = (data.src[j] if src_map is None else src_map[data.src[j]].tolist() for j in ids)
-        return pad([lead + self.terminology.annotate(line, chosen.get(int(j), []))
-                    for j, line in zip(ids.tolist(), lines)])
+        out = []
+        for j, line in zip(ids.tolist(), lines):
+            if j in chosen:
+                line = self.terminology.annotate(line, chosen[j])
+            if repaired is not None and repaired[j]:
+                line = self.repair.augment(list(line), part.repairs.targets[j])
+            out.append(lead + list(line))
+        return pad(out)
 
 
 def _stack(pieces: list[tuple[np.ndarray, torch.Tensor]], n: int) -> torch.Tensor:

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 
 from mt.config import DecodeConfig
+from mt.memory.match import Match
 
 
 @dataclass
@@ -65,6 +66,9 @@ class Translation:
     # with decode.unk replace or forbid: what text holds where the model wrote <unk>, in order
     # (mt.unknowns); None where it wrote none
     unknowns: list[str] | None = None
+    # with decode.memory: the line's best match at or above decode.memory_threshold; a line
+    # whose exact match was reused (decode.memory_exact reuse) is its target, score 100
+    match: Match | None = None
 
 
 def format_nbest(index: int, translations: list[Translation]) -> str:
@@ -83,12 +87,15 @@ def record(src: str, translations: list[Translation], nbest: bool) -> dict:
     "text", "score"} of the best translation, its "alignment" (with decode.align) and
     "attention" (when asked for), with a glossary its "terms" (the active entries) and the
     "missing" target terms, "unknowns": what stands where the model wrote <unk>
-    (mt.unknowns), and with nbest every translation, best first, as "nbest": [{"text",
+    (mt.unknowns), with a memory its best "match" ({"source", "target", "score"}), and with
+    nbest every translation, best first, as "nbest": [{"text",
     "score"}, ...] (each with its "alignment", "missing" and "unknowns")."""
     best = translations[0]
     fields = {"src": src, **_fields(best)}
     if best.terms is not None:
         fields["terms"] = best.terms
+    if best.match is not None:
+        fields["match"] = best.match.to_json()
     if best.attention is not None:
         fields["attention"] = dataclasses.asdict(best.attention)
     if nbest:

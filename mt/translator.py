@@ -26,6 +26,7 @@ from mt.decoding.precision import decoding_model, inference_layout
 from mt.decoding.request import Hypothesis, SearchRequest
 from mt.ensemble import Ensemble
 from mt.errors import ConfigError, DataError
+from mt.fuzzy_repair import MARKER, augment
 from mt.glossary import (
     Glossary,
     GlossaryLike,
@@ -38,6 +39,7 @@ from mt.glossary import (
     quoted,
 )
 from mt.log import warn
+from mt.memory import Match, Memory, open_memory
 from mt.model import Seq2Seq
 from mt.records import AttentionSpec, Translation
 from mt.runs import Paths, as_paths, check_ensemble, refuse_exports
@@ -225,6 +227,7 @@ class Translator:
         self._unkept_terms: dict[str, None] = {}  # those terms, and the glossary modes used
         self._unkept_modes: set[str] = set()
         self._matchers = Matchers(self.src_tok, self.tgt_tok, run.tgt_vocab)
+        self._memories: dict[str, Memory] = {}  # decode.memory's, opened when first used
         if self._decoding.tag:  # refused now, before any work
             self._tag_id(self._decoding.tag)
 
@@ -272,8 +275,10 @@ class Translator:
     def with_options(self, **decode) -> Translator:
         """A Translator of the same run, engine and streams whose default decoding options are
         these over this one's (e.g. a server's batch_tokens), checked as a call's are."""
-        return Translator(self.run, self._cfg(decode), self.device, self.engine, self.streams,
+        made = Translator(self.run, self._cfg(decode), self.device, self.engine, self.streams,
                           self.chunk_lines)
+        made._memories = self._memories  # one connection to a memory, whatever the options
+        return made
 
     @property
     def decoding(self) -> DecodeConfig:
@@ -414,13 +419,58 @@ class Translator:
                               f"dtype={cfg.dtype!r})")
         return cfg
 
+    def memory(self, cfg: DecodeConfig | None = None) -> Memory | None:
+        """The translation memory decode.memory names (cfg: decoding's if None), opened once;
+        None without one. A DataError for a missing or damaged one, or one of another
+        language pair than the run's."""
+        where = (cfg or self._decoding).memory
+        if not where:
+            return None
+        if where not in self._memories:
+            memory = open_memory(where)
+            data = self.run.cfg.data
+            try:
+                memory.check_langs(data.src_lang, data.tgt_lang, "this model's languages")
+            except BaseException:
+                memory.close()
+                raise
+            self._memories[where] = memory
+        return self._memories[where]
+
+    def matches(self, lines: Sequence[str], cfg: DecodeConfig | None = None
+                ) -> list[Match | None]:
+        """Each line's best match in decode.memory at or above decode.memory_threshold (None
+        where none, for an empty line, and for every line without a memory)."""
+        cfg = cfg or self._decoding
+        memory = self.memory(cfg)
+        if memory is None:
+            return [None] * len(lines)
+        return [next(iter(memory.search(line, 1, cfg.memory_threshold)), None)
+                if line.strip() else None for line in lines]
+
+    @property
+    def repair_threshold(self) -> float | None:
+        """The match percentage from which a line is augmented with its match's target: the
+        run's data.memory.threshold; None for a run trained without data.memory."""
+        trained = self.run.cfg.data.memory
+        if trained is None or MARKER not in self.run.src_vocab.stoi:
+            return None
+        return trained.threshold
+
     def _translate(self, lines: list[str], scored: bool, cfg: DecodeConfig,
                    prefixes: list[str] | None = None, attention: AttentionSpec | None = None,
                    matchers: list[Matcher | None] | None = None) -> list[list[Translation]]:
-        """matchers: each line's glossary (line_matchers), or None for none."""
-        plan = self._plan(lines, cfg, prefixes, matchers or [None] * len(lines))
-        out = [[Translation("", 0.0, "" if cfg.align else None, terms=empty, missing=empty)]
-               for empty in ([] if m else None for m in plan.matchers)]
+        """matchers: each line's glossary (line_matchers), or None for none. A line with an
+        exact match in decode.memory (memory_exact reuse) is its match's target, not decoded;
+        the others are decoded (augmented with their match, for a run trained with it)."""
+        found = self.matches(lines, cfg)
+        reused = [m is not None and m.score >= 100 and cfg.memory_exact == "reuse"
+                  for m in found]
+        plan = self._plan(["" if r else line for line, r in zip(lines, reused)], cfg, prefixes,
+                          matchers or [None] * len(lines), found)
+        out = [[Translation(m.target, 0.0, match=m)] if r else
+               [Translation("", 0.0, "" if cfg.align else None, terms=empty, missing=empty)]
+               for m, r, empty in zip(found, reused, ([] if g else None for g in plan.matchers))]
         # beam search decodes K rows per sentence, sampling one per sample: budget K x tokens
         groups = plan.groups(max(cfg.beam, cfg.samples), cfg.batch_tokens)
         decode = functools.partial(self._decode, plan, cfg, scored, attention)
@@ -428,6 +478,8 @@ class Translator:
             for i, translations in zip(group, done, strict=True):
                 out[i] = translations
                 self._count_unkept(translations[0].missing, plan.matchers[i], cfg)
+                for t in translations:
+                    t.match = found[i]
         return out
 
     def _count_unkept(self, missing: list[str] | None, matcher: Matcher | None,
@@ -442,18 +494,23 @@ class Translator:
             self._unkept_modes.add(cfg.glossary_mode)
 
     def _plan(self, lines: list[str], cfg: DecodeConfig, prefixes: list[str] | None,
-              matchers: list[Matcher | None]) -> Plan:
+              matchers: list[Matcher | None], found: list[Match | None]) -> Plan:
         """The lines tokenized (their glossaries' terms annotated but for glossary_mode
-        constrain, as data.terminology trained the model; cut to the model's positions) and
-        their prefixes, as ids."""
+        constrain, as data.terminology trained the model; followed by their memory match's
+        target as data.memory trained it; cut to the model's positions) and their prefixes,
+        as ids."""
         plan = Plan([self._tag_id(cfg.tag)] if cfg.tag else [], matchers)
         room = self.max_src - len(plan.lead)
-        for toks, matcher in zip(self.src_tok.tokenize_many(lines), matchers, strict=True):
+        repairs = self._repairs(found)
+        for toks, matcher, repair in zip(self.src_tok.tokenize_many(lines), matchers, repairs,
+                                         strict=True):
             spans = matcher.spans(toks) if matcher else []
             plan.active.append(list(dict.fromkeys(e for _, _, e in spans)))
             plan.spans.append(spans)
             if spans and cfg.glossary_mode != "constrain":  # as data.terminology trained it
                 toks = annotate(toks, spans, matcher.target_tokens, MARKERS)
+            if repair and toks and len(toks) + 1 + len(repair) <= room:  # as training: plain
+                toks = augment(toks, repair, MARKER)  # where the match leaves no room
             if len(toks) > room:
                 self._truncated += 1
                 toks = toks[:room]
@@ -464,6 +521,14 @@ class Translator:
                               for toks in self.tgt_tok.tokenize_many(prefixes or [])]
         plan.forced = [self.run.tgt_vocab.encode(toks) for toks in plan.forced_tokens]
         return plan
+
+    def _repairs(self, found: list[Match | None]) -> list[list[str]]:
+        """The target tokens each line is augmented with: its match's, where the run was
+        trained with data.memory and the match reaches its threshold; [] elsewhere."""
+        least = self.repair_threshold
+        use = [least is not None and m is not None and m.score >= least for m in found]
+        made = iter(self.tgt_tok.tokenize_many([m.target for m, u in zip(found, use) if u]))
+        return [next(made) if u else [] for u in use]
 
     def _decode(self, plan: Plan, cfg: DecodeConfig, scored: bool,
                 attention: AttentionSpec | None, group: list[int]) -> list[list[Translation]]:

@@ -14,6 +14,7 @@ one batch and puts the translations back: `mt translate` and `mt serve` both go 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from collections.abc import Iterable, Iterator, Sequence
@@ -93,8 +94,17 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
     begins = starts_sentence(starters, translator.src_tok.tokenize) if starters else None
     masked = tuple(k for k in cfg.masked if k != "number" or reads_digits(translator))
     data = translator.run.cfg.data
+    reuse = None
+    if cfg.memory and cfg.memory_exact == "reuse":
+        reuse = functools.partial(exact_target, translator, cfg)
     return Settings(data.src_lang, True, too_long, tuple(keep), str, begins, masked,
-                    data.tgt_lang, cfg.overwrite, origin(translator))
+                    data.tgt_lang, cfg.overwrite, origin(translator), reuse)
+
+
+def exact_target(translator: Translator, cfg: DecodeConfig, text: str) -> str | None:
+    """The target of text's exact match (100%) in decode.memory; None where it has none."""
+    match = translator.matches([text], cfg)[0]
+    return match.target if match is not None and match.score >= 100 else None
 
 
 def origin(translator: Translator) -> str:

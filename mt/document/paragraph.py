@@ -24,7 +24,9 @@ class Settings:
     word begins a sentence after another (the run's sentence starters), and the placeholder
     kinds taken out of the sentences (decode.mask). What a format that records the
     translation needs: the target language, whether what is translated already is translated
-    again (decode.overwrite), and the translation's origin (the run), as PO files write it.
+    again (decode.overwrite), and the translation's origin (the run), as PO files write it;
+    reuse, a translation memory's target for a text it holds exactly (decode.memory with
+    memory_exact reuse; None: no memory), for formats whose entries take it whole (PO).
     """
 
     lang: str
@@ -37,6 +39,7 @@ class Settings:
     target: str = ""
     overwrite: bool = False
     origin: str = ""
+    reuse: Callable[[str], str | None] | None = None
 
 
 class Paragraph:

@@ -25,13 +25,15 @@ def cache_root() -> Path:
 
 def entry_settings(d: DataConfig, tok_files: Mapping[str, bytes]) -> dict:
     """Everything that changes a corpus's ids: every data setting but the files (the files hash
-    covers those), max_len (applied when the arrays are loaded) and the vocabulary's size
-    (applied to the counts), and the tokenizer's files."""
+    covers those), max_len (applied when the arrays are loaded), the vocabulary's size
+    (applied to the counts) and data.memory, and the tokenizer's files."""
     kept = {}
     for k, v in asdict(d).items():
         if k == "tokenizer":
             kept.update(_tokenizer_key(d.tokenizer))
-        elif k not in ("dir", "train", "val", "test", "max_len", "min_freq", "max_size"):
+        # data.memory's matches are cached on their own (mt.token_cache.matches): not the ids
+        elif k not in ("dir", "train", "val", "test", "max_len", "min_freq", "max_size",
+                       "memory"):
             kept[k] = v
     # The tokenizer library's version too: its rules (or its trainer) may change the tokens.
     return {"format": FORMAT, "data": kept, **tokenizer_kind(d.tokenizer.kind).cache_settings(),

@@ -1,6 +1,8 @@
 """Gettext PO and POT files (mt.l10n.po): each untranslated entry's msgid translated into its
 msgstr (every entry's with decode.overwrite), marked `#, fuzzy` with a translator comment
-naming the run, so that a reviewer sees what to check; every other byte kept.
+naming the run, so that a reviewer sees what to check; every other byte kept. With a
+translation memory (decode.memory), an entry whose msgid it holds exactly (100%) gets the
+stored translation, not marked fuzzy (a person's translation; a plural entry is translated).
 
 A plural entry gets every form of the target language's Plural-Forms (the file's own where it
 is already for that language, else Babel's): a form used for n = 1 alone is written from the
@@ -24,6 +26,8 @@ from mt.document.paragraph import Settings
 from mt.document.placement import Element
 from mt.l10n import po
 from mt.l10n.format_strings import accelerator, placeholders, well_formed, with_mark
+
+REUSED = "mt: translation memory, exact match"  # the translator comment of a reused entry
 
 
 @dataclass
@@ -114,6 +118,12 @@ class PoFormat(DocumentFormat):
                 parts += [source[done:h.start], header]
                 done = h.end
             if entry is h or entry.po.obsolete or (entry.translated and not settings.overwrite):
+                continue
+            stored = None if entry.po.msgid_plural or settings.reuse is None else \
+                settings.reuse(entry.po.msgid)
+            if stored is not None:  # a person's translation: written as it is, not fuzzy
+                parts += [source[done:entry.start], po.rewrite(catalog, entry, [stored], REUSED)]
+                done = entry.end
                 continue
             messages, write = _writer(catalog, entry, forms, comment)
             messages[-1].write = write
