@@ -1,60 +1,52 @@
-"""mt/serve/corrections.py: POST /corrections over real HTTP on loopback. In this process, on
-a stand-in translator that reuses its memory's exact matches: each refusal (its status and one
-line), the API key, a server without a memory, and 50 clients correcting while others translate
-with none lost. Against `mt serve --memory` on the tiny model: a correction then a request for
-the sentence gets the person's translation (on each API), `mt memory export` gives it back as
-TMX, and a server killed (SIGKILL) while corrections are written keeps a sound file with every
-acknowledged one."""
+"""mt/serve/corrections.py, and `mt serve --memory`: POST /corrections over real HTTP on
+loopback. In this process, on a stand-in translator (the server reuses the memory's exact
+matches before a translator sees the line): each refusal (its status and one line), the API
+key, a server without a memory, and 50 clients correcting while others translate with none
+lost. Against `mt serve --memory` on the tiny model: a correction, then a request for the
+sentence gets the person's translation on every API (each answer in its own shape), `mt memory
+export` gives it back as TMX, and a server killed (SIGKILL) while corrections are written
+leaves a sound file with every acknowledged one."""
 
 from __future__ import annotations
 
 import json
+import signal
+import sqlite3
 import threading
+import time
 from types import SimpleNamespace
 
 import pytest
 from test_serve_app import serving
 from test_serve_batcher import Upper
 
-from benchmarks.bench_serve import Client
+from benchmarks.bench_serve import Client, Served
+from conftest import THREADS, assert_user_error
 from mt.config import Config, DecodeConfig
 from mt.memory import open_memory
-from mt.records import Translation
 from mt.serve.pairs import Pair, Pairs
 
 
-class Recall(Upper):
-    """Upper, reusing the exact matches of a memory (read through its own connection, as the
-    Translator's is), with what the app asks of a Translator."""
+class Standin(Upper):
+    """Upper, with what the app asks of a Translator (a memory, it does not read: the server
+    looks each line up whole before the translator sees it)."""
 
     decoding, model, max_src = DecodeConfig(), None, 256
     run = SimpleNamespace(cfg=Config(), starters=[], src_vocab=SimpleNamespace(itos=["7"]),
                           checkpoint=None, step=0)
 
-    def __init__(self, path):
-        super().__init__()
-        self.memory = open_memory(path) if path else None
-
     def check_options(self, attention=False, **options) -> DecodeConfig:
         return self.decoding
 
-    def translate_nbest(self, lines, prefix=None, *, attention=False, glossary=None, **options):
-        found = super().translate_nbest(lines, prefix, attention=attention, **options)
-        for k, line in enumerate(lines):
-            match = self.memory and self.memory.search(line, k=1, threshold=100)
-            if match:
-                found[k] = [Translation(match[0].target, 0.0)]
-        return found
-
 
 def app_with(path, keys=(), max_chars=100):
-    """The app of one en-de pair on Recall, with the memory at path (None: without)."""
+    """The app of one en-de pair on Standin, with the memory at path (None: without)."""
     from mt.serve.access import Access
     from mt.serve.app import Limits, create_app
 
     memory = open_memory(path, ("en", "de")) if path else None
-    pair = Pair("en", "de", Recall(path), {"name": "recall"}, memory=memory)
-    return create_app(Pairs([pair]), {"name": "recall"}, Limits(max_chars=max_chars), wait_ms=1,
+    pair = Pair("en", "de", Standin(), {"name": "standin"}, memory=memory)
+    return create_app(Pairs([pair]), {"name": "standin"}, Limits(max_chars=max_chars), wait_ms=1,
                       access=Access(list(keys)))
 
 
@@ -145,6 +137,112 @@ def test_fifty_clients_correcting_while_others_translate_lose_nothing(tmp_path):
         health = Client(url).request("GET", "/health")[1]
     assert wrong == [] and len(acknowledged) == clients * each
     assert [t["text"] for t in after] == [f"Satz {s}" for mine in sources for s in mine]
+    assert [t["match"] for t in after[:1]] == [{"source": sources[0][0],
+                                                "target": f"Satz {sources[0][0]}", "score": 100}]
     assert health["corrections"] == clients * each
     with open_memory(path) as memory:
         assert dict(memory.pairs()) == {s: f"Satz {s}" for s in acknowledged}
+
+
+SENTENCE = "Yesterday we saw forty two red dogs."
+PERSON = "Gestern sahen wir zweiundvierzig rote Hunde."
+
+
+def ask_every_api(url: str, line: str) -> dict:
+    """line translated by mt's API, LibreTranslate's, DeepL's and as a document: each answer
+    whole (the document's: its text)."""
+    client, json_body = Client(url), {"Content-Type": "application/json"}
+    answers = {api: client.request("POST", path, body, json_body)[1] for api, path, body in (
+        ("mt", "/translate", {"text": line}),
+        ("libretranslate", "/translate", {"q": line, "source": "en", "target": "de"}),
+        ("deepl", "/v2/translate", {"text": [line], "target_lang": "DE"}))}
+    answers["document"] = client.request("POST", "/translate/document?format=txt",
+                                         line.encode())[1]
+    return answers
+
+
+def texts(answers: dict) -> list[str]:
+    return [answers["mt"]["translations"][0]["text"], answers["libretranslate"]["translatedText"],
+            answers["deepl"]["translations"][0]["text"], answers["document"].strip()]
+
+
+def test_a_correction_is_what_every_api_answers_next_and_export_gives_back(tiny_run, cli,
+                                                                             tmp_path):
+    memory = tmp_path / "tm.db"  # made by the server
+    with Served(tiny_run, "--memory", str(memory), env=THREADS) as served:
+        before = ask_every_api(served.url, SENTENCE)
+        machine = texts(before)[0]
+        assert texts(before) == [machine] * 4 and machine != PERSON
+        assert before["mt"]["translations"][0]["match"] is None
+        status, answer = Client(served.url).request("POST", "/corrections", {
+            "source": SENTENCE, "translation": machine, "corrected": PERSON})
+        assert (status, answer) == (200, {"pair": "en-de", "new": True})
+        after = ask_every_api(served.url, SENTENCE)
+        fuzzy = Client(served.url).translate([SENTENCE.replace("dogs", "cats")])[0]
+        info = Client(served.url).request("GET", "/info")[1]
+        assert served.stop() == 0
+    assert texts(after) == [PERSON] * 4
+    assert after["mt"]["translations"][0]["match"] == {
+        "source": SENTENCE, "target": PERSON, "score": 100}
+    # the compatible APIs' answers in their own shapes: nothing added for their clients
+    assert after["libretranslate"].keys() == before["libretranslate"].keys()
+    assert [t.keys() for t in after["deepl"]["translations"]] == [
+        t.keys() for t in before["deepl"]["translations"]]
+    assert fuzzy["text"] != PERSON and fuzzy["match"]["target"] == PERSON
+    assert fuzzy["match"]["score"] == 100 * (1 - 1 / 8)  # one word of eight (the stop too)
+    assert info["serve"]["memory"] is True
+    out = tmp_path / "tm.tmx"
+    assert cli("memory", "export", memory, "--to", "tmx", "-o", out).code == 0
+    from translate.storage import tmx
+
+    assert [(u.source, u.target) for u in tmx.tmxfile(out.read_bytes()).units] == [
+        (SENTENCE, PERSON)]
+
+
+def test_a_server_killed_while_writing_corrections_keeps_every_acknowledged_one(tiny_run,
+                                                                               tmp_path):
+    """SIGKILL while 8 clients post corrections: the file is sound (PRAGMA integrity_check)
+    and holds every correction that was answered 200."""
+    memory, acknowledged, stop = tmp_path / "tm.db", [], threading.Event()
+
+    def correct(c: int) -> None:
+        client, k = Client(served.url, timeout=30), 0
+        while not stop.is_set():
+            source = f"client {spelt(c)} line {spelt(k)}"
+            try:
+                status, _ = client.request("POST", "/corrections", {
+                    "source": source, "translation": "", "corrected": f"Satz {source}"})
+            except OSError:  # killed: no answer, so not acknowledged
+                return
+            if status == 200:
+                acknowledged.append(source)
+            k += 1
+
+    with Served(tiny_run, "--memory", str(memory), env=THREADS) as served:
+        clients = [threading.Thread(target=correct, args=(c,)) for c in range(8)]
+        for t in clients:
+            t.start()
+        deadline = time.monotonic() + 120
+        while len(acknowledged) < 100 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        served.process.send_signal(signal.SIGKILL)
+        served.process.wait(30)
+        stop.set()
+        for t in clients:
+            t.join(60)
+    assert len(acknowledged) >= 100
+    db = sqlite3.connect(memory)
+    assert db.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+    kept = dict(db.execute("SELECT source, target FROM pairs"))
+    assert all(kept.get(s) == f"Satz {s}" for s in acknowledged)
+
+
+def test_a_memory_that_does_not_fit_the_pair_is_one_line(tiny_run, cli, tmp_path):
+    other = tmp_path / "de-en.db"
+    open_memory(other, ("de", "en")).close()
+    r = cli("serve", tiny_run, "--port", "0", "--memory", other)
+    assert_user_error(r, 4, f"{other}: a de-en memory")
+    r = cli("serve", tiny_run, "--port", "0", "--memory", f"de-en={other}")
+    assert_user_error(r, 3, f"--memory de-en={other}: the run translates en-de; name it so")
+    r = cli("serve", tiny_run, "--port", "0", "--memory", "a.db", "--memory", "b.db")
+    assert_user_error(r, 2, "a second memory for the pair")

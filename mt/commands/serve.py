@@ -128,27 +128,27 @@ def memory_specs(specs: list[tuple], given: tuple[str, ...]) -> dict[str | None,
         raise UsageError("serve", "'--memory'", str(e)) from None
 
 
-def open_pair_memory(given: dict[str | None, str], source: str, target: str):
-    """The memory --memory gives the pair (None: none), opened for POST /corrections: made, as
-    that pair, where missing; a DataError for one of another pair. given: memory_specs's; its
-    pair None, or of RUN... a pair (which is to be the run's: else a ConfigError)."""
-    from mt.memory import open_memory
-
+def pair_memory(given: dict[str | None, str], source: str, target: str, default: str = "",
+                run: bool = False) -> str | None:
+    """The memory --memory gives the pair (else default: decode.memory, from --set or the
+    run's config; None: none). given: memory_specs's. run: the pair is RUN...'s, read from
+    the run: a --memory naming another pair is a ConfigError."""
     name = f"{source}-{target}"
-    where = given.get(name, given.get(None))
     other = next((k for k in given if k not in (None, name)), None)
-    if where is None and other is not None and len(given) == 1:  # RUN..., another pair named
+    if run and other is not None:
         raise ConfigError(f"--memory {other}={given[other]}: the run translates {name}; name "
                           "it so")
-    return None if where is None else open_memory(where, (source, target))
+    return given.get(name, given.get(None)) or default or None
 
 
 def load_pair(source: str | None, target: str | None, runs: list[Path],
               options: TranslateOptions, full_info: bool,
               memories: dict[str | None, str] | None = None):
     """One pair's Translator, loaded once, with what GET /info tells of it, and its memory
-    (memories: memory_specs's); its languages the run's where not named (a --model naming
-    others than the run's is a ConfigError)."""
+    (memories: memory_specs's), opened for the server's lookups and POST /corrections (made,
+    as the pair, where missing; one of another pair is a DataError); its languages the run's
+    where not named (a --model naming others than the run's is a ConfigError)."""
+    from mt.memory import open_memory
     from mt.serve.pairs import Pair
 
     translator = Translator.load(runs, options.device, options.engine, options.overrides,
@@ -164,7 +164,13 @@ def load_pair(source: str | None, target: str | None, runs: list[Path],
     about = about if full_info else [public_info(a, path) for a, path in zip(about, runs,
                                                                               strict=True)]
     info = about[0] if len(about) == 1 else ensemble_info(about)
-    memory = open_pair_memory(memories or {}, data.src_lang, data.tgt_lang)
+    where = pair_memory(memories or {}, data.src_lang, data.tgt_lang,
+                        translator.decoding.memory, run=source is None)
+    memory = None
+    if where is not None:
+        memory = open_memory(where, (data.src_lang, data.tgt_lang))  # made, where missing
+        translator = translator.with_options(memory=where)  # read through its own connection
+        translator.memory()  # opened now: a memory it cannot read fails here, not in a request
     return Pair(data.src_lang, data.tgt_lang, translator, info, memory=memory)
 
 

@@ -42,7 +42,7 @@ from mt.glossary import Glossary, as_glossary
 from mt.serve import deepl, documents, libretranslate
 from mt.serve.access import Access, ClientError
 from mt.serve.batcher import Batcher
-from mt.serve.corrections import CorrectionRequest, Writer, checked, no_memory
+from mt.serve.corrections import CorrectionRequest, MemoryThread, checked, no_memory
 from mt.serve.documents import TEXT_FORMATS  # POST /translate's `format`
 from mt.serve.forms import is_form
 from mt.serve.pairs import Pairs
@@ -108,13 +108,13 @@ def create_app(translator: Translator | Pairs, info: dict, limits: Limits, wait_
     async def lifespan(app: FastAPI):
         for pair in pairs.all:
             pair.batcher = Batcher(pair.translator, wait_ms, setup=setup)
-            pair.writer = pair.memory and Writer(pair.memory)
+            pair.memory_thread = pair.memory and MemoryThread(pair.memory)
         if len(pairs.sources()) > 1:  # its model now (a second), not in a request's time
             await asyncio.to_thread(pairs.identifier.load)
         yield
         await asyncio.gather(*(asyncio.to_thread(p.batcher.close) for p in pairs.all),
-                             *(asyncio.to_thread(p.writer.close) for p in pairs.all
-                               if p.writer))
+                             *(asyncio.to_thread(p.memory_thread.close) for p in pairs.all
+                               if p.memory_thread))
 
     # /docs and /redoc with their scripts served from here (fastapi-offline ships them), not
     # from a CDN: a server without internet shows its API too; no validator badge fetched
@@ -228,11 +228,11 @@ async def correction_route(served: Served, request: Request) -> JSONResponse:
             return error(400, f"the body is not JSON ({e})")
         req = CorrectionRequest.model_validate(body)
         pair = served.pairs.route(req.source_lang, req.target_lang, [req.source])
-        if pair.writer is None:
+        if pair.memory_thread is None:
             raise no_memory(pair.name, len(served.pairs.all) > 1)
         source, corrected = checked(req, served.limits.max_chars)
         try:
-            new = await pair.writer.save(source, corrected)
+            new = await pair.memory_thread.save(source, corrected)
         except MTError as e:  # the memory's own line: damaged, locked past its wait, ...
             return error(503, f"the correction was not kept: {e}")
     except ValidationError as e:
@@ -265,8 +265,8 @@ def add_info_routes(app: FastAPI, served: Served, info: dict) -> None:
         """ok, with what the batchers (one a pair) have translated and hold queued, and the
         corrections kept (with --memory)."""
         batchers = [p.batcher for p in served.pairs.all]
-        writers = [p.writer for p in served.pairs.all if p.writer]
-        more = {"corrections": sum(w.saved for w in writers)} if writers else {}
+        kept = [p.memory_thread for p in served.pairs.all if p.memory_thread]
+        more = {"corrections": sum(m.saved for m in kept)} if kept else {}
         return {"status": "ok", **{key: sum(getattr(b, attr) for b in batchers) for key, attr in (
             ("queued", "queued"), ("requests", "requests"), ("lines", "lines"),
             ("translator_calls", "calls"))}, **more}

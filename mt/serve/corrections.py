@@ -4,9 +4,10 @@ gets it (an exact match, reused as it is: decode.memory_exact reuse).
 
 A correction is answered only once its transaction is committed (SQLite with synchronous=FULL,
 PostgreSQL's COMMIT): an acknowledged correction survives the server being killed. Each pair's
-memory has one writer thread and its own connection (the translator reads through another, in
-the batcher's thread), so the corrections of many clients are written one after another, none
-inside another's transaction.
+memory has a thread and a connection of its own for the server (the translator reads through
+another, in the batcher's thread), so the corrections of many clients are written one after
+another, none inside another's transaction, and a request's lines looked up whole
+(mt.serve.translating) see every correction answered before it.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pydantic import BaseModel, ConfigDict
 
-from mt.memory import Memory
+from mt.memory import Match, Memory
 from mt.serve.access import ClientError
 
 
@@ -60,13 +61,23 @@ def no_memory(pair: str, several: bool) -> ClientError:
                             f"it takes no corrections; start it with mt serve --memory {which}")
 
 
-class Writer:
-    """A memory's writes, one at a time on a thread of their own."""
+class MemoryThread:
+    """A pair's memory as the server uses it: its lookups and writes, one at a time on a
+    thread of their own (so a lookup after a correction's answer sees it)."""
 
     def __init__(self, memory: Memory):
         self.memory = memory
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="mt-memory")
         self.saved = 0  # corrections written since the server started (GET /health)
+
+    async def matches(self, lines: list[str], threshold: float) -> list[Match | None]:
+        """Each line's best match at or above threshold (None where none, and for a blank
+        line)."""
+        def best() -> list[Match | None]:
+            return [next(iter(self.memory.search(line, 1, threshold)), None)
+                    if line.strip() else None for line in lines]
+
+        return await asyncio.wrap_future(self._thread.submit(best))
 
     async def save(self, source: str, target: str) -> bool:
         """Write the pair in one transaction, returning once it is committed: whether it was
@@ -77,6 +88,6 @@ class Writer:
         return bool(added)
 
     def close(self) -> None:
-        """Finish the writes queued, then close the memory."""
+        """Finish the lookups and writes queued, then close the memory."""
         self._thread.shutdown(wait=True)
         self.memory.close()

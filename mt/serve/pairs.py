@@ -22,7 +22,7 @@ from babel import Locale, UnknownLocaleError
 from mt.memory import Memory
 from mt.serve.access import ClientError
 from mt.serve.batcher import Batcher
-from mt.serve.corrections import Writer
+from mt.serve.corrections import MemoryThread
 from mt.serve.detect import Identifier
 from mt.translator import Translator
 
@@ -113,8 +113,8 @@ def home(run: Path) -> Path:
 class Pair:
     """One served pair: its languages, its Translator, what GET /info tells of its model, and
     its batcher (made when the app starts); with `--memory`, the memory opened for
-    POST /corrections (its own connection: the translator reads through another) and its
-    writer (made when the app starts)."""
+    the server's own lookups and POST /corrections (its own connection: the translator reads
+    through another) and the thread they run on (made when the app starts)."""
 
     source: str
     target: str
@@ -122,7 +122,7 @@ class Pair:
     info: dict = field(default_factory=dict)
     batcher: Batcher | None = None
     memory: Memory | None = None
-    writer: Writer | None = None
+    memory_thread: MemoryThread | None = None
 
     @property
     def name(self) -> str:
