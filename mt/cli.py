@@ -473,7 +473,9 @@ def serve(
     /languages, /translate_file) and DeepL's (/v2/...) too, for their clients.
 
     One run serves its language pair; --model serves several, e.g. --model de-en=runs/a
-    --model en-de=runs/b,runs/c, each request routed by its source and target.
+    --model en-de=runs/b,runs/c, each request routed by its source and target. --memory
+    gives a pair a translation memory: its exact matches reused, corrections kept in it
+    (POST /corrections, the page's Save).
 
     Requests that arrive together are translated together. The decoding options here are the
     server's defaults; a request may give its own. SIGTERM or Ctrl-C answers the requests in

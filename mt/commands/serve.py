@@ -56,7 +56,8 @@ def serve(runs: Paths | None, options: TranslateOptions = TranslateOptions(),
     http://HOST:PORT/ ...`.
     options.overrides and options.decode are the server's decoding defaults (a request may
     change them for itself; decode.batch_tokens is CALL_BUDGET times the run's unless given);
-    options.threads: torch threads (0: mt.threads.follow_load).
+    options.threads: torch threads (0: mt.threads.follow_load). server.memories: a translation
+    memory per pair (--memory), opened as each pair loads (mt.serve.corrections).
     """
     require()  # the missing extra: one line, before anything else
     from mt.serve.access import Access, read_keys
