@@ -423,6 +423,11 @@ def serve(
                                     help="A language pair and its run (several runs: an "
                                     "ensemble), e.g. de-en=runs/a; repeat for each pair "
                                     "served. Instead of RUN.", show_default=False),
+    memories: list[str] = typer.Option(
+        [], "--memory", metavar="[SRC-TGT=]MEMORY", show_default=False,
+        help="A translation memory (a path, made if missing, or a postgresql:// URL): every "
+        "translation reuses its exact matches, and POST /corrections and the page's Save "
+        "write into it; of several pairs, one a pair: --memory en-de=tm.db."),
     state_dir: Path = typer.Option(None, "--state-dir", help="Where the DeepL API's "
                                    "glossaries are kept across restarts (default: in memory "
                                    "only)."),
@@ -468,7 +473,9 @@ def serve(
     /languages, /translate_file) and DeepL's (/v2/...) too, for their clients.
 
     One run serves its language pair; --model serves several, e.g. --model de-en=runs/a
-    --model en-de=runs/b,runs/c, each request routed by its source and target.
+    --model en-de=runs/b,runs/c, each request routed by its source and target. --memory
+    gives a pair a translation memory: its exact matches reused, corrections kept in it
+    (POST /corrections, the page's Save).
 
     Requests that arrive together are translated together. The decoding options here are the
     server's defaults; a request may give its own. SIGTERM or Ctrl-C answers the requests in
@@ -483,7 +490,7 @@ def serve(
     run_server(runs or None, options,
                ServeOptions(host, port, max_lines, max_chars, batch_wait_ms, api_key_file,
                             lines_per_minute, grace, full_info, forwarded_allow_ips,
-                            tuple(model), state_dir))
+                            tuple(model), state_dir, tuple(memories)))
 
 
 @app.command("export")

@@ -424,7 +424,7 @@ class DecodeConfig:
     memory: str = option("", "Translate with this translation memory (a file made by mt memory "
                          "add, or a postgresql:// URL): an exact match reused, the best match "
                          "shown in --format jsonl (docs/memory.md).",
-                         commands=("translate", "eval", "serve"))
+                         commands=("translate", "eval"))  # mt serve's own --memory: per pair
     memory_exact: MemoryExact = option("reuse", "With --memory: an exact match's target reused "
                                        "as it is (reuse) or the line translated all the same "
                                        "(translate).", commands=("translate", "eval", "serve"))

@@ -18,6 +18,7 @@ import pytest
 
 from benchmarks.bench_serve import Client, Served
 from conftest import ROOT, THREADS, TOY
+from mt.memory import open_memory
 
 CHROMIUM, DRIVER = Path("/usr/bin/chromium"), Path("/usr/bin/chromedriver")
 PHONE = (412, 915)  # CSS pixels of a common phone screen
@@ -311,4 +312,52 @@ def test_the_pair_picker_routes_each_translation(tiny_run, reverse_run, browser,
             wait.until(lambda d: d.find_element(By.ID, "translation").text)
             assert browser.find_element(By.ID, "translation").text == want[pair], pair
         assert want["en-de"] != want["de-en"]
+        assert served.stop() == 0
+
+
+def test_an_edited_translation_saved_on_the_page_is_what_the_memory_gives_next(
+        tiny_run, browser, tmp_path):
+    """With `mt serve --memory`, the translation is editable and Save posts the edited line
+    to POST /corrections: translating the sentence again gives the person's translation,
+    with its match (100%) shown above it; a server without a memory offers no Save."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    wait = WebDriverWait(browser, 120)
+    person = "Gestern sahen wir zweiundvierzig rote Hunde."
+    with Served(str(tiny_run), "--memory", "tm.db", env=THREADS, cwd=tmp_path) as served:
+        browser.get(served.url + "/")
+        wait.until(lambda d: d.find_element(By.ID, "beam").get_attribute("value"))
+        page = {k: browser.find_element(By.ID, k) for k in (
+            "source", "translate", "translation", "save", "status", "matches")}
+        page["source"].send_keys(SENTENCE)
+        page["translate"].click()
+        wait.until(lambda d: page["translation"].text)
+        machine = page["translation"].text
+        assert machine != person and not page["matches"].is_displayed()
+        page["save"].click()  # nothing edited: nothing sent
+        assert page["status"].text == "edit the translation first, then save"
+        page["translation"].click()
+        page["translation"].send_keys(Keys.CONTROL, "a")
+        page["translation"].send_keys(person)
+        page["save"].click()
+        wait.until(lambda d: page["status"].text.startswith("saved"))
+        assert page["status"].text == "saved 1 correction(s) in the translation memory"
+        page["translate"].click()
+        wait.until(lambda d: page["matches"].is_displayed())
+        assert page["translation"].text == person
+        assert page["matches"].text == f"memory 100%: {SENTENCE} → {person}"
+        assert served.stop() == 0
+    with open_memory(tmp_path / "tm.db") as memory:
+        assert list(memory.pairs()) == [(SENTENCE, person)]
+    with Served(str(tiny_run), env=THREADS, cwd=tmp_path) as served:
+        browser.get(served.url + "/")
+        wait.until(lambda d: d.find_element(By.ID, "beam").get_attribute("value"))
+        browser.find_element(By.ID, "source").send_keys(SENTENCE)
+        browser.find_element(By.ID, "translate").click()
+        wait.until(lambda d: d.find_element(By.ID, "translation").text)
+        assert not browser.find_element(By.ID, "save").is_displayed()
+        assert browser.find_element(By.ID, "translation").get_attribute(
+            "contenteditable") == "false"
         assert served.stop() == 0

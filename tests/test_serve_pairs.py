@@ -142,3 +142,24 @@ def test_each_model_is_loaded_once_and_every_api_uses_it(tiny_run, reverse_run):
         assert [p.batcher.requests for p in served.all] == [2, 1]  # routed by pair
         loaded = models() - before
     assert loaded == {id(p.translator.model) for p in served.all} and len(loaded) == 2
+
+
+def test_a_memory_spec_names_its_pair_where_several_are_served():
+    from mt.serve.pairs import parse_memories
+
+    assert parse_memories(["tm.db"], None) == {None: "tm.db"}  # RUN...: its pair, once loaded
+    assert parse_memories(["EN-de=tm.db"], None) == {"en-de": "tm.db"}
+    url = "postgresql://mt@db/tm?sslmode=require"  # an `=` that names no pair
+    assert parse_memories([url], ["en-de"]) == {None: url}
+    two = ["en-de", "de-en"]
+    assert parse_memories(["de-en=b.db", "en-de=a.db"], two) == {"de-en": "b.db", "en-de": "a.db"}
+    for specs, message in ((["tm.db"], "several pairs are served; name the pair the memory is "
+                                       "for, e.g. en-de=tm.db"),
+                           (["fr-en=tm.db"], "fr-en is not served here; the pairs are en-de, "
+                                             "de-en"),
+                           (["en-de=a.db", "en-de=b.db"], "a second memory for en-de"),
+                           (["en-de="], "give MEMORY")):
+        with pytest.raises(ValueError, match=message):
+            parse_memories(specs, two)
+    with pytest.raises(ValueError, match="a second memory for the pair"):
+        parse_memories(["a.db", "b.db"], None)

@@ -41,6 +41,8 @@ class ServeOptions:
     # --model SRC-TGT=RUN[,RUN]: several pairs (mt.serve.pairs.parse_models), instead of runs
     models: tuple[str, ...] = ()
     state_dir: Path | None = None  # where the DeepL API's glossaries are kept; None: memory
+    # --memory [SRC-TGT=]MEMORY: a translation memory per pair (mt.serve.pairs.parse_memories)
+    memories: tuple[str, ...] = ()
 
 
 def serve(runs: Paths | None, options: TranslateOptions = TranslateOptions(),
@@ -54,7 +56,8 @@ def serve(runs: Paths | None, options: TranslateOptions = TranslateOptions(),
     http://HOST:PORT/ ...`.
     options.overrides and options.decode are the server's decoding defaults (a request may
     change them for itself; decode.batch_tokens is CALL_BUDGET times the run's unless given);
-    options.threads: torch threads (0: mt.threads.follow_load).
+    options.threads: torch threads (0: mt.threads.follow_load). server.memories: a translation
+    memory per pair (--memory), opened as each pair loads (mt.serve.corrections).
     """
     require()  # the missing extra: one line, before anything else
     from mt.serve.access import Access, read_keys
@@ -64,6 +67,7 @@ def serve(runs: Paths | None, options: TranslateOptions = TranslateOptions(),
     from mt.serve.server import serve as run_server
 
     specs = pair_specs(runs, server.models)
+    memories = memory_specs(specs, server.memories)
     access = Access(read_keys(server.api_key_file) if server.api_key_file else [],
                     server.lines_per_minute)
     sock = bind(server.host, server.port)
@@ -74,7 +78,8 @@ def serve(runs: Paths | None, options: TranslateOptions = TranslateOptions(),
         # translation, docs/serve.md#threads). The models load on one thread here.
         cap = torch.get_num_threads()
         torch.set_num_threads(1)
-        pairs = Pairs([load_pair(source, target, paths, options, server.full_info)
+        pairs = Pairs([load_pair(source, target, paths, options, server.full_info,
+                                 memories)
                        for source, target, paths in specs])
         info = pairs.default.info
         app = create_app(pairs, info, Limits(server.max_lines, server.max_chars),
@@ -112,10 +117,39 @@ def pair_specs(runs: Paths | None, models: tuple[str, ...]) -> list[tuple[str | 
         raise UsageError("serve", "'--model'", str(e)) from None
 
 
+def memory_specs(specs: list[tuple], given: tuple[str, ...]) -> dict[str | None, str]:
+    """Each --memory by the pair it is for (None: RUN..., its languages not read yet); a
+    UsageError for one that names no served pair or a pair twice."""
+    from mt.serve.pairs import parse_memories
+
+    try:
+        return parse_memories(list(given), None if specs[0][0] is None else
+                              [f"{source}-{target}" for source, target, _ in specs])
+    except ValueError as e:
+        raise UsageError("serve", "'--memory'", str(e)) from None
+
+
+def pair_memory(given: dict[str | None, str], source: str, target: str, default: str = "",
+                run: bool = False) -> str | None:
+    """The memory --memory gives the pair (else default: decode.memory, from --set or the
+    run's config; None: none). given: memory_specs's. run: the pair is RUN...'s, read from
+    the run: a --memory naming another pair is a ConfigError."""
+    name = f"{source}-{target}"
+    other = next((k for k in given if k not in (None, name)), None)
+    if run and other is not None:
+        raise ConfigError(f"--memory {other}={given[other]}: the run translates {name}; name "
+                          "it so")
+    return given.get(name, given.get(None)) or default or None
+
+
 def load_pair(source: str | None, target: str | None, runs: list[Path],
-              options: TranslateOptions, full_info: bool):
-    """One pair's Translator, loaded once, with what GET /info tells of it; its languages the
-    run's where not named (a --model naming others than the run's is a ConfigError)."""
+              options: TranslateOptions, full_info: bool,
+              memories: dict[str | None, str] | None = None):
+    """One pair's Translator, loaded once, with what GET /info tells of it, and its memory
+    (memories: memory_specs's), opened for the server's lookups and POST /corrections (made,
+    as the pair, where missing; one of another pair is a DataError); its languages the run's
+    where not named (a --model naming others than the run's is a ConfigError)."""
+    from mt.memory import open_memory
     from mt.serve.pairs import Pair
 
     translator = Translator.load(runs, options.device, options.engine, options.overrides,
@@ -131,7 +165,14 @@ def load_pair(source: str | None, target: str | None, runs: list[Path],
     about = about if full_info else [public_info(a, path) for a, path in zip(about, runs,
                                                                               strict=True)]
     info = about[0] if len(about) == 1 else ensemble_info(about)
-    return Pair(data.src_lang, data.tgt_lang, translator, info)
+    where = pair_memory(memories or {}, data.src_lang, data.tgt_lang,
+                        translator.decoding.memory, run=source is None)
+    memory = None
+    if where is not None:
+        memory = open_memory(where, (data.src_lang, data.tgt_lang))  # made, where missing
+        translator = translator.with_options(memory=where)  # read through its own connection
+        translator.memory()  # opened now: a memory it cannot read fails here, not in a request
+    return Pair(data.src_lang, data.tgt_lang, translator, info, memory=memory)
 
 
 def model_info(path: Path, translator: Translator) -> dict:

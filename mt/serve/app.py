@@ -1,16 +1,17 @@
-"""The HTTP side of `mt serve` (FastAPI): POST /translate, POST /translate/document, GET
-/health, GET /info, the page at GET /, every error as JSON `{"error": "..."}` with a status that
-says what the client did wrong, and one log line per request; and beside mt's own API the
-LibreTranslate- and DeepL-compatible ones (mt.serve.libretranslate, mt.serve.deepl), which take
-the same path (mt.serve.translating).
+"""The HTTP side of `mt serve` (FastAPI): POST /translate, POST /translate/document, POST
+/corrections (with --memory, mt.serve.corrections), GET /health, GET /info, the page at GET /,
+every error as JSON `{"error": "..."}` with a status that says what the client did wrong, and
+one log line per request; and beside mt's own API the LibreTranslate- and DeepL-compatible ones
+(mt.serve.libretranslate, mt.serve.deepl), which take the same path (mt.serve.translating).
 
 Statuses: 400 a body that is not JSON; 422 an unknown field, a wrong type or a bad value (the
 decoding options are checked as `--set decode.KEY` is), or a language pair not served; 413
 more lines or characters than the server's limits (--max-lines, --max-chars,
 --lines-per-minute); 401 no or a wrong API key (--api-key-file); 429 more lines a minute than
---lines-per-minute; 499 (in the log only) a client gone before its request was read; 404 and
-405 as usual; 501 a document format the server lacks the extra for (.docx without
-python-docx); 500 only for a bug in mt.
+--lines-per-minute; 409 a correction for a pair served without a memory; 499 (in the log only)
+a client gone before its request was read; 404 and 405 as usual; 501 a document format the
+server lacks the extra for (.docx without python-docx); 503 a correction the memory could not
+take (nothing was written); 500 only for a bug in mt.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from mt.glossary import Glossary, as_glossary
 from mt.serve import deepl, documents, libretranslate
 from mt.serve.access import Access, ClientError
 from mt.serve.batcher import Batcher
+from mt.serve.corrections import CorrectionRequest, MemoryThread, checked, no_memory
 from mt.serve.documents import TEXT_FORMATS  # POST /translate's `format`
 from mt.serve.forms import is_form
 from mt.serve.pairs import Pairs
@@ -106,10 +108,13 @@ def create_app(translator: Translator | Pairs, info: dict, limits: Limits, wait_
     async def lifespan(app: FastAPI):
         for pair in pairs.all:
             pair.batcher = Batcher(pair.translator, wait_ms, setup=setup)
+            pair.memory_thread = pair.memory and MemoryThread(pair.memory)
         if len(pairs.sources()) > 1:  # its model now (a second), not in a request's time
             await asyncio.to_thread(pairs.identifier.load)
         yield
-        await asyncio.gather(*(asyncio.to_thread(p.batcher.close) for p in pairs.all))
+        await asyncio.gather(*(asyncio.to_thread(p.batcher.close) for p in pairs.all),
+                             *(asyncio.to_thread(p.memory_thread.close) for p in pairs.all
+                               if p.memory_thread))
 
     # /docs and /redoc with their scripts served from here (fastapi-offline ships them), not
     # from a CDN: a server without internet shows its API too; no validator badge fetched
@@ -150,6 +155,13 @@ def create_app(translator: Translator | Pairs, info: dict, limits: Limits, wait_
         decoding options and a JSON `glossary` in the query too): the answer is the
         translated document, in its format."""
         return await document_route(served, request)
+
+    @app.post("/corrections", openapi_extra={"requestBody": {"required": True, "content": {
+        "application/json": {"schema": CorrectionRequest.model_json_schema()}}}})
+    async def correct(request: Request) -> JSONResponse:
+        """Keep a person's translation of a sentence in the pair's memory (mt serve
+        --memory), committed before the answer: the next request for that sentence gets it."""
+        return await correction_route(served, request)
 
     add_info_routes(app, served, info)
     compatible.add_routes(app)
@@ -205,6 +217,31 @@ async def document_route(served: Served, request: Request) -> Response:
     return Response(body, headers=headers, media_type=documents.content_type(query.format))
 
 
+async def correction_route(served: Served, request: Request) -> JSONResponse:
+    """POST /corrections: {"pair", "new"} once the correction is committed (new: false where
+    the memory held that pair already)."""
+    try:
+        served.access.client(request.headers, address(request))
+        try:
+            body = json.loads(await read_body(request, served.limits))
+        except (ValueError, UnicodeDecodeError) as e:
+            return error(400, f"the body is not JSON ({e})")
+        req = CorrectionRequest.model_validate(body)
+        pair = served.pairs.route(req.source_lang, req.target_lang, [req.source])
+        if pair.memory_thread is None:
+            raise no_memory(pair.name, len(served.pairs.all) > 1)
+        source, corrected = checked(req, served.limits.max_chars)
+        try:
+            new = await pair.memory_thread.save(source, corrected)
+        except MTError as e:  # the memory's own line: damaged, locked past its wait, ...
+            return error(503, f"the correction was not kept: {e}")
+    except ValidationError as e:
+        return error(*validation_message(e, CorrectionRequest))
+    except ClientError as e:
+        return error(e.status, str(e), e.headers)
+    return JSONResponse({"pair": pair.name, "new": new})
+
+
 # The command line's flags that are a request's fields, longest first (--glossary-mode before
 # --glossary): a message written for the command line names them as flags.
 FIELD_FLAGS = re.compile("(?:" + "|".join(sorted(
@@ -225,11 +262,14 @@ def add_info_routes(app: FastAPI, served: Served, info: dict) -> None:
 
     @app.get("/health")
     async def health() -> dict:
-        """ok, with what the batchers (one a pair) have translated and hold queued."""
+        """ok, with what the batchers (one a pair) have translated and hold queued, and the
+        corrections kept (with --memory)."""
         batchers = [p.batcher for p in served.pairs.all]
+        kept = [p.memory_thread for p in served.pairs.all if p.memory_thread]
+        more = {"corrections": sum(m.saved for m in kept)} if kept else {}
         return {"status": "ok", **{key: sum(getattr(b, attr) for b in batchers) for key, attr in (
             ("queued", "queued"), ("requests", "requests"), ("lines", "lines"),
-            ("translator_calls", "calls"))}}
+            ("translator_calls", "calls"))}, **more}
 
     @app.get("/info")
     async def model_info(request: Request) -> JSONResponse:
@@ -243,12 +283,14 @@ def add_info_routes(app: FastAPI, served: Served, info: dict) -> None:
             return error(e.status, str(e), e.headers)
         translator = pairs.default.translator
         more = {} if len(pairs.all) == 1 else {"pairs": [
-            {"source": p.source, "target": p.target, **p.info} for p in pairs.all]}
+            {"source": p.source, "target": p.target, **p.info, "memory": p.memory is not None}
+            for p in pairs.all]}
         return JSONResponse({**info, **more, "serve": {
             "decode": dataclasses.asdict(translator.decoding), "options": list(OPTIONS),
             **dataclasses.asdict(served.limits), "lines_per_minute": access.lines_per_minute,
             "documents": DOCUMENT_EXTENSIONS,  # the page's upload: a file's format by its name
-            "api_key": bool(access.keys), "attention": translator.model is not None}})
+            "api_key": bool(access.keys), "attention": translator.model is not None,
+            "memory": pairs.default.memory is not None}})  # corrections taken
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def index() -> HTMLResponse:

@@ -5,7 +5,9 @@ one of them.
 `mt serve RUN` is one pair, its languages the run's (data.src_lang, data.tgt_lang); `mt serve
 --model de-en=runs/a --model en-de=runs/b,runs/c` several. A request names its target, and its
 source (`"auto"` or none: the one served pair into that target; of several, the one whose
-source the text is identified in, mt.serve.detect).
+source the text is identified in, mt.serve.detect). Each pair may have a translation memory
+(`--memory PATH`, of several pairs `--memory en-de=PATH`): its translator reads it, and
+POST /corrections writes into it (mt.serve.corrections).
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ from pathlib import Path
 
 from babel import Locale, UnknownLocaleError
 
+from mt.memory import Memory
 from mt.serve.access import ClientError
 from mt.serve.batcher import Batcher
+from mt.serve.corrections import MemoryThread
 from mt.serve.detect import Identifier
 from mt.translator import Translator
 
@@ -73,6 +77,33 @@ def parse_models(specs: list[str]) -> list[tuple[str, str, list[Path]]]:
     return models
 
 
+def parse_memories(specs: list[str], pairs: list[str] | None) -> dict[str | None, str]:
+    """`--memory [SRC-TGT=]MEMORY` (a path or a postgresql:// URL) for the pairs served (their
+    names, "en-de"; None: RUN..., one pair whose languages are not read yet): {pair: MEMORY},
+    the pair None where a spec of one pair leaves it out. Of several pairs each --memory names
+    a served one, once. A ValueError saying what is wrong."""
+    found: dict[str | None, str] = {}
+    for spec in specs:
+        head, eq, where = spec.partition("=")
+        named = SPEC.fullmatch(head.strip()) if eq else None  # a URL's `?a=b` names no pair
+        name = f"{named[1]}-{named[2]}".lower() if named else None
+        where = (where if named else spec).strip()
+        if not where:
+            raise ValueError(f"{spec!r}: give MEMORY (a path or a postgresql:// URL), or "
+                             "SOURCE-TARGET=MEMORY")
+        if pairs is not None and len(pairs) > 1 and name is None:
+            raise ValueError(f"{spec!r}: several pairs are served; name the pair the memory "
+                             f"is for, e.g. {pairs[0]}={where}")
+        if pairs is not None and name is not None and name not in pairs:
+            raise ValueError(f"{spec!r}: {name} is not served here; the pairs are "
+                             f"{', '.join(pairs)}")
+        if found and (name in found or pairs is None or len(pairs) == 1):
+            raise ValueError(f"{spec!r}: a second memory for {name or 'the pair'}; give "
+                             "each pair one")
+        found[name] = where
+    return found
+
+
 def home(run: Path) -> Path:
     """The directory of a run (a checkpoint file's run), to tell when two paths are one run."""
     return (run.parent if run.is_file() else run).resolve()
@@ -81,13 +112,17 @@ def home(run: Path) -> Path:
 @dataclass
 class Pair:
     """One served pair: its languages, its Translator, what GET /info tells of its model, and
-    its batcher (made when the app starts)."""
+    its batcher (made when the app starts); with `--memory`, the memory opened for
+    the server's own lookups and POST /corrections (its own connection: the translator reads
+    through another) and the thread they run on (made when the app starts)."""
 
     source: str
     target: str
     translator: Translator
     info: dict = field(default_factory=dict)
     batcher: Batcher | None = None
+    memory: Memory | None = None
+    memory_thread: MemoryThread | None = None
 
     @property
     def name(self) -> str:

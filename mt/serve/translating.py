@@ -10,16 +10,18 @@ written; the batching, limits, option checks, glossaries and documents are these
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import secrets
 from dataclasses import dataclass
 
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
+from mt.config import DecodeConfig
 from mt.document.document import DocumentTranslation
 from mt.errors import FileSystemError
 from mt.glossary import Glossary
-from mt.records import lists, record
+from mt.records import Translation, lists, record
 from mt.serve import documents
 from mt.serve.access import Access, ClientError
 from mt.serve.batcher import Job
@@ -68,7 +70,10 @@ class Ask:
 async def translate_lines(served: Served, pair: Pair, client: str, ask: Ask,
                           request: Request | None = None) -> list[dict]:
     """Per line of ask, the object of mt's POST /translate (`{"src", "text", "score", ...}`),
-    translated by pair's batcher. A ClientError for what the client must change, an MTError
+    translated by pair's batcher. With a memory (`mt serve --memory`), each line is looked up
+    whole first: one it holds exactly is its stored translation (decode.memory_exact reuse),
+    not sent to the batcher, and every line's object has its best "match" ({"source",
+    "target", "score"}, or null). A ClientError for what the client must change, an MTError
     for an option value mt refuses (both before anything is translated or counted)."""
     translator, lines = pair.translator, ask.lines
     if request is not None:
@@ -78,6 +83,21 @@ async def translate_lines(served: Served, pair: Pair, client: str, ask: Ask,
     if ask.glossary is not None or any(ask.glossaries or ()):  # refused now: beam 1, ct2
         translator.matcher(ask.glossary or Glossary(()), cfg)
     served.access.admit(client, len(lines))  # only what is to be translated counts
+    if pair.memory_thread is None:
+        return await translated(pair, ask, cfg)
+    found = await pair.memory_thread.matches(lines, cfg.memory_threshold)
+    reuse = [m is not None and m.score >= 100 and cfg.memory_exact == "reuse" for m in found]
+    rest = [i for i, r in enumerate(reuse) if not r]
+    done = iter(await translated(pair, only(ask, rest), cfg) if rest else [])
+    nbest = lists(cfg)
+    return [{**(record(line, [Translation(m.target, 0.0)], nbest) if r else next(done)),
+             "match": m and m.to_json()} for line, m, r in zip(lines, found, reuse, strict=True)]
+
+
+async def translated(pair: Pair, ask: Ask, cfg: DecodeConfig) -> list[dict]:
+    """translate_lines's objects of ask's lines, all translated by pair's batcher: whole, or
+    as documents (mt.serve.documents.wanted)."""
+    translator, lines = pair.translator, ask.lines
     docs, own = None, ask.glossaries
     if documents.wanted(ask.format, ask.split, ask.prefix is not None, cfg):
         docs = await asyncio.to_thread(documents.prepare, translator, lines, ask.format, cfg)
@@ -91,6 +111,15 @@ async def translate_lines(served: Served, pair: Pair, client: str, ask: Ask,
         return documents.records(lines, docs, found, terms)
     nbest = lists(cfg)
     return [record(src, ts, nbest) for src, ts in zip(lines, found, strict=True)]
+
+
+def only(ask: Ask, keep: list[int]) -> Ask:
+    """ask with only the lines at keep (their prefixes and glossaries with them)."""
+    def pick(values: list | None) -> list | None:
+        return None if values is None else [values[i] for i in keep]
+
+    return dataclasses.replace(ask, lines=pick(ask.lines), prefix=pick(ask.prefix),
+                               glossaries=pick(ask.glossaries))
 
 
 async def translate_file(served: Served, pair: Pair, client: str, data: bytes, format: str,
