@@ -116,6 +116,7 @@ def read_lines(path: str | Path) -> list[str]:
 
 def atomic_write(path: Path, write) -> None:
     """Call write(tmp_path), then rename over path: a crash never leaves a partial file there.
+    A path that is there but not a file (/dev/stdout, a named pipe) is written as it is.
 
     The old file at path stays as it was until the new one is complete; on any failure the
     temporary file is removed. OS errors (permissions, a full disk) become FileSystemError
@@ -124,6 +125,11 @@ def atomic_write(path: Path, write) -> None:
     path = Path(path)
     if path.is_dir():
         raise FileSystemError(f"{path}: is a directory; give a file name")
+    if path.exists() and not path.is_file():  # /dev/stdout, a pipe: written, never replaced
+        try:
+            return write(path)
+        except OSError as e:
+            raise FileSystemError(os_error_message(e, path)) from None
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     except OSError as e:

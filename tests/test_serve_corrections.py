@@ -25,6 +25,7 @@ from conftest import THREADS, assert_user_error
 from mt.config import Config, DecodeConfig
 from mt.memory import open_memory
 from mt.serve.pairs import Pair, Pairs
+from mt.vocab import SPECIALS, Vocab
 
 
 class Standin(Upper):
@@ -32,7 +33,7 @@ class Standin(Upper):
     looks each line up whole before the translator sees it)."""
 
     decoding, model, max_src = DecodeConfig(), None, 256
-    run = SimpleNamespace(cfg=Config(), starters=[], src_vocab=SimpleNamespace(itos=["7"]),
+    run = SimpleNamespace(cfg=Config(), starters=[], src_vocab=Vocab([*SPECIALS, "7"]),
                           checkpoint=None, step=0)
 
     def check_options(self, attention=False, **options) -> DecodeConfig:

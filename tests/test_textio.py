@@ -52,3 +52,21 @@ def test_undecodable_bytes_are_counted_and_a_valid_replacement_character_is_not(
     # a TSV line's sides: only the side that held the bad bytes is marked
     assert [(bad_utf8(s), bad_utf8(t)) for s, t in iter_tsv(path)] == [
         (False, False), (True, False), (False, True)]
+
+
+def test_a_named_pipe_or_dev_stdout_is_written_not_replaced(tmp_path):
+    """`-o /dev/stdout` (a link to a pipe or terminal) was renamed over: as root, /dev/stdout
+    became a file. A path that is there but no file is written as it is."""
+    import os
+    import stat
+    import threading
+
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    got = []
+    reader = threading.Thread(target=lambda: got.append(pipe.read_text()))
+    reader.start()
+    atomic_write(pipe, lambda p: Path(p).write_text("through\n"))
+    reader.join(10)
+    assert got == ["through\n"] and stat.S_ISFIFO(pipe.stat().st_mode)
+    assert leftovers(tmp_path) == []
