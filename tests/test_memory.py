@@ -64,6 +64,23 @@ def test_a_correction_added_later_wins_a_tie(memory):
     assert memory.search("Save the file", k=1)[0].target == "Die Datei speichern"
 
 
+def test_a_pair_added_again_is_the_latest(memory):
+    """X, then Y, then X again: X wins, in the exact lookup and in the word index alike."""
+    first, second = "Datei speichern", "Die Datei speichern"
+    assert memory.add([("Save the file", second)]) == (1, 0)
+    assert memory.add([("Save the file", first)]) == (0, 1)  # held already: not new
+    assert [m.target for m in memory.search("Save the file", k=2)] == [first, second]
+    # the moved pair is found by its words (its index row moved with it), and kept once
+    assert [m.target for m in memory.search("Save the files", k=2)] == [first, second]
+    assert memory.info()["pairs"] == 5
+    assert list(memory.pairs())[-1] == ("Save the file", first)
+    assert memory.integrity() == "ok"
+    # no word index row is left at the old id: the index's rows are the pairs' ids
+    indexed = memory.db.execute("SELECT rowid FROM words WHERE words MATCH 'save'").fetchall()
+    held = memory.db.execute("SELECT id FROM pairs WHERE source LIKE 'save%'").fetchall()
+    assert sorted(indexed) == sorted(held) and len(held) == 2
+
+
 def test_a_memory_of_another_pair_is_refused(memory, tmp_path):
     memory.close()
     with pytest.raises(DataError, match="a en-de memory; these pairs are en-fr"):

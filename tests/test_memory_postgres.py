@@ -78,8 +78,18 @@ def test_search_is_sqlites(memory, tmp_path):
         for query in ("save the FILE", "the window", "Open file", "zebra"):
             assert memory.search(query) == lite.search(query)
     assert memory.search("Save the file", k=1)[0].score == 100.0
-    assert list(memory.pairs()) == pairs[:3]
+    assert list(memory.pairs()) == [*pairs[1:3], pairs[0]]  # added again: the latest
     assert memory.info()["pairs"] == 3 and memory.info()["store"] == "postgresql"
+
+
+def test_a_pair_added_again_is_the_latest(memory):
+    """X, then Y, then X again: the exact lookup answers X, as SQLite's does."""
+    assert memory.add([("Save the file", "Datei speichern")]) == (1, 0)
+    assert memory.add([("Save the file", "Die Datei speichern")]) == (1, 0)
+    assert memory.add([("Save the file", "Datei speichern")]) == (0, 1)
+    assert [m.target for m in memory.search("Save the file", k=2)] == [
+        "Datei speichern", "Die Datei speichern"]
+    assert memory.info()["pairs"] == 2
 
 
 def test_another_pair_and_no_memory_are_refused(memory, url):

@@ -82,7 +82,7 @@ class Match:
 def rank(query: str, candidates: list[tuple[int, str, str]], k: int, threshold: float = 0.0
          ) -> list[Match]:
     """The k best of (id, source, target) candidates by score, at least threshold; equal
-    scores: the latest added first (a correction overrides what it corrected)."""
+    scores: the latest added (or added again) first: a correction overrides what it corrected."""
     scored = [Match(s, t, score(query, s), i) for i, s, t in candidates]
     scored = [m for m in scored if m.score >= threshold]
     scored.sort(key=lambda m: (-m.score, -m.id))

@@ -4,7 +4,9 @@ The same tables as the SQLite store (mt.memory.sqlite) in the database's own typ
 with each source's words as a `tsvector` (the 'simple' configuration: the words of
 mt.memory.match, no stemming) under a GIN index, the candidates ranked by `ts_rank` as FTS5
 ranks by bm25; `vocab`, each word's document frequency, updated in the same transaction (its
-rows locked in one order, so concurrent writers never deadlock). A transaction per batch.
+rows locked in one order, so concurrent writers never deadlock). A transaction per batch. A
+pair added again is moved to the latest id, as in SQLite (`RETURNING xmax = 0` tells an
+inserted row, which no transaction has touched since, from an updated one).
 Needs psycopg 3: pip install 'mt[memory-pg]'.
 """
 
@@ -85,10 +87,12 @@ class PostgresMemory(Memory):
                 words = terms(source)
                 cur.execute("INSERT INTO mt_memory_pairs (source, target, hash, key_hash, words)"
                             " VALUES (%s, %s, %s, %s, to_tsvector('simple', %s)) "
-                            "ON CONFLICT (hash) DO NOTHING",
+                            # a pair held already takes the id just drawn: the latest
+                            "ON CONFLICT (hash) DO UPDATE SET id = EXCLUDED.id "
+                            "RETURNING xmax = 0",
                             (source, target, pair_hash(source, target), key_hash(source),
                              " ".join(words)))
-                if cur.rowcount:
+                if cur.fetchone()[0]:
                     added += 1
                     for w in words:
                         counts[w] = counts.get(w, 0) + 1

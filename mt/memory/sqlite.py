@@ -1,13 +1,13 @@
 """A memory in one SQLite file (the default): WAL, a transaction per write, many readers.
 
 Tables: `meta` (the language pair, when created, the layout's version), `pairs` (id, source,
-target, the pair's hash, unique: a duplicate is kept once; the source key's hash, indexed: the
-exact matches) and `words`, an FTS5 index of each source's key without a copy of it
-(contentless), and `vocab`, how many sources hold each word (FTS5's own vocabulary table
-counts them by reading each word's whole list: 7 ms a query at 100,000 pairs). Writers wait for each
-other (BEGIN IMMEDIATE, up to BUSY_SECONDS); with synchronous=FULL a committed batch survives
-the process (and the machine) dying. A file that is not SQLite, is damaged, or holds no memory
-is a DataError naming it.
+target, the pair's hash, unique: a pair added again is kept once, moved to the latest id; the
+source key's hash, indexed: the exact matches) and `words`, an FTS5 index of each source's key
+without a copy of it (contentless), and `vocab`, how many sources hold each word (FTS5's own
+vocabulary table counts them by reading each word's whole list: 7 ms a query at 100,000
+pairs). Writers wait for each other (BEGIN IMMEDIATE, up to BUSY_SECONDS); with
+synchronous=FULL a committed batch survives the process (and the machine) dying. A file that is
+not SQLite, is damaged, or holds no memory is a DataError naming it.
 """
 
 from __future__ import annotations
@@ -95,14 +95,32 @@ class SqliteMemory(Memory):
                     "INSERT OR IGNORE INTO pairs (source, target, hash, key_hash) "
                     "VALUES (?, ?, ?, ?)", (source, target, pair_hash(source, target),
                                             key_hash(source)))
-                if row.rowcount:
-                    words = terms(source)
-                    self.db.execute("INSERT INTO words (rowid, key) VALUES (?, ?)",
-                                    (row.lastrowid, " ".join(words)))
-                    self.db.executemany("INSERT INTO vocab VALUES (?, 1) ON CONFLICT (term) "
-                                        "DO UPDATE SET df = df + 1", [(w,) for w in words])
-                    added += 1
+                if not row.rowcount:
+                    self._renew(source, target)
+                    continue
+                words = terms(source)
+                self.db.execute("INSERT INTO words (rowid, key) VALUES (?, ?)",
+                                (row.lastrowid, " ".join(words)))
+                self.db.executemany("INSERT INTO vocab VALUES (?, 1) ON CONFLICT (term) "
+                                    "DO UPDATE SET df = df + 1", [(w,) for w in words])
+                added += 1
         return added
+
+    def _renew(self, source: str, target: str) -> None:
+        """Make a pair already held the latest: a new id after every other, in pairs and in
+        the word index (its counts in vocab stay). FTS5 deletes a contentless row given the
+        words it was indexed with: terms(source), as when it was added (terms is part of
+        the layout, VERSION)."""
+        (old,), = self.db.execute("SELECT id FROM pairs WHERE hash = ?",
+                                  (pair_hash(source, target),)).fetchall()
+        (last,), = self.db.execute("SELECT max(id) FROM pairs").fetchall()
+        if old == last:
+            return
+        indexed = " ".join(terms(source))
+        self.db.execute("UPDATE pairs SET id = ? WHERE id = ?", (last + 1, old))
+        self.db.execute("INSERT INTO words (words, rowid, key) VALUES ('delete', ?, ?)",
+                        (old, indexed))
+        self.db.execute("INSERT INTO words (rowid, key) VALUES (?, ?)", (last + 1, indexed))
 
     def frequencies(self, words: list[str]) -> dict[str, int]:
         marks = ",".join("?" * len(words))

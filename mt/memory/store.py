@@ -1,8 +1,8 @@
 """What every memory store does, whatever holds it (SQLite, PostgreSQL): `Memory`.
 
-A store keeps pairs (each (source, target) once, in the order added), its language pair, and an
-index of its sources' words (the keys of mt.memory.match). It answers three questions: how
-often each word occurs (`frequencies`), which pairs hold some of a set of words, best first
+A store keeps pairs (each (source, target) once, in the order last added), its language pair,
+and an index of its sources' words (the keys of mt.memory.match). It answers three questions:
+how often each word occurs (`frequencies`), which pairs hold some of a set of words, best first
 (`holding`), and which pairs have a given key (`exact`). Retrieval is written once, here: the
 query's rarest words pick the candidates, mt.memory.match scores them.
 """
@@ -51,7 +51,8 @@ class Memory:
 
     # -- what a store provides --
     def _insert(self, pairs: list[tuple[str, str]]) -> int:
-        """Add pairs not already there in one transaction; how many were new."""
+        """Add pairs in one transaction, one already there made the latest (an id after every
+        other's: of equal scores the latest wins); how many were new."""
         raise NotImplementedError
 
     def frequencies(self, words: list[str]) -> dict[str, int]:
@@ -68,7 +69,7 @@ class Memory:
         raise NotImplementedError
 
     def pairs(self) -> Iterator[tuple[str, str]]:
-        """Every pair, in the order added."""
+        """Every pair, in the order last added."""
         raise NotImplementedError
 
     def info(self) -> dict:
@@ -98,8 +99,10 @@ class Memory:
 
     def add(self, pairs: Iterable[tuple[str, str]], progress: Callable[[int], None] | None = None
             ) -> tuple[int, int]:
-        """Add pairs in transactions of BATCH; (added, duplicates). A pair is durable once its
-        batch is committed, and progress (if given) is called with each batch's size then."""
+        """Add pairs in transactions of BATCH; (added, duplicates). A duplicate, a pair held
+        already, is kept once and made the latest, as a new one would be (a correction that puts
+        back an earlier translation wins again). A pair is durable once its batch is committed,
+        and progress (if given) is called with each batch's size then."""
         added = seen = 0
         it = iter(pairs)
         while batch := list(itertools.islice(it, BATCH)):

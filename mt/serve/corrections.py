@@ -81,7 +81,7 @@ class MemoryThread:
 
     async def save(self, source: str, target: str) -> bool:
         """Write the pair in one transaction, returning once it is committed: whether it was
-        new (False: the memory held it already)."""
+        new (False: the memory held it already, and it is made the latest all the same)."""
         added, _ = await asyncio.wrap_future(self._thread.submit(self.memory.add,
                                                                  [(source, target)]))
         self.saved += 1
