@@ -23,9 +23,10 @@ DATA = Path(__file__).parent / "data" / "l10n"
 FILES = ["v12.xlf", "v20.xlf"]
 
 
-def translated(name: str, overwrite: bool = False) -> str:
+def translated(name: str, overwrite: bool = False, reuse=None) -> str:
     text = (DATA / name).read_text(encoding="utf-8")
-    doc = Document(text, "xliff", Settings("en", target="de", overwrite=overwrite), name)
+    doc = Document(text, "xliff", Settings("en", target="de", overwrite=overwrite, reuse=reuse),
+                   name)
     return doc.render(reversed_words(doc.inputs)).text
 
 
@@ -80,6 +81,35 @@ def test_overwrite_translates_the_translated_too():
     again = translated("v12.xlf", overwrite=True)
     assert "eine Frau" not in again and "CHILD. A &amp; WOMAN A" in again
     assert assert_only_targets_and_marks_changed(before, again) == 5
+
+
+STORED = {"a dog runs in the park.": "ein Hund rennt im Park & bellt.",
+          "the big dog sleeps.": "der große Hund schläft."}  # the second: a segment with codes
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_a_segment_the_memory_holds_exactly_gets_its_target(name, tmp_path):
+    """As a PO entry: the stored target as it is, marked as XLIFF marks an exact match; a
+    segment with inline codes is never looked up whole, and stays the model's."""
+    asked = []
+
+    def reuse(text: str) -> str | None:  # a stand-in for the memory's exact lookup
+        asked.append(text)
+        return STORED.get(text)
+
+    before, after = (DATA / name).read_text("utf-8"), translated(name, reuse=reuse)
+    assert asked == ["a dog runs in the park."]
+    assert assert_only_targets_and_marks_changed(before, after) == (4 if "12" in name else 3)
+    reused = ('<target state="translated" state-qualifier="exact-match">' if "12" in name else
+              '<segment id="s1" state="translated" subState="mt:exact-match">')
+    assert after.count(reused) == 1
+    assert after.count("mt-suggestion" if "12" in name else "mt:machine-translation") == (
+        3 if "12" in name else 2)
+    assert "ein Hund rennt im Park &amp; bellt.</target>" in after
+    pytest.importorskip("translate.storage.xliff")
+    (tmp_path / name).write_text(after, encoding="utf-8")
+    first = open_store(tmp_path / name).units[0]
+    assert (str(first.source), str(first.target)) == next(iter(STORED.items()))
 
 
 def open_store(path: Path):

@@ -26,7 +26,7 @@ class Settings:
     translation needs: the target language, whether what is translated already is translated
     again (decode.overwrite), and the translation's origin (the run), as PO files write it;
     reuse, a translation memory's target for a text it holds exactly (decode.memory with
-    memory_exact reuse; None: no memory), for formats whose entries take it whole (PO).
+    memory_exact reuse; None: no memory), for formats whose entries take it whole (PO, XLIFF).
     """
 
     lang: str

@@ -11,7 +11,16 @@ unless it is under `translate="no"`.
 What a reviewer sees: XLIFF 1.2's `<target state="needs-review-translation"
 state-qualifier="mt-suggestion">` (the standard's values for a machine translation to review);
 2.0's `<segment state="initial" subState="mt:machine-translation">` (2.0 puts the state on the
-segment; `subState` is its place for a tool's own value, `prefix:value`). A file that names no
+segment; `subState` is its place for a tool's own value, `prefix:value`).
+
+With a translation memory (`reuse`: decode.memory), a segment without inline codes whose whole
+source the memory holds exactly (100%) gets the stored target as it is, as a PO entry does: a
+person's translation, not a machine's to review. XLIFF 1.2 has a value for it,
+`state-qualifier="exact-match"` ("the source text of a segment is exactly the same as the
+source text of a segment that was translated previously"), with `state="translated"` (not
+final: no one signed it off for this file); 2.0 has no qualifier list, so `state="translated"
+subState="mt:exact-match"`. A segment with codes is the model's (each sentence looked up on its
+own): a memory's target is plain text, and would lose the codes. A file that names no
 target language gets the translator's (`target-language` on each 1.2 `<file>`, `trgLang` on
 2.0's `<xliff>`).
 
@@ -24,7 +33,9 @@ written: XLIFF's targets carry the same codes, with the same ids.
 
 from __future__ import annotations
 
+import html
 import io
+from collections.abc import Callable
 from xml.sax.saxutils import quoteattr
 
 from mt.document.markup import Block
@@ -34,18 +45,22 @@ from mt.l10n.xliff import Languages, Segment, Tag, read
 
 REVIEW = {"1.2": {"state": "needs-review-translation", "state-qualifier": "mt-suggestion"},
           "2.0": {"state": "initial", "subState": "mt:machine-translation"}}
+REUSED = {"1.2": {"state": "translated", "state-qualifier": "exact-match"},
+          "2.0": {"state": "translated", "subState": "mt:exact-match"}}
 # attribute values written back: what the parser normalized to spaces kept as written
 ENTITIES = {"\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
 
 Edit = tuple[int, int, list]  # bytes [at, end) of the file replaced by parts (str, Block)
 
 
-def parse(source: str, name: str, target: str = "", overwrite: bool = False
+def parse(source: str, name: str, target: str = "", overwrite: bool = False,
+          reuse: Callable[[str], str | None] | None = None
           ) -> tuple[list[str | Block], list[str]]:
     """The parts of an XLIFF text: what is written back as it is (str) and a Block per
     segment to translate (its translation the new target's text). target: the language
     written where the file names none ("": none written); overwrite: translate segments
-    that have a target too. A DataError for a text that is not XML or not XLIFF."""
+    that have a target too; reuse: a memory's target for a text it holds exactly (None: no
+    memory). A DataError for a text that is not XML or not XLIFF."""
     data = source.encode("utf-8")
     edits: list[Edit] = []
     for item in read(io.BytesIO(data), name):
@@ -53,7 +68,7 @@ def parse(source: str, name: str, target: str = "", overwrite: bool = False
             if target and not item.target:
                 edits.append(_retag(item.tag, {item.target_key: target}))
         elif item.translate and (item.untranslated or overwrite) and plain(item.source):
-            edits += _translated(item, data)
+            edits += _translated(item, data, reuse)
     parts: list[str | Block] = []
     done = 0
     for at, end, new in sorted(edits, key=lambda e: e[0]):
@@ -63,15 +78,21 @@ def parse(source: str, name: str, target: str = "", overwrite: bool = False
     return parts, []
 
 
-def _translated(s: Segment, data: bytes) -> list[Edit]:
-    """The edits that give a segment its translation: the target, and 2.0's state."""
-    review = REVIEW[s.version]
+def _translated(s: Segment, data: bytes, reuse: Callable[[str], str | None] | None = None
+                ) -> list[Edit]:
+    """The edits that give a segment its translation, the memory's where reuse holds its
+    whole source exactly (codes aside), else the model's: the target, and 2.0's state."""
+    stored = None
+    if reuse is not None and all(p.kind == "text" for p in s.source):
+        stored = reuse(plain(s.source))
+    review = REVIEW[s.version] if stored is None else REUSED[s.version]
     old = s.target_tag
     name = old.name if old else s.source_tag.name.removesuffix("source") + "target"
     attrs = dict(old.attrs if old else {})
     if s.version == "1.2":
         attrs |= review
-    new = [f"<{name}{_attributes(attrs)}>", _block(s.source, data), f"</{name}>"]
+    text = _block(s.source, data) if stored is None else escape(stored)
+    new = [f"<{name}{_attributes(attrs)}>", text, f"</{name}>"]
     edits = [(old.at, s.target_end, new) if old else
              (s.after_source, s.after_source, [s.indent, *new])]
     if s.version == "2.0":
@@ -83,6 +104,11 @@ def _retag(tag: Tag, attrs: dict[str, str]) -> Edit:
     """A start tag written anew with attrs set (in its place if it has them, else last).
     The tags written anew (<xliff>, <file>, <segment>) have content: none ends in `/>`."""
     return tag.at, tag.end, [f"<{tag.name}{_attributes(tag.attrs | attrs)}>"]
+
+
+def escape(text: str) -> str:
+    """Text as an XML element's content: &, < and > escaped."""
+    return html.escape(text, quote=False)
 
 
 def _attributes(attrs: dict[str, str]) -> str:
