@@ -50,7 +50,12 @@ def eager() -> Iterator[dict]:
 
 @contextlib.contextmanager
 def static() -> Iterator[dict]:
-    yield {"compile": "off"}
+    """The static cache in an eager step (mt.decoding.step.STATIC)."""
+    before, step.STATIC = step.STATIC, True
+    try:
+        yield {"compile": "off"}
+    finally:
+        step.STATIC = before
 
 
 @contextlib.contextmanager
