@@ -30,9 +30,9 @@ from mt.log import info
 from mt.token_cache.keys import cache_root
 from mt.vocab import PAD
 
-# auto: source tokens a process decodes with one model before its steps are compiled. A
-# placeholder, NOT MEASURED yet: the compile time over the time a compiled step saves per
-# source token, on an idle machine (docs/benchmarks.md#compiled-decoding).
+# auto: source tokens a process decodes with one model before its steps are compiled. No
+# break-even exists yet: on a CPU the compiled step was measured slower than the eager one
+# (docs/benchmarks.md#fast-decoding-levers), which is why decode.compile defaults to off.
 BREAK_EVEN = 20_000
 # Inductor's options. No freezing: its graphs hold the weights as constants, which Inductor's
 # disk cache refuses to keep (every process would compile again), and which would tie a
