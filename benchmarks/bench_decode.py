@@ -117,6 +117,7 @@ def timed(contenders: dict, models: list[Seq2Seq], device: torch.device, rounds:
             return out, time.perf_counter() - start, positions[0]
         return run
 
+    models = list({id(m): m for m in models}.values())  # one model may be given twice
     for m in models:
         m.decode = counting(m)
     try:

@@ -39,19 +39,10 @@ WARMUP = 8  # sentences translated untimed before each measurement
 
 
 @contextlib.contextmanager
-def eager() -> Iterator[dict]:
-    """Today's step: the cache that grows each step (mt.model.DecoderCache), never compiled."""
-    before, step.STATIC = step.STATIC, False
-    try:
-        yield {"compile": "off"}
-    finally:
-        step.STATIC = before
-
-
-@contextlib.contextmanager
-def static() -> Iterator[dict]:
-    """The static cache in an eager step (mt.decoding.step.STATIC)."""
-    before, step.STATIC = step.STATIC, True
+def eager_step(static: bool) -> Iterator[dict]:
+    """An eager step, with the cache that grows each step (mt's) or the static one
+    (mt.decoding.step.STATIC)."""
+    before, step.STATIC = step.STATIC, static
     try:
         yield {"compile": "off"}
     finally:
@@ -65,7 +56,8 @@ def compiled_step() -> Iterator[dict]:
 
 # name -> a context that sets the lever up and yields the DecodeConfig fields it changes
 LEVERS: dict[str, Callable[[], contextlib.AbstractContextManager[dict]]] = {
-    "eager": eager, "static": static, "compiled": compiled_step}
+    "eager": lambda: eager_step(False), "static": lambda: eager_step(True),
+    "compiled": compiled_step}
 
 
 def contender(translator: Translator, lever, lines: list[str]) -> Callable[[int], tuple]:

@@ -14,6 +14,11 @@ pairs), the file's size, each query's `search(k=5)` in milliseconds (p50, p99, m
 resident memory (the process's maximum RSS), and recall@1 on the first --recall queries: the
 share whose first match scores what the best of every pair in the memory scores (an exhaustive
 scan of mt.memory.match.score: slow, about 40 s a query at 1,000,000 pairs).
+
+--run RUN (a de->en run) also times translating the queries with the memory (`decode.memory`:
+each line looked up, exact matches reused) against without it, one thread, the two taking
+turns for --rounds rounds, fastest of each: what a memory costs a translation (the issue's
+target: at most 1.2x).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.harness import MULTI30K, TOY, markdown, parse, parser
+from benchmarks.harness import MULTI30K, TOY, alternate, markdown, parse, parser, timer
 from mt.memory.match import score
 from mt.memory.sqlite import SqliteMemory
 from mt.textio import read_lines, split_path
@@ -58,6 +63,8 @@ def main() -> None:
     ap.add_argument("--train", default="train")
     ap.add_argument("--test", default="test_2016_flickr")
     ap.add_argument("--dir", default=None, help="where the memory is written (default: TMP)")
+    ap.add_argument("--run", type=Path, default=None, help="also time translating the "
+                    "queries with the memory against without it (a de->en run)")
     args = parse(ap, {"data": TOY, "train": "toy.train", "test": "toy.test", "pairs": 3000,
                       "queries": 100, "recall": 20})
     langs = ("de", "en")
@@ -77,6 +84,8 @@ def main() -> None:
                 times.append((time.perf_counter() - start) * 1000)
             checked = queries[:args.recall]
             best = [max(score(q, s) for s, _ in varied(train, args.pairs)) for q in checked]
+        if args.run:
+            cost = translation_cost(args.run, path, queries, args.rounds)
     hits = sum(bool(f) and abs(f[0].score - b) < 1e-9 for f, b in zip(found, best))
     times.sort()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
@@ -87,6 +96,24 @@ def main() -> None:
                      f"{times[min(len(times) - 1, int(len(times) * 0.99))]:.2f}",
                      f"{statistics.fmean(times):.2f}", f"{peak:,.0f}",
                      f"{hits}/{len(checked)}"]]))
+    if args.run:
+        print(f"\ntranslating {len(queries):,} lines with the memory / without it, one thread, "
+              f"fastest of {args.rounds} round(s): {cost:.2f}x (target <= 1.2x)")
+
+
+def translation_cost(run: Path, memory: Path, lines: list[str], rounds: int) -> float:
+    """Seconds translating lines with the memory over seconds without it."""
+    import torch
+
+    from mt.translator import Translator
+
+    torch.set_num_threads(1)
+    plain = Translator.load(run)
+    with_memory = plain.with_options(memory=str(memory))
+    with_memory.translate(lines[:8])  # opens the memory, untimed
+    best = alternate({"without": timer(lambda: plain.translate(lines)),
+                      "with": timer(lambda: with_memory.translate(lines))}, rounds)
+    return best["with"] / best["without"]
 
 
 if __name__ == "__main__":
