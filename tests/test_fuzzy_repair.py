@@ -179,7 +179,7 @@ def test_a_memory_trained_model_copies_an_unseen_match_but_the_word_that_differs
     r = cli("train", CONFIG, "--out", tmp_path / "run", "--device", "cpu", *(
         x for s in ["model.d_model=64", "model.d_ff=128", "model.dropout=0.0",
                     "train.max_tokens=1024", "train.lr=3e-3", "train.warmup=50",
-                    "train.eval_every=1000", "train.max_steps=400", "train.max_epochs=100",
+                    "train.eval_every=1000", "train.max_steps=250", "train.max_epochs=100",
                     "train.eval_bleu=false", "train.metric=loss", f"data.dir={d}",
                     "data.train=train", "data.val=val", "data.test=val",
                     "data.shared_vocab=true", "data.memory.prob=0.9"] for x in ("--set", s)))
