@@ -68,6 +68,12 @@ def _stems(token: str) -> list[str]:
     return [token[:n] for n in range(max(k + 3, len(token) - 2), len(token) + 1)]
 
 
+def reused(match: Match | None, cfg: DecodeConfig) -> bool:
+    """Whether a line with this best match is its stored target, not decoded: an exact match
+    (100%) under decode.memory_exact reuse."""
+    return match is not None and match.score >= 100 and cfg.memory_exact == "reuse"
+
+
 def prefix_mismatch(lines: int, prefixes: int) -> DataError:
     """The error for prefixes that do not pair with the input lines (counts as far as read)."""
     what = (f"the prefixes end after {prefixes} of the input's lines" if prefixes < lines
@@ -466,13 +472,12 @@ class Translator:
         exact match in decode.memory (memory_exact reuse) is its match's target, not decoded;
         the others are decoded (augmented with their match, for a run trained with it)."""
         found = self.matches(lines, cfg)
-        reused = [m is not None and m.score >= 100 and cfg.memory_exact == "reuse"
-                  for m in found]
-        plan = self._plan(["" if r else line for line, r in zip(lines, reused)], cfg, prefixes,
+        reuse = [reused(m, cfg) for m in found]
+        plan = self._plan(["" if r else line for line, r in zip(lines, reuse)], cfg, prefixes,
                           matchers or [None] * len(lines), found)
         out = [[Translation(m.target, 0.0, match=m)] if r else
                [Translation("", 0.0, "" if cfg.align else None, terms=empty, missing=empty)]
-               for m, r, empty in zip(found, reused, ([] if g else None for g in plan.matchers))]
+               for m, r, empty in zip(found, reuse, ([] if g else None for g in plan.matchers))]
         # beam search decodes K rows per sentence, sampling one per sample: budget K x tokens
         groups = plan.groups(max(cfg.beam, cfg.samples), cfg.batch_tokens)
         decode = functools.partial(self._decode, plan, cfg, scored, attention)

@@ -27,7 +27,7 @@ from mt.document.placeholders import compile_keep
 from mt.document.starters import starts_sentence
 from mt.glossary import Glossary, GlossaryLike, as_glossary
 from mt.records import Translation
-from mt.translator import CHUNK_LINES, Translator, glossaries_mismatch
+from mt.translator import CHUNK_LINES, Translator, glossaries_mismatch, reused
 
 __all__ = ["FORMATS", "Document", "DocumentTranslation", "Documents", "compile_keep",
            "decode_text", "document_format", "format_of_path", "settings",
@@ -104,7 +104,7 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
 def exact_target(translator: Translator, cfg: DecodeConfig, text: str) -> str | None:
     """The target of text's exact match (100%) in decode.memory; None where it has none."""
     match = translator.matches([text], cfg)[0]
-    return match.target if match is not None and match.score >= 100 else None
+    return match.target if reused(match, cfg) else None
 
 
 def origin(translator: Translator) -> str:

@@ -26,6 +26,7 @@ from mt.serve import documents
 from mt.serve.access import Access, ClientError
 from mt.serve.batcher import Job
 from mt.serve.pairs import Pair, Pairs
+from mt.translator import reused
 
 
 @dataclass
@@ -86,7 +87,7 @@ async def translate_lines(served: Served, pair: Pair, client: str, ask: Ask,
     if pair.memory_thread is None:
         return await translated(pair, ask, cfg)
     found = await pair.memory_thread.matches(lines, cfg.memory_threshold)
-    reuse = [m is not None and m.score >= 100 and cfg.memory_exact == "reuse" for m in found]
+    reuse = [reused(m, cfg) for m in found]
     rest = [i for i, r in enumerate(reuse) if not r]
     done = iter(await translated(pair, only(ask, rest), cfg) if rest else [])
     nbest = lists(cfg)
