@@ -109,9 +109,7 @@ def build_entry(tmp: Path, d: DataConfig, settings: dict, corpus: CorpusSource,
     bar = tqdm(desc=f"tokenize {corpus.name}", unit=" pairs", unit_scale=True, disable=None,
                file=sys.stderr, dynamic_ncols=True)
     pair_filter = PairFilter(d.filter)
-    chunks = ([p for p, keep in zip(c, pair_filter.keep(c)) if keep]
-              for c in _chunks(corpus.pairs(), CHUNK_PAIRS))
-    chunks = enumerate(c for c in chunks if c)  # not a chunk the filter emptied
+    chunks = enumerate(c for c in kept_chunks(corpus, pair_filter) if c)  # none emptied
     for encoded, found in _tokenized(chunks, d, tok_dir, toks, workers):
         for side, enc in zip(sides, encoded):
             side.add(*enc)
@@ -143,6 +141,14 @@ def build_entry(tmp: Path, d: DataConfig, settings: dict, corpus: CorpusSource,
                         "rank": int(os.environ.get("RANK", 0)), "workers": workers}
     (tmp / META).write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return meta
+
+
+def kept_chunks(corpus: CorpusSource, pair_filter: PairFilter
+                ) -> Iterator[list[tuple[str, str]]]:
+    """The corpus's pairs in chunks of CHUNK_PAIRS, each as data.filter keeps it: what an entry
+    is built of, in its order (mt.token_cache.matches reads an entry's pair i through it)."""
+    for chunk in _chunks(corpus.pairs(), CHUNK_PAIRS):
+        yield [p for p, keep in zip(chunk, pair_filter.keep(chunk)) if keep]
 
 
 def _chunks(pairs: Iterable[tuple[str, str]], size: int) -> Iterator[list[tuple[str, str]]]:

@@ -11,9 +11,7 @@ atomically when complete; a run, its resume and the next run with the same setti
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
-import os
 import sys
 import tempfile
 import time
@@ -29,8 +27,8 @@ from mt.errors import DataError
 from mt.filters import PairFilter
 from mt.memory import Memory, is_url, open_memory
 from mt.memory.files import file_pairs
-from mt.textio import file_identity
-from mt.token_cache.builder import CHUNK_PAIRS
+from mt.textio import atomic_write, file_identity
+from mt.token_cache.builder import kept_chunks
 from mt.token_cache.entry import CacheEntry
 from mt.token_cache.keys import cache_root, short_hash
 
@@ -42,11 +40,7 @@ Matches = list[tuple[float, str] | None]  # per entry pair: (score, the match's 
 def entry_pairs(corpus: CorpusSource, d: DataConfig) -> list[tuple[str, str]]:
     """The corpus's pairs as its entry holds them: data.filter applied in the builder's
     chunks, so pair i is the entry's pair i."""
-    pair_filter, kept = PairFilter(d.filter), []
-    it = iter(corpus.pairs())
-    while chunk := list(itertools.islice(it, CHUNK_PAIRS)):
-        kept += [p for p, keep in zip(chunk, pair_filter.keep(chunk)) if keep]
-    return kept
+    return [p for chunk in kept_chunks(corpus, PairFilter(d.filter)) for p in chunk]
 
 
 def is_memory(where: str) -> bool:
@@ -94,10 +88,8 @@ def cached_matches(entry: CacheEntry, corpus: CorpusSource, d: DataConfig) -> Ma
     log.info(f"data.memory: {corpus.name}: {matched} of {len(pairs)} pairs have a match of "
              f"{m.threshold:g}% or more ({time.perf_counter() - started:.0f} s)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False,
-                                     encoding="utf-8") as f:
-        json.dump(found, f, ensure_ascii=False)
-    os.replace(f.name, path)
+    atomic_write(path, lambda tmp: Path(tmp).write_text(json.dumps(found, ensure_ascii=False),
+                                                        encoding="utf-8"))
     return found
 
 
