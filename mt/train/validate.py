@@ -45,7 +45,7 @@ def validate(cfg: Config, model: Seq2Seq, data: RunData, step: int, group: Group
     if cfg.train.eval_bleu:
         run = Run(cfg, model, data.src_vocab, data.tgt_vocab, step, data.src_tok,
                   data.tgt_tok)
-        # fast, whatever decode.beam is; never compiled: the weights change until the next
+        # fast, whatever decode.beam is; never compiled: the weights change by the next one
         greedy = replace(cfg.decode, beam=1, nbest=1, compile="off")
         mine = Translator(run, greedy, device=group.device).translate(
             data.val_src[group.rank::group.world])
