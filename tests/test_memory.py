@@ -14,7 +14,7 @@ import pytest
 from conftest import ROOT
 from mt.errors import DataError
 from mt.memory import open_memory, score
-from mt.memory.match import key, words
+from mt.memory.match import key, rank, words
 from mt.memory.training import best_matches
 
 
@@ -32,6 +32,19 @@ from mt.memory.training import best_matches
 ])
 def test_the_match_percentage_is_the_documented_formula(query, source, expected):
     assert score(query, source) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("threshold", [0.0, 50.0, 75.0, 99.0])
+def test_rank_skips_by_length_only_what_its_threshold_drops(threshold):
+    """rank leaves out a candidate whose lengths alone put it below the threshold without
+    scoring it: the matches it keeps are those score() keeps, with score()'s percentages."""
+    sources = ["Save the file", "save the file", "Save the file now please", "Save", "",
+               "the file Save", "SAVE THE FILE", "Save the whole file now", "Save, the file"]
+    rows = [(i, s, s.upper()) for i, s in enumerate(sources)]
+    for query in ("Save the file", "save", "Save the file now", ""):
+        want = sorted(((score(query, s), i) for i, s, _ in rows  # ties: the latest first
+                       if score(query, s) >= threshold), reverse=True)
+        assert [(m.score, m.id) for m in rank(query, rows, len(rows), threshold)] == want
 
 
 def test_words_and_keys():

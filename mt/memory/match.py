@@ -56,13 +56,33 @@ def _levenshtein():
 
 def score(query: str, source: str) -> float:
     """The match percentage (0-100) of a memory's source for a query, by the formula above."""
-    a, b = key(query).split(), key(source).split()
-    longer = max(len(a), len(b))
+    return _percent(_Words(query), _Words(source))
+
+
+class _Words:
+    """A text's words, case kept and case-folded: what the score compares, made once."""
+
+    __slots__ = ("cased", "folded")
+
+    def __init__(self, text: str):
+        self.cased = words(text)
+        self.folded = [w.casefold() for w in self.cased]
+
+
+def _percent(a: _Words, b: _Words, at_least: float = 0.0) -> float:
+    """The match percentage of b's words for a's; -1 where it is below at_least for their
+    lengths alone (a word more or less costs 1 whatever the words are), without comparing."""
+    longer = max(len(a.folded), len(b.folded))
     if not longer:
         return 100.0
+    if 100.0 * (1 - abs(len(a.folded) - len(b.folded)) / longer) < at_least:
+        return -1.0
     levenshtein = _levenshtein()
-    distance = levenshtein.distance(a, b)
-    case = CASE_PENALTY if levenshtein.distance(words(query), words(source)) > distance else 0.0
+    distance = levenshtein.distance(a.folded, b.folded)
+    case = 0.0  # the cased distance is larger only where some word differs in case
+    if (a.cased != a.folded or b.cased != b.folded) \
+            and levenshtein.distance(a.cased, b.cased) > distance:
+        case = CASE_PENALTY
     return max(0.0, 100.0 * (1 - distance / longer) - case)
 
 
@@ -83,7 +103,8 @@ def rank(query: str, candidates: list[tuple[int, str, str]], k: int, threshold: 
          ) -> list[Match]:
     """The k best of (id, source, target) candidates by score, at least threshold; equal
     scores: the latest added (or added again) first: a correction overrides what it corrected."""
-    scored = [Match(s, t, score(query, s), i) for i, s, t in candidates]
+    q = _Words(query)
+    scored = [Match(s, t, _percent(q, _Words(s), threshold), i) for i, s, t in candidates]
     scored = [m for m in scored if m.score >= threshold]
     scored.sort(key=lambda m: (-m.score, -m.id))
     return scored[:k]
