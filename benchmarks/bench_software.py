@@ -3,7 +3,7 @@ without MT, the translation memory's suggestion, overall and by fuzzy-match band
 
     python -m benchmarks.bench_software --data data/software_en_de [--split val]
         [--hyp runs/sw/val.hyp ...] [--band 0.7]
-        [--memory tm.db [--run RUN] [--memory-run RUN] [--threads 2]]
+        [--memory tm.db [--run RUN] [--memory-run RUN] [--reuse 70 80 90] [--threads 2]]
     python -m benchmarks.bench_software --po DIR   # PO files mt wrote: msgfmt, placeholders
     python -m benchmarks.bench_software --speed RUN --pot FILE [--beam B] [--rounds 2]
     python -m benchmarks.bench_software --smoke    # a corpus of six tiny catalogues
@@ -28,6 +28,9 @@ docs/memory.md: >= 90, 70-90, 50-70, below 50, and all): the memory's suggestion
 match's target; empty where it has none), and given --run, that run's translations without the
 memory ("mt") and with it ("mt + exact reuse": exact matches reused, decode.memory), and given
 --memory-run (a run trained with data.memory), its translations with the memory, which it reads.
+--reuse N ... adds a row per N for the last of those two runs with decode.memory_reuse N: each
+entry whose best match scores N or more is the match's target, the others that run's
+translation with the memory (so composed, not decoded again: a reused line is never decoded).
 
 --po DIR reads the PO files mt wrote (`mt translate --doc-format po`, one a package) and prints
 how many pass GNU gettext's `msgfmt --check --use-fuzzy` (mt marks its translations fuzzy,
@@ -106,6 +109,10 @@ def memory_systems(args, src: list[str]) -> tuple[dict[str, list[str]], list[flo
     if args.memory_run is not None:
         t = Translator.load(args.memory_run, threads=args.threads)
         systems["mt trained with data.memory + memory"] = t.translate(src, memory=where)
+    name, last = list(systems.items())[-1]
+    for n in args.reuse if len(systems) > 1 else ():  # decode.memory_reuse n, composed
+        systems[f"{name}, reuse >= {n:g}"] = [f.target if f and f.score >= n else hyp
+                                              for f, hyp in zip(found, last)]
     return systems, [f.score if f else 0.0 for f in found]
 
 
@@ -234,6 +241,8 @@ def main() -> None:
                     "threads")
     ap.add_argument("--memory", type=Path, help="an mt memory: a table by its fuzzy bands")
     ap.add_argument("--run", type=Path, help="with --memory: a run without data.memory")
+    ap.add_argument("--reuse", type=float, nargs="*", default=[],
+                    help="with --memory: rows with decode.memory_reuse at these percentages")
     ap.add_argument("--memory-run", type=Path, help="with --memory: a run trained with "
                     "data.memory")
     args = parse(ap, {})

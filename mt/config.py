@@ -428,6 +428,12 @@ class DecodeConfig:
     memory_exact: MemoryExact = option("reuse", "With --memory: an exact match's target reused "
                                        "as it is (reuse) or the line translated all the same "
                                        "(translate).", commands=("translate", "eval", "serve"))
+    memory_reuse: float = option(100.0, "With --memory and memory_exact reuse: the least "
+                                 "match percentage whose stored target is used as it is, not "
+                                 "translated: 100, exact matches only; lower, close matches "
+                                 "too, marked for review in PO and XLIFF files (as a CAT tool "
+                                 "pre-translates).", commands=("translate", "eval", "serve"),
+                                 ge=0, le=100, must="in [0, 100]")
     memory_threshold: float = option(50.0, "With --memory: the least match percentage (0-100) "
                                      "a match is shown at, and augments the source with (for a "
                                      "run trained with data.memory, at least its own threshold).",

@@ -67,7 +67,7 @@ class Translation:
     # (mt.unknowns); None where it wrote none
     unknowns: list[str] | None = None
     # with decode.memory: the line's best match at or above decode.memory_threshold; a line
-    # whose exact match was reused (decode.memory_exact reuse) is its target, score 100
+    # reused as it is (decode.memory_exact reuse, at or above decode.memory_reuse) is its target
     match: Match | None = None
 
 

@@ -69,9 +69,9 @@ def _stems(token: str) -> list[str]:
 
 
 def reused(match: Match | None, cfg: DecodeConfig) -> bool:
-    """Whether a line with this best match is its stored target, not decoded: an exact match
-    (100%) under decode.memory_exact reuse."""
-    return match is not None and match.score >= 100 and cfg.memory_exact == "reuse"
+    """Whether a line with this best match is its stored target, not decoded: a match at or
+    above decode.memory_reuse (100: exact) under decode.memory_exact reuse."""
+    return match is not None and match.score >= cfg.memory_reuse and cfg.memory_exact == "reuse"
 
 
 def prefix_mismatch(lines: int, prefixes: int) -> DataError:

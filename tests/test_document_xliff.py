@@ -18,6 +18,7 @@ from xml_bombs import BOMB, EXTERNAL
 from conftest import assert_user_error
 from mt.document.document import Document
 from mt.document.paragraph import Settings
+from mt.memory.match import Match
 
 DATA = Path(__file__).parent / "data" / "l10n"
 FILES = ["v12.xlf", "v20.xlf"]
@@ -87,24 +88,29 @@ STORED = {"a dog runs in the park.": "ein Hund rennt im Park & bellt.",
           "the big dog sleeps.": "der große Hund schläft."}  # the second: a segment with codes
 
 
+@pytest.mark.parametrize("score", [100.0, 85.0])
 @pytest.mark.parametrize("name", FILES)
-def test_a_segment_the_memory_holds_exactly_gets_its_target(name, tmp_path):
-    """As a PO entry: the stored target as it is, marked as XLIFF marks an exact match; a
-    segment with inline codes is never looked up whole, and stays the model's."""
+def test_a_segment_the_memory_holds_gets_its_target(name, score, tmp_path):
+    """As a PO entry: the stored target as it is, marked as XLIFF marks an exact match (100)
+    or a close one to review (decode.memory_reuse below 100); a segment with inline codes is
+    never looked up whole, and stays the model's."""
     asked = []
 
-    def reuse(text: str) -> str | None:  # a stand-in for the memory's exact lookup
+    def reuse(text: str) -> Match | None:  # a stand-in for the memory's lookup
         asked.append(text)
-        return STORED.get(text)
+        return Match(text, STORED[text], score) if text in STORED else None
 
     before, after = (DATA / name).read_text("utf-8"), translated(name, reuse=reuse)
     assert asked == ["a dog runs in the park."]
     assert assert_only_targets_and_marks_changed(before, after) == (4 if "12" in name else 3)
-    reused = ('<target state="translated" state-qualifier="exact-match">' if "12" in name else
-              '<segment id="s1" state="translated" subState="mt:exact-match">')
-    assert after.count(reused) == 1
-    assert after.count("mt-suggestion" if "12" in name else "mt:machine-translation") == (
-        3 if "12" in name else 2)
+    v12 = "12" in name
+    reused = {(True, 100.0): '<target state="translated" state-qualifier="exact-match">',
+              (False, 100.0): '<segment id="s1" state="translated" subState="mt:exact-match">',
+              (True, 85.0): '<target state="needs-review-translation" '
+                            'state-qualifier="fuzzy-match">',
+              (False, 85.0): '<segment id="s1" state="initial" subState="mt:fuzzy-match">'}
+    assert after.count(reused[v12, score]) == 1
+    assert after.count("mt-suggestion" if v12 else "mt:machine-translation") == (3 if v12 else 2)
     assert "ein Hund rennt im Park &amp; bellt.</target>" in after
     pytest.importorskip("translate.storage.xliff")
     (tmp_path / name).write_text(after, encoding="utf-8")

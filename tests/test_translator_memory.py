@@ -1,7 +1,9 @@
 """Translating with a translation memory (decode.memory; docs/memory.md#translating-with-a-memory):
 an exact match reused, not decoded; the best match beside each translation in jsonl and on
 Translation; a memory of another pair refused; a PO entry matched exactly gets the stored
-translation, not fuzzy. Through `mt translate` and the Python API, on the toy model."""
+translation, not fuzzy; with decode.memory_reuse below 100, a close match reused too (a PO
+entry marked fuzzy, unless it would break the msgid's directives). Through `mt translate` and
+the Python API, on the toy model."""
 
 from __future__ import annotations
 
@@ -63,6 +65,16 @@ def test_memory_exact_translate_decodes_every_line(cli, tiny_run, memory, tmp_pa
     assert records[0]["match"]["score"] == 100.0
 
 
+def test_memory_reuse_takes_close_matches_as_they_are(cli, tiny_run, memory, tmp_path):
+    records = [json.loads(x) for x in translate(cli, tiny_run, tmp_path, "--memory", memory,
+                                                "--memory-reuse", "85", "--format", "jsonl")
+               .splitlines()]
+    assert [r["text"] for r in records[:2]] == [PERSON, STORED[1][1]]  # 85.71: reused
+    assert records[1]["match"]["score"] == round(100 * 6 / 7, 2)
+    higher = translate(cli, tiny_run, tmp_path, "--memory", memory, "--memory-reuse", "90")
+    assert higher.splitlines()[1] != STORED[1][1]  # below 90: decoded
+
+
 def test_a_memory_of_another_pair_is_one_line(cli, tiny_run, tmp_path):
     with open_memory(tmp_path / "de-en.db", ("de", "en")) as m:
         m.add([(b, a) for a, b in STORED])
@@ -118,6 +130,33 @@ def test_a_po_entry_matched_exactly_gets_the_stored_translation_not_fuzzy(cli, t
     exact, fuzzy = po.read(out.read_text(encoding="utf-8"), "out").entries
     assert exact.po.msgstr == STORED[1][1] and "fuzzy" not in exact.po.flags
     assert fuzzy.translated and "fuzzy" in fuzzy.po.flags
+    if shutil.which("msgfmt"):
+        subprocess.run(["msgfmt", "--check", "--use-fuzzy", "-o", "/dev/null", str(out)],
+                       check=True)
+
+
+CLOSE_PO = """msgid "I need seven hundred eleven cats."
+msgstr ""
+
+#, c-format
+msgid "I need %d hundred eleven cats."
+msgstr ""
+"""
+
+
+def test_a_close_match_is_a_fuzzy_entry_where_it_keeps_the_directives(cli, tiny_run, memory,
+                                                                      tmp_path):
+    (tmp_path / "in.po").write_text(CLOSE_PO, encoding="utf-8")
+    out = tmp_path / "de.po"
+    r = cli("translate", tiny_run, "-i", tmp_path / "in.po", "-o", out, "--doc-format", "po",
+            "--threads", "1", "--memory", memory, "--memory-reuse", "60")
+    assert r.code == 0, r.err
+    text = out.read_text(encoding="utf-8")
+    close, directive = po.read(text, "out").entries
+    assert close.po.msgstr == STORED[1][1] and "fuzzy" in close.po.flags
+    assert "# mt: translation memory, 86% match" in text
+    assert "%d" in directive.po.msgstr  # the stored target has no %d: the model's
+    assert text.count("translation memory") == 1
     if shutil.which("msgfmt"):
         subprocess.run(["msgfmt", "--check", "--use-fuzzy", "-o", "/dev/null", str(out)],
                        check=True)

@@ -26,6 +26,7 @@ from mt.document.paragraph import Settings
 from mt.document.placeholders import compile_keep
 from mt.document.starters import starts_sentence
 from mt.glossary import Glossary, GlossaryLike, as_glossary
+from mt.memory.match import Match
 from mt.records import Translation
 from mt.translator import CHUNK_LINES, Translator, glossaries_mismatch, reused
 
@@ -96,15 +97,16 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
     data = translator.run.cfg.data
     reuse = None
     if cfg.memory and cfg.memory_exact == "reuse":
-        reuse = functools.partial(exact_target, translator, cfg)
+        reuse = functools.partial(stored, translator, cfg)
     return Settings(data.src_lang, True, too_long, tuple(keep), str, begins, masked,
                     data.tgt_lang, cfg.overwrite, origin(translator), reuse)
 
 
-def exact_target(translator: Translator, cfg: DecodeConfig, text: str) -> str | None:
-    """The target of text's exact match (100%) in decode.memory; None where it has none."""
+def stored(translator: Translator, cfg: DecodeConfig, text: str) -> Match | None:
+    """text's match in decode.memory whose target is used as it is (at or above
+    decode.memory_reuse: 100, exact); None where it has none."""
     match = translator.matches([text], cfg)[0]
-    return match.target if reused(match, cfg) else None
+    return match if reused(match, cfg) else None
 
 
 def origin(translator: Translator) -> str:

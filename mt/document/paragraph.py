@@ -13,6 +13,7 @@ from mt.config import PLACEHOLDERS
 from mt.document.placeholders import find, mask
 from mt.document.placement import Anchor, Element, Layout, Leaf, Source, place, render
 from mt.document.segment import split
+from mt.memory.match import Match
 from mt.records import Translation
 
 
@@ -25,8 +26,9 @@ class Settings:
     kinds taken out of the sentences (decode.mask). What a format that records the
     translation needs: the target language, whether what is translated already is translated
     again (decode.overwrite), and the translation's origin (the run), as PO files write it;
-    reuse, a translation memory's target for a text it holds exactly (decode.memory with
-    memory_exact reuse; None: no memory), for formats whose entries take it whole (PO, XLIFF).
+    reuse, a translation memory's match for a text whose target is used as it is (decode.memory
+    with memory_exact reuse, at or above memory_reuse; None: no memory), for formats whose
+    entries take it whole (PO, XLIFF).
     """
 
     lang: str
@@ -39,7 +41,7 @@ class Settings:
     target: str = ""
     overwrite: bool = False
     origin: str = ""
-    reuse: Callable[[str], str | None] | None = None
+    reuse: Callable[[str], Match | None] | None = None
 
 
 class Paragraph:

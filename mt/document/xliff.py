@@ -19,7 +19,10 @@ person's translation, not a machine's to review. XLIFF 1.2 has a value for it,
 `state-qualifier="exact-match"` ("the source text of a segment is exactly the same as the
 source text of a segment that was translated previously"), with `state="translated"` (not
 final: no one signed it off for this file); 2.0 has no qualifier list, so `state="translated"
-subState="mt:exact-match"`. A segment with codes is the model's (each sentence looked up on its
+subState="mt:exact-match"`. Below 100% (decode.memory_reuse lower), the stored target of
+another source, for a reviewer to check as a CAT tool's fuzzy match: 1.2's
+`state="needs-review-translation" state-qualifier="fuzzy-match"`, 2.0's `state="initial"
+subState="mt:fuzzy-match"`. A segment with codes is the model's (each sentence looked up on its
 own): a memory's target is plain text, and would lose the codes. A file that names no
 target language gets the translator's (`target-language` on each 1.2 `<file>`, `trgLang` on
 2.0's `<xliff>`).
@@ -42,11 +45,14 @@ from mt.document.markup import Block
 from mt.document.placement import Element
 from mt.l10n.inline import Piece, plain
 from mt.l10n.xliff import Languages, Segment, Tag, read
+from mt.memory.match import Match
 
 REVIEW = {"1.2": {"state": "needs-review-translation", "state-qualifier": "mt-suggestion"},
           "2.0": {"state": "initial", "subState": "mt:machine-translation"}}
 REUSED = {"1.2": {"state": "translated", "state-qualifier": "exact-match"},
           "2.0": {"state": "translated", "subState": "mt:exact-match"}}
+FUZZY = {"1.2": {"state": "needs-review-translation", "state-qualifier": "fuzzy-match"},
+         "2.0": {"state": "initial", "subState": "mt:fuzzy-match"}}
 # attribute values written back: what the parser normalized to spaces kept as written
 ENTITIES = {"\n": "&#10;", "\r": "&#13;", "\t": "&#9;"}
 
@@ -54,13 +60,13 @@ Edit = tuple[int, int, list]  # bytes [at, end) of the file replaced by parts (s
 
 
 def parse(source: str, name: str, target: str = "", overwrite: bool = False,
-          reuse: Callable[[str], str | None] | None = None
+          reuse: Callable[[str], Match | None] | None = None
           ) -> tuple[list[str | Block], list[str]]:
     """The parts of an XLIFF text: what is written back as it is (str) and a Block per
     segment to translate (its translation the new target's text). target: the language
     written where the file names none ("": none written); overwrite: translate segments
-    that have a target too; reuse: a memory's target for a text it holds exactly (None: no
-    memory). A DataError for a text that is not XML or not XLIFF."""
+    that have a target too; reuse: a memory's match for a text whose target is used as it is
+    (None: no memory). A DataError for a text that is not XML or not XLIFF."""
     data = source.encode("utf-8")
     edits: list[Edit] = []
     for item in read(io.BytesIO(data), name):
@@ -78,20 +84,20 @@ def parse(source: str, name: str, target: str = "", overwrite: bool = False,
     return parts, []
 
 
-def _translated(s: Segment, data: bytes, reuse: Callable[[str], str | None] | None = None
+def _translated(s: Segment, data: bytes, reuse: Callable[[str], Match | None] | None = None
                 ) -> list[Edit]:
-    """The edits that give a segment its translation, the memory's where reuse holds its
-    whole source exactly (codes aside), else the model's: the target, and 2.0's state."""
+    """The edits that give a segment its translation, the memory's where reuse has a match for
+    its whole source (codes aside), else the model's: the target, and 2.0's state."""
     stored = None
     if reuse is not None and all(p.kind == "text" for p in s.source):
         stored = reuse(plain(s.source))
-    review = REVIEW[s.version] if stored is None else REUSED[s.version]
+    review = (REVIEW if stored is None else REUSED if stored.score >= 100 else FUZZY)[s.version]
     old = s.target_tag
     name = old.name if old else s.source_tag.name.removesuffix("source") + "target"
     attrs = dict(old.attrs if old else {})
     if s.version == "1.2":
         attrs |= review
-    text = _block(s.source, data) if stored is None else escape(stored)
+    text = _block(s.source, data) if stored is None else escape(stored.target)
     new = [f"<{name}{_attributes(attrs)}>", text, f"</{name}>"]
     edits = [(old.at, s.target_end, new) if old else
              (s.after_source, s.after_source, [s.indent, *new])]

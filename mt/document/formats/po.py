@@ -2,7 +2,10 @@
 msgstr (every entry's with decode.overwrite), marked `#, fuzzy` with a translator comment
 naming the run, so that a reviewer sees what to check; every other byte kept. With a
 translation memory (decode.memory), an entry whose msgid it holds exactly (100%) gets the
-stored translation, not marked fuzzy (a person's translation; a plural entry is translated).
+stored translation, not marked fuzzy (a person's translation; a plural entry is translated);
+with decode.memory_reuse below 100, one whose closest msgid is that close gets its stored
+translation marked fuzzy, as a CAT tool pre-translates, where it keeps the msgid's format
+directives as `msgfmt --check` wants them (else the model translates it).
 
 A plural entry gets every form of the target language's Plural-Forms (the file's own where it
 is already for that language, else Babel's): a form used for n = 1 alone is written from the
@@ -25,9 +28,11 @@ from mt.document.markup import Block
 from mt.document.paragraph import Settings
 from mt.document.placement import Element
 from mt.l10n import po
-from mt.l10n.format_strings import accelerator, placeholders, well_formed, with_mark
+from mt.l10n.format_strings import accelerator, placeholders, unkept, well_formed, with_mark
+from mt.memory.match import Match
 
 REUSED = "mt: translation memory, exact match"  # the translator comment of a reused entry
+CLOSE = "mt: translation memory, {:.0f}% match"  # ... of a close match's, marked fuzzy
 
 
 @dataclass
@@ -89,6 +94,18 @@ def _writer(catalog: po.Catalog, entry: po.Entry, forms: po.PluralForms, comment
     return [message(t, flags) for t in texts], write
 
 
+def _stored(entry: po.Entry, settings: Settings) -> Match | None:
+    """The memory's match whose target an entry gets as it is (settings.reuse), None for a
+    plural entry and for a close match that breaks the msgid's directives (not an exact one:
+    the memory holds what a person wrote for this very msgid)."""
+    if entry.po.msgid_plural or settings.reuse is None:
+        return None
+    match = settings.reuse(entry.po.msgid)
+    if match and match.score < 100 and unkept(entry.po.msgid, match.target, entry.po.flags):
+        return None
+    return match
+
+
 class PoFormat(DocumentFormat):
     name = "po"
     extensions = (".po", ".pot")
@@ -119,10 +136,12 @@ class PoFormat(DocumentFormat):
                 done = h.end
             if entry is h or entry.po.obsolete or (entry.translated and not settings.overwrite):
                 continue
-            stored = None if entry.po.msgid_plural or settings.reuse is None else \
-                settings.reuse(entry.po.msgid)
-            if stored is not None:  # a person's translation: written as it is, not fuzzy
-                parts += [source[done:entry.start], po.rewrite(catalog, entry, [stored], REUSED)]
+            stored = _stored(entry, settings)
+            if stored is not None:  # a person's translation: exact, as it is; close, fuzzy
+                exact = stored.score >= 100
+                parts += [source[done:entry.start], po.rewrite(
+                    catalog, entry, [stored.target], REUSED if exact else
+                    CLOSE.format(stored.score), fuzzy=not exact)]
                 done = entry.end
                 continue
             messages, write = _writer(catalog, entry, forms, comment)

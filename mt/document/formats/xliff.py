@@ -1,6 +1,6 @@
 """XLIFF 1.2 and 2.0: each untranslated segment's source translated into its target, inline
 codes put back by the alignment, every other byte kept; a segment a translation memory holds
-exactly gets its stored target (mt.document.xliff)."""
+exactly (or closely enough, decode.memory_reuse) gets its stored target (mt.document.xliff)."""
 
 from __future__ import annotations
 
