@@ -5,7 +5,7 @@ train) and under thread settings given as environment variables.
 
     python -m benchmarks.bench_contention RUN [--lines 8000] [--steps 300] [--rounds 3] \
         [--threads 0 2] [--env "" "OMP_WAIT_POLICY=PASSIVE" ...]
-    python -m benchmarks.bench_contention RUN --smoke     # 50 lines, 3 steps, 1 round
+    python -m benchmarks.bench_contention RUN --smoke     # 50 lines, 3 steps, 1 round, asleep
 
 Each measurement is a whole process, as a user runs it: `mt translate RUN -i FILE -o OUT`
 (greedy) on --lines source lines of Multi30k train, and `mt train CONFIG` for --steps steps
@@ -38,13 +38,16 @@ from benchmarks.harness import (
 from mt.textio import iter_lines
 
 
-def busy() -> subprocess.Popen:
-    """One process that keeps one core busy until killed."""
-    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+def busy(asleep: bool = False) -> subprocess.Popen:
+    """One process that keeps one core busy until killed (asleep: one that only waits, for
+    --smoke, which checks the harness and must not take a core from the test suite)."""
+    loop = "import time; time.sleep(3600)" if asleep else "while True: pass"
+    return subprocess.Popen([sys.executable, "-c", loop])
 
 
-def measure(command: list[str], env: dict[str, str], neighbour: bool) -> float:
-    other = busy() if neighbour else None
+def measure(command: list[str], env: dict[str, str], neighbour: bool, asleep: bool = False
+            ) -> float:
+    other = busy(asleep) if neighbour else None
     try:
         return watched(command, " ".join(command[2:4]), env)[0]
     finally:
@@ -54,7 +57,8 @@ def measure(command: list[str], env: dict[str, str], neighbour: bool) -> float:
 
 
 def main() -> None:
-    ap = parser(__doc__, rounds=3, smoke="50 lines, 3 steps of the toy config, 1 round")
+    ap = parser(__doc__, rounds=3,
+                smoke="50 lines, 3 steps of the toy config, 1 round, the neighbour asleep")
     ap.add_argument("run", help="a run directory or checkpoint to translate with")
     ap.add_argument("--input", type=Path, default=MULTI30K / "train.de.gz")
     ap.add_argument("--lines", type=int, default=8000)
@@ -83,7 +87,7 @@ def main() -> None:
                 command = [*translate, "--threads", str(threads)] if work == "translate" else \
                     train_command(args.config, args.steps, [*data, f"train.threads={threads}"],
                                   Path(tempfile.mkdtemp(dir=tmp)) / "run")
-                return measure(command, environment(env), neighbour)
+                return measure(command, environment(env), neighbour, args.smoke)
             return run
 
         works = ["translate", *(["train"] if args.steps else [])]
