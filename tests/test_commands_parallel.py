@@ -32,7 +32,7 @@ def test_workers_write_the_same_bytes_as_one_process(cli, tmp_path, tiny_run, mo
                       *FORMATS[fmt])
         assert to_file.code == 0, to_file.err
         outs[workers] = out.read_bytes()
-        if fmt == "text":  # stdout is written by the same writer whatever the format
+        if fmt == "text" and workers == "2":  # stdout: the same writer whatever the format
             to_stdout = cli("translate", tiny_run, "-i", src, "--workers", *workers.split())
             assert to_stdout.code == 0, to_stdout.err
             assert to_stdout.out.encode("utf-8") == outs[workers]

@@ -25,8 +25,9 @@ PHONE = (412, 915)  # CSS pixels of a common phone screen
 SENTENCE = "Yesterday we saw forty two red dogs."
 
 
-@pytest.fixture
-def browser():
+@pytest.fixture(scope="module")
+def chromium():
+    """One browser for the module (starting one costs seconds); each test gets it reset."""
     if not (CHROMIUM.exists() and DRIVER.exists()):
         pytest.skip(f"no {CHROMIUM} and {DRIVER}: apt-get install chromium chromium-driver "
                     "(scripts/test.sh does where it can) to test the page in a browser")
@@ -40,11 +41,19 @@ def browser():
                 "--disable-sync", "--no-first-run"):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(executable_path=str(DRIVER)), options=options)
-    phone(driver, PHONE[1])
     try:
         yield driver
     finally:
         driver.quit()
+
+
+@pytest.fixture
+def browser(chromium):
+    """The module's browser on a blank page, as a phone shows pages; each test's server has a
+    port of its own, so no page's storage is another test's."""
+    chromium.get("about:blank")
+    phone(chromium, PHONE[1])
+    return chromium
 
 
 def phone(driver, height: int) -> None:
