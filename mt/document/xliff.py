@@ -91,7 +91,7 @@ def _translated(s: Segment, data: bytes, reuse: Callable[[str], Match | None] | 
     stored = None
     if reuse is not None and all(p.kind == "text" for p in s.source):
         stored = reuse(plain(s.source))
-    review = (REVIEW if stored is None else REUSED if stored.score >= 100 else FUZZY)[s.version]
+    review = (REVIEW if stored is None else REUSED if stored.exact else FUZZY)[s.version]
     old = s.target_tag
     name = old.name if old else s.source_tag.name.removesuffix("source") + "target"
     attrs = dict(old.attrs if old else {})

@@ -95,6 +95,11 @@ class Match:
     score: float  # 0-100, by score()
     id: int = 0  # the pair's row in its memory: later ids were added later
 
+    @property
+    def exact(self) -> bool:
+        """An exact match: 100, the same words in the same case (spacing aside)."""
+        return self.score >= 100
+
     def to_json(self) -> dict:
         return {"source": self.source, "target": self.target, "score": round(self.score, 2)}
 

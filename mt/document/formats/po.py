@@ -101,7 +101,7 @@ def _stored(entry: po.Entry, settings: Settings) -> Match | None:
     if entry.po.msgid_plural or settings.reuse is None:
         return None
     match = settings.reuse(entry.po.msgid)
-    if match and match.score < 100 and unkept(entry.po.msgid, match.target, entry.po.flags):
+    if match and not match.exact and unkept(entry.po.msgid, match.target, entry.po.flags):
         return None
     return match
 
@@ -138,10 +138,9 @@ class PoFormat(DocumentFormat):
                 continue
             stored = _stored(entry, settings)
             if stored is not None:  # a person's translation: exact, as it is; close, fuzzy
-                exact = stored.score >= 100
                 parts += [source[done:entry.start], po.rewrite(
-                    catalog, entry, [stored.target], REUSED if exact else
-                    CLOSE.format(stored.score), fuzzy=not exact)]
+                    catalog, entry, [stored.target], REUSED if stored.exact else
+                    CLOSE.format(stored.score), fuzzy=not stored.exact)]
                 done = entry.end
                 continue
             messages, write = _writer(catalog, entry, forms, comment)
