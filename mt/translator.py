@@ -468,9 +468,10 @@ class Translator:
     def _translate(self, lines: list[str], scored: bool, cfg: DecodeConfig,
                    prefixes: list[str] | None = None, attention: AttentionSpec | None = None,
                    matchers: list[Matcher | None] | None = None) -> list[list[Translation]]:
-        """matchers: each line's glossary (line_matchers), or None for none. A line with an
-        exact match in decode.memory (memory_exact reuse) is its match's target, not decoded;
-        the others are decoded (augmented with their match, for a run trained with it)."""
+        """matchers: each line's glossary (line_matchers), or None for none. A line whose match
+        in decode.memory is reused (`reused`: exact, or at decode.memory_reuse) is its match's
+        target, not decoded; the others are decoded (augmented with their match, for a run
+        trained with it)."""
         found = self.matches(lines, cfg)
         reuse = [reused(m, cfg) for m in found]
         plan = self._plan(["" if r else line for line, r in zip(lines, reuse)], cfg, prefixes,

@@ -72,10 +72,11 @@ async def translate_lines(served: Served, pair: Pair, client: str, ask: Ask,
                           request: Request | None = None) -> list[dict]:
     """Per line of ask, the object of mt's POST /translate (`{"src", "text", "score", ...}`),
     translated by pair's batcher. With a memory (`mt serve --memory`), each line is looked up
-    whole first: one it holds exactly is its stored translation (decode.memory_exact reuse),
-    not sent to the batcher, and every line's object has its best "match" ({"source",
-    "target", "score"}, or null). A ClientError for what the client must change, an MTError
-    for an option value mt refuses (both before anything is translated or counted)."""
+    whole first: one whose match is reused (mt.translator.reused: exact, or at
+    decode.memory_reuse) is its stored translation, not sent to the batcher, and every line's
+    object has its best "match" ({"source", "target", "score"}, or null). A ClientError for
+    what the client must change, an MTError for an option value mt refuses (both before
+    anything is translated or counted)."""
     translator, lines = pair.translator, ask.lines
     if request is not None:
         request.state.lines = len(lines)
