@@ -3,18 +3,21 @@ SQLite store's durability (a writer killed mid-way) and damaged files."""
 
 from __future__ import annotations
 
+import re
 import signal
 import sqlite3
 import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 
 from conftest import ROOT
 from mt.errors import DataError
 from mt.memory import open_memory, score
-from mt.memory.match import key, rank, words
+from mt.memory.match import FOLDING_SPLITS, _Words, key, rank, words
+from mt.memory.store import most_weight
 from mt.memory.training import best_matches
 
 
@@ -41,10 +44,35 @@ def test_rank_skips_by_length_only_what_its_threshold_drops(threshold):
     sources = ["Save the file", "save the file", "Save the file now please", "Save", "",
                "the file Save", "SAVE THE FILE", "Save the whole file now", "Save, the file"]
     rows = [(i, s, s.upper()) for i, s in enumerate(sources)]
-    for query in ("Save the file", "save", "Save the file now", ""):
+    for query in ("Save the file", "save", "Save the file now", "", "SAVE the File"):
         want = sorted(((score(query, s), i) for i, s, _ in rows  # ties: the latest first
                        if score(query, s) >= threshold), reverse=True)
-        assert [(m.score, m.id) for m in rank(query, rows, len(rows), threshold)] == want
+        for k in (1, 2, 3, len(rows)):  # the case penalty, computed near the k-th only
+            assert [(m.score, m.id) for m in rank(query, rows, k, threshold)] == want[:k]
+
+
+def test_a_text_is_folded_whole_unless_a_letter_folds_into_two_words():
+    """The score's words are the text case-folded, then split (fast), except for a text with a
+    character of FOLDING_SPLITS, folded word by word: the same words as key() either way. The
+    set is Python's Unicode database's: every character whose folding moves a word boundary."""
+    def kind(ch):
+        return "w" if re.fullmatch(r"\w", ch) else "s" if ch.isspace() else "p"
+
+    moved = {c for c in map(chr, range(sys.maxunicode + 1))
+             if (f := c.casefold()) != c and not (
+                 all(kind(x) == "w" for x in f) if kind(c) == "w" else
+                 len(f) == 1 and kind(f) == kind(c))}
+    assert moved == {c for c in map(chr, range(sys.maxunicode + 1)) if FOLDING_SPLITS.match(c)}
+    for text in ("İstanbul ist groß", "STRASSE, Straße", "ǰ-x", "Save the FILE", "ΐ ᾳ"):
+        assert _Words(text).folded == key(text).split()
+
+
+def test_the_candidates_hold_the_most_rare_weight_the_latest_first():
+    postings = [np.array([1, 2, 3, 7]), np.array([2, 3]), np.array([3, 9])]
+    # 3: 1 + 2 + 5; 9: 5; 2: 1 + 2; 7 and 1: 1 each, 7 the later
+    assert most_weight(postings, [1.0, 2.0, 5.0], 10) == [3, 9, 2, 7, 1]
+    assert most_weight(postings, [1.0, 2.0, 5.0], 2) == [3, 9]
+    assert most_weight([np.zeros(0, np.int64)], [1.0], 5) == []
 
 
 def test_words_and_keys():

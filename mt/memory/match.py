@@ -21,6 +21,13 @@ from mt.errors import ConfigError
 
 WORD = re.compile(r"\w+|[^\w\s]")
 CASE_PENALTY = 1.0  # points off when a word differs from its counterpart in case only
+# The characters whose case-folding moves a boundary between words (İ: "i" and a combining dot,
+# which is not a word character): a text holding one is folded word by word, as key() does;
+# any other is folded whole, then split (the same words, faster). tests/test_memory.py
+# derives this set from Python's Unicode database.
+FOLDING_SPLITS = re.compile("[\u0130\u01f0\u0345\u0390\u03b0\u1e96-\u1e99\u1f50\u1f52\u1f54"
+                            "\u1f56\u1fb6\u1fb7\u1fc6\u1fc7\u1fd2\u1fd3\u1fd6\u1fd7\u1fe2-\u1fe4"
+                            "\u1fe6\u1fe7\u1ff6\u1ff7]")
 
 
 def normalize(text: str) -> str:
@@ -56,34 +63,48 @@ def _levenshtein():
 
 def score(query: str, source: str) -> float:
     """The match percentage (0-100) of a memory's source for a query, by the formula above."""
-    return _percent(_Words(query), _Words(source))
+    a, b = _Words(query), _Words(source)
+    return max(0.0, _folded_percent(a, b) - _case_penalty(a, b))
 
 
 class _Words:
-    """A text's words, case kept and case-folded: what the score compares, made once."""
+    """A text's words case-folded, what the score compares, made once; with case kept only
+    when asked for (the case penalty), as few candidates need it."""
 
-    __slots__ = ("cased", "folded")
+    __slots__ = ("text", "folded", "_cased")
 
     def __init__(self, text: str):
-        self.cased = words(text)
-        self.folded = [w.casefold() for w in self.cased]
+        self.text, self._cased = text, None
+        self.folded = (WORD.findall(text.casefold())
+                       if text.isascii() or not FOLDING_SPLITS.search(text)
+                       else [w.casefold() for w in self.cased])
+
+    @property
+    def cased(self) -> list[str]:
+        if self._cased is None:
+            self._cased = words(self.text)
+        return self._cased
 
 
-def _percent(a: _Words, b: _Words, at_least: float = 0.0) -> float:
-    """The match percentage of b's words for a's; -1 where it is below at_least for their
-    lengths alone (a word more or less costs 1 whatever the words are), without comparing."""
+def _folded_percent(a: _Words, b: _Words, at_least: float = 0.0) -> float:
+    """The match percentage of b's words for a's before the case penalty; -1 where it is below
+    at_least for their lengths alone (a word more or less costs 1 whatever the words are),
+    without comparing."""
     longer = max(len(a.folded), len(b.folded))
     if not longer:
         return 100.0
     if 100.0 * (1 - abs(len(a.folded) - len(b.folded)) / longer) < at_least:
         return -1.0
-    levenshtein = _levenshtein()
-    distance = levenshtein.distance(a.folded, b.folded)
-    case = 0.0  # the cased distance is larger only where some word differs in case
-    if (a.cased != a.folded or b.cased != b.folded) \
-            and levenshtein.distance(a.cased, b.cased) > distance:
-        case = CASE_PENALTY
-    return max(0.0, 100.0 * (1 - distance / longer) - case)
+    return 100.0 * (1 - _levenshtein().distance(a.folded, b.folded) / longer)
+
+
+def _case_penalty(a: _Words, b: _Words) -> float:
+    """CASE_PENALTY where some word of b differs from its counterpart in a in case only: the
+    distance with case kept is larger than the case-folded one."""
+    if a.text == a.text.casefold() and b.text == b.text.casefold():
+        return 0.0
+    distance = _levenshtein().distance
+    return CASE_PENALTY if distance(a.cased, b.cased) > distance(a.folded, b.folded) else 0.0
 
 
 @dataclass(frozen=True)
@@ -109,7 +130,17 @@ def rank(query: str, candidates: list[tuple[int, str, str]], k: int, threshold: 
     """The k best of (id, source, target) candidates by score, at least threshold; equal
     scores: the latest added (or added again) first: a correction overrides what it corrected."""
     q = _Words(query)
-    scored = [Match(s, t, _percent(q, _Words(s), threshold), i) for i, s, t in candidates]
+    found = []  # (score before the case penalty, id, words, target)
+    for i, s, t in candidates:
+        b = _Words(s)
+        if (folded := _folded_percent(q, b, threshold)) >= threshold:
+            found.append((folded, i, b, t))
+    found.sort(key=lambda f: (-f[0], -f[1]))
+    # the penalty takes at most CASE_PENALTY off: below the k-th by more, none can reach the k
+    if len(found) > k:
+        found = [f for f in found if f[0] >= found[k - 1][0] - CASE_PENALTY]
+    scored = [Match(b.text, t, max(0.0, folded - _case_penalty(q, b)), i)
+              for folded, i, b, t in found]
     scored = [m for m in scored if m.score >= threshold]
     scored.sort(key=lambda m: (-m.score, -m.id))
     return scored[:k]

@@ -2,9 +2,10 @@
 
 The same tables as the SQLite store (mt.memory.sqlite) in the database's own types: `pairs`
 with each source's words as a `tsvector` (the 'simple' configuration: the words of
-mt.memory.match, no stemming) under a GIN index, the candidates ranked by `ts_rank` as FTS5
-ranks by bm25; `vocab`, each word's document frequency, updated in the same transaction (its
-rows locked in one order, so concurrent writers never deadlock). A transaction per batch. A
+mt.memory.match, no stemming) under a GIN index (`ts_rank` orders the pairs holding every
+word of a query made of common words, as FTS5's bm25 does); `vocab`, each word's document
+frequency, updated in the same transaction (its rows locked in one order, so concurrent
+writers never deadlock). A transaction per batch. A
 pair added again is moved to the latest id, as in SQLite (`RETURNING xmax = 0` tells an
 inserted row, which no transaction has touched since, from an updated one).
 Needs psycopg 3: pip install 'mt[memory-pg]'.
@@ -15,6 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+
+import numpy as np
 
 from mt.errors import ConfigError, DataError
 from mt.memory.match import terms
@@ -43,6 +46,11 @@ def _psycopg():
 def shown(url: str) -> str:
     """The URL without its password, for messages."""
     return re.sub(r"(://[^:/@]*):[^@/]*@", r"\1:***@", url)
+
+
+def _lexeme(word: str) -> str:
+    """A word as a tsquery's lexeme: quoted, so that punctuation in it is not an operator."""
+    return "'" + word.replace("'", "''") + "'"
 
 
 class PostgresMemory(Memory):
@@ -110,11 +118,24 @@ class PostgresMemory(Memory):
         return dict(self._read("SELECT term, df FROM mt_memory_vocab WHERE term = ANY(%s)",
                                (words,))) if words else {}
 
-    def holding(self, words: list[str], every: bool, n: int) -> list[tuple[int, str, str]]:
-        query = (" & " if every else " | ").join("'" + w.replace("'", "''") + "'" for w in words)
+    def holding(self, words: list[str], n: int) -> list[tuple[int, str, str]]:
+        query = " & ".join(map(_lexeme, words))
         return self._read("SELECT id, source, target FROM mt_memory_pairs, "
                           "to_tsquery('simple', %s) AS q WHERE words @@ q "
                           "ORDER BY ts_rank(words, q) DESC LIMIT %s", (query, n))
+
+    def ids_holding(self, word: str) -> np.ndarray:
+        return np.array([i for i, in self._read(
+            "SELECT id FROM mt_memory_pairs WHERE words @@ to_tsquery('simple', %s)",
+            (_lexeme(word),))], dtype=np.int64)
+
+    def rows(self, ids: list[int]) -> list[tuple[int, str, str]]:
+        return self._read("SELECT id, source, target FROM mt_memory_pairs WHERE id = ANY(%s)",
+                          (ids,)) if ids else []
+
+    def last_id(self) -> int:
+        (last,), = self._read("SELECT max(id) FROM mt_memory_pairs")
+        return last or 0
 
     def exact(self, text: str) -> list[tuple[int, str, str]]:
         return self._read("SELECT id, source, target FROM mt_memory_pairs WHERE key_hash = %s",

@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
+
 from mt.errors import DataError
 from mt.memory.match import terms
 from mt.memory.store import VERSION, Memory, key_hash, now, pair_hash
@@ -41,6 +43,11 @@ def damaged(path: Path) -> Iterator[None]:
     except sqlite3.DatabaseError as e:
         raise DataError(f"{path}: not a readable translation memory ({e}); give a memory made "
                         "by mt memory add, or restore it from a copy") from None
+
+
+def _phrase(word: str) -> str:
+    """A word as an FTS5 query: quoted, so that one like "and" or "near" is not an operator."""
+    return '"' + word.replace('"', '""') + '"'
 
 
 class SqliteMemory(Memory):
@@ -127,12 +134,26 @@ class SqliteMemory(Memory):
         return dict(self._read(f"SELECT term, df FROM vocab WHERE term IN ({marks})",
                                tuple(words))) if words else {}
 
-    def holding(self, words: list[str], every: bool, n: int) -> list[tuple[int, str, str]]:
-        query = (" AND " if every else " OR ").join('"' + w.replace('"', '""') + '"'
-                                                    for w in words)
+    def ids_holding(self, word: str) -> np.ndarray:
+        # one string of ids from SQLite, parsed by numpy: a row per id through the cursor
+        # costs more than FTS5's reading of the word's list
+        (ids,), = self._read("SELECT group_concat(rowid) FROM words WHERE words MATCH ?",
+                             (_phrase(word),))
+        return np.fromstring(ids, dtype=np.int64, sep=",") if ids else np.zeros(0, np.int64)
+
+    def holding(self, words: list[str], n: int) -> list[tuple[int, str, str]]:
         return self._read("SELECT p.id, p.source, p.target FROM (SELECT rowid FROM words "
                           "WHERE words MATCH ? ORDER BY rank LIMIT ?) AS w "
-                          "JOIN pairs AS p ON p.id = w.rowid", (query, n))
+                          "JOIN pairs AS p ON p.id = w.rowid",
+                          (" AND ".join(map(_phrase, words)), n))
+
+    def rows(self, ids: list[int]) -> list[tuple[int, str, str]]:
+        return self._read("SELECT id, source, target FROM pairs WHERE id IN "
+                          f"({','.join('?' * len(ids))})", tuple(ids)) if ids else []
+
+    def last_id(self) -> int:
+        (last,), = self._read("SELECT max(id) FROM pairs")
+        return last or 0
 
     def exact(self, text: str) -> list[tuple[int, str, str]]:
         return self._read("SELECT id, source, target FROM pairs WHERE key_hash = ?",

@@ -2,27 +2,34 @@
 
 A store keeps pairs (each (source, target) once, in the order last added), its language pair,
 and an index of its sources' words (the keys of mt.memory.match). It answers three questions:
-how often each word occurs (`frequencies`), which pairs hold some of a set of words, best first
-(`holding`), and which pairs have a given key (`exact`). Retrieval is written once, here: the
-query's rarest words pick the candidates, mt.memory.match scores them.
+how often each word occurs (`frequencies`), which pairs hold a word (`ids_holding`), which hold
+every word of a set, best first (`holding`), and which pairs have a given key (`exact`).
+Retrieval is written once, here: the query's rarest words pick the candidates, those holding
+the most of them by weight (each word's idf), and mt.memory.match scores them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime, timezone
+
+import numpy as np
 
 from mt.errors import DataError
 from mt.memory.match import Match, key, rank, terms
 
-CANDIDATES = 50  # pairs scored per query: those holding most of its rarest words
+CANDIDATES = 100  # pairs scored per query: those holding most of its rarest words
 # The rarest words of a query are searched until the pairs holding them pass this many: common
 # words ("a", "the") would make every pair a candidate and the lookup as slow as a scan.
 WORD_BUDGET = 3000
 BATCH = 1000  # pairs a transaction when adding many: each batch is durable once committed
 VERSION = "1"  # the layout of a memory's tables
+# How matches are found (candidates and score): data.memory's cached training matches name it,
+# so that a change computes them again
+RETRIEVAL = 2
 
 
 def pair_hash(source: str, target: str) -> bytes:
@@ -36,6 +43,17 @@ def key_hash(text: str) -> int:
     """The exact-match index's entry for a text: its key's hash as a signed 64-bit integer."""
     digest = hashlib.blake2b(key(text).encode("utf-8", "surrogatepass"), digest_size=8)
     return int.from_bytes(digest.digest(), "big", signed=True)
+
+
+def most_weight(postings: list[np.ndarray], weights: list[float], n: int) -> list[int]:
+    """The n ids whose postings weigh most (the sum of the weights of the lists holding each),
+    the latest (highest id) first among equals."""
+    ids = np.concatenate(postings)
+    if not len(ids):
+        return []
+    unique, where = np.unique(ids, return_inverse=True)
+    weight = np.bincount(where, np.repeat(weights, [len(p) for p in postings]))
+    return unique[np.lexsort((-unique, -weight))[:n]].tolist()
 
 
 def now() -> str:
@@ -59,9 +77,21 @@ class Memory:
         """How many pairs' sources hold each word (of match.terms); absent words: 0 or none."""
         raise NotImplementedError
 
-    def holding(self, words: list[str], every: bool, n: int) -> list[tuple[int, str, str]]:
-        """Up to n pairs (id, source, target) whose sources hold any of words (all, if every),
-        those holding more and rarer ones first."""
+    def ids_holding(self, word: str) -> np.ndarray:
+        """The ids (int64) of the pairs whose sources hold word (of match.terms)."""
+        raise NotImplementedError
+
+    def holding(self, words: list[str], n: int) -> list[tuple[int, str, str]]:
+        """Up to n pairs (id, source, target) whose sources hold every one of words, the best
+        by the store's own text ranking first."""
+        raise NotImplementedError
+
+    def rows(self, ids: list[int]) -> list[tuple[int, str, str]]:
+        """The pairs (id, source, target) with these ids, in any order."""
+        raise NotImplementedError
+
+    def last_id(self) -> int:
+        """The highest id: the pairs ever added or added again (0 when empty), the N of idf."""
         raise NotImplementedError
 
     def exact(self, text: str) -> list[tuple[int, str, str]]:
@@ -122,8 +152,13 @@ class Memory:
                     break
                 rare.append(word)
                 total += df[word]
-            every = total > WORD_BUDGET  # even the rarest is common: pairs holding them all
-            for row in self.holding(list(df) if every else rare, every, n):
+            if total > WORD_BUDGET:  # even the rarest is common: pairs holding them all
+                rows = self.holding(list(df), n)
+            else:
+                n_pairs = max(self.last_id(), *df.values())
+                rows = self.rows(most_weight([self.ids_holding(w) for w in rare],
+                                             [math.log(1 + n_pairs / df[w]) for w in rare], n))
+            for row in rows:
                 found.setdefault(row[0], row)
         return list(found.values())
 

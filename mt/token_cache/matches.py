@@ -3,8 +3,9 @@ each of the entry's pairs' best match (its target and score) at or above the thr
 the training corpus itself (a pair never its own match: mt.memory.training), a memory, or a
 corpus file made a memory for the purpose.
 
-$MT_CACHE_DIR/matches/<entry>.<key>.json, key: a hash of the threshold and where the matches
-come from (a memory's or a file's identity: its path, size and modification time). Written
+$MT_CACHE_DIR/matches/<entry>.<key>.json, key: a hash of the threshold, where the matches
+come from (a memory's or a file's identity: its path, size and modification time) and how they
+are found (mt.memory.store.RETRIEVAL). Written
 atomically when complete; a run, its resume and the next run with the same settings read it.
 """
 
@@ -27,6 +28,7 @@ from mt.errors import DataError
 from mt.filters import PairFilter
 from mt.memory import Memory, is_url, open_memory
 from mt.memory.files import file_pairs
+from mt.memory.store import RETRIEVAL
 from mt.textio import atomic_write, file_identity
 from mt.token_cache.builder import kept_chunks
 from mt.token_cache.entry import CacheEntry
@@ -70,7 +72,7 @@ def cached_matches(entry: CacheEntry, corpus: CorpusSource, d: DataConfig) -> Ma
     """Each of the entry's pairs' best match by data.memory (d.memory, on), read from the cache
     or computed (a progress bar, then the time it took, logged) and written there."""
     m = d.memory
-    key = short_hash([m.threshold, _source_key(m)])
+    key = short_hash([m.threshold, _source_key(m), RETRIEVAL])
     path = cache_root() / "matches" / f"{entry.path.name}.{key}.json"
     if path.is_file():
         return [tuple(x) if x else None for x in json.loads(path.read_text(encoding="utf-8"))]
