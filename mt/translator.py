@@ -315,24 +315,31 @@ class Translator:
     def translate_nbest(self, lines: list[str], prefix: list[str] | None = None, *,
                         attention: bool | AttentionSpec = False, glossary: GlossaryLike = None,
                         glossaries: Sequence[GlossaryLike] | None = None,
+                        matches: Sequence[Match | None] | None = None,
                         **decode) -> list[list[Translation]]:
         """Up to decode.nbest distinct scored translations per input, best first, in input
         order; prefix, glossary and glossaries as for translate (with a glossary, each
         translation says its active entries and the terms it misses); decode: options for this
         call only, e.g. beam=5, nbest=3. attention: give each translation its cross-attention
         (Translation.attention: layers and heads averaged, or as the AttentionSpec asks; mt's
-        own search only).
+        own search only). matches: each input's best match in decode.memory (at or above
+        decode.memory_threshold, else None), where the caller has looked them up (mt serve's
+        memory thread): used as this call's own lookups would be, and not looked up again.
 
         An empty (or all-whitespace) input has one translation: the empty one, scored 0.0.
         """
         self.check_options(bool(attention))
         spec = AttentionSpec() if attention is True else attention or None
-        return self._translate_list(lines, prefix, True, decode, spec, glossary, glossaries)
+        if matches is not None and len(matches) != len(lines):
+            raise ValueError(f"{len(lines)} lines and {len(matches)} matches: give one per line")
+        return self._translate_list(lines, prefix, True, decode, spec, glossary, glossaries,
+                                    matches)
 
     def _translate_list(self, lines: list[str], prefix: list[str] | None, scored: bool,
                         options: dict, attention: AttentionSpec | None = None,
                         glossary: GlossaryLike = None,
-                        glossaries: Sequence[GlossaryLike] | None = None
+                        glossaries: Sequence[GlossaryLike] | None = None,
+                        matches: Sequence[Match | None] | None = None
                         ) -> list[list[Translation]]:
         for given in (lines, prefix or []):
             _lines(given)
@@ -342,7 +349,7 @@ class Translator:
             raise glossaries_mismatch(len(lines), len(glossaries))
         cfg = self._cfg(options)
         matchers = self.line_matchers(self.matcher(glossary, cfg), glossaries, len(lines), cfg)
-        return self._translate(lines, scored, cfg, prefix, attention, matchers)
+        return self._translate(lines, scored, cfg, prefix, attention, matchers, matches)
 
     def matcher(self, glossary: GlossaryLike, cfg: DecodeConfig | None = None
                 ) -> Matcher | None:
@@ -467,12 +474,13 @@ class Translator:
 
     def _translate(self, lines: list[str], scored: bool, cfg: DecodeConfig,
                    prefixes: list[str] | None = None, attention: AttentionSpec | None = None,
-                   matchers: list[Matcher | None] | None = None) -> list[list[Translation]]:
-        """matchers: each line's glossary (line_matchers), or None for none. A line whose match
-        in decode.memory is reused (`reused`: exact, or at decode.memory_reuse) is its match's
-        target, not decoded; the others are decoded (augmented with their match, for a run
-        trained with it)."""
-        found = self.matches(lines, cfg)
+                   matchers: list[Matcher | None] | None = None,
+                   found: Sequence[Match | None] | None = None) -> list[list[Translation]]:
+        """matchers: each line's glossary (line_matchers), or None for none. found: each line's
+        match in decode.memory, looked up here if None. A line whose match is reused (`reused`:
+        exact, or at decode.memory_reuse) is its match's target, not decoded; the others are
+        decoded (augmented with their match, for a run trained with it)."""
+        found = self.matches(lines, cfg) if found is None else list(found)
         reuse = [reused(m, cfg) for m in found]
         plan = self._plan(["" if r else line for line, r in zip(lines, reuse)], cfg, prefixes,
                           matchers or [None] * len(lines), found)

@@ -9,6 +9,7 @@ leaves a sound file with every acknowledged one."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import signal
 import sqlite3
@@ -40,13 +41,14 @@ class Standin(Upper):
         return self.decoding
 
 
-def app_with(path, keys=(), max_chars=100):
-    """The app of one en-de pair on Standin, with the memory at path (None: without)."""
+def app_with(path, keys=(), max_chars=100, standin=None):
+    """The app of one en-de pair on a Standin (standin, or a new one), with the memory at path
+    (None: without)."""
     from mt.serve.access import Access
     from mt.serve.app import Limits, create_app
 
     memory = open_memory(path, ("en", "de")) if path else None
-    pair = Pair("en", "de", Standin(), {"name": "standin"}, memory=memory)
+    pair = Pair("en", "de", standin or Standin(), {"name": "standin"}, memory=memory)
     return create_app(Pairs([pair]), {"name": "standin"}, Limits(max_chars=max_chars), wait_ms=1,
                       access=Access(list(keys)))
 
@@ -96,6 +98,22 @@ def spelt(n: int) -> str:
     """n in letters (12: "bc"): a line with digits in it is translated with its numbers kept
     aside (mt.document's placeholders), which a stand-in does not do."""
     return "".join("abcdefghij"[int(d)] for d in str(n))
+
+
+def test_the_server_hands_its_lookups_to_the_translator(tmp_path):
+    """Each line is looked up once (the memory thread, whole): the lines not reused reach the
+    translator with their matches, so that it does not search the memory again."""
+    path = tmp_path / "tm.db"
+    with open_memory(path, ("en", "de")) as m:
+        m.add([("Save the file", "Datei speichern"), ("Open the file now", "Datei jetzt öffnen")])
+    standin = Standin()
+    with serving(app_with(path, standin=standin)) as url:
+        found = Client(url).translate(["Save the file", "Open the file", "Quit"])
+    assert [t["text"] for t in found] == ["Datei speichern", "OPEN THE FILE", "QUIT"]
+    (lines, _, _, options), = standin.calls
+    assert lines == ["Open the file", "Quit"]
+    close, none = options["matches"]
+    assert (close.target, close.score, none) == ("Datei jetzt öffnen", 75.0, None)
 
 
 def test_fifty_clients_correcting_while_others_translate_lose_nothing(tmp_path):
@@ -213,7 +231,7 @@ def test_a_server_killed_while_writing_corrections_keeps_every_acknowledged_one(
             try:
                 status, _ = client.request("POST", "/corrections", {
                     "source": source, "translation": "", "corrected": f"Satz {source}"})
-            except OSError:  # killed: no answer, so not acknowledged
+            except (OSError, http.client.HTTPException):  # killed: no (whole) answer
                 return
             if status == 200:
                 acknowledged.append(source)

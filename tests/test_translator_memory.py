@@ -100,6 +100,25 @@ def test_the_python_api_reuses_and_shows_matches(tiny_run, memory):
     assert higher[0][0].match is None
 
 
+def test_matches_given_are_used_and_not_looked_up_again(tiny_run, memory, monkeypatch):
+    """translate_nbest(matches=...) (mt serve's memory thread looked them up): the memory is
+    not searched again, and the matches given decide, as a lookup's would."""
+    from mt.memory import Match
+    from mt.memory.store import Memory
+
+    translator = Translator.load(tiny_run, memory=str(memory))
+    looked_up = translator.translate_nbest(LINES)
+    monkeypatch.setattr(Memory, "search", lambda *a, **k: pytest.fail("looked up again"))
+    given = [looked_up[i][0].match for i in range(3)]
+    again = translator.translate_nbest(LINES, matches=given)
+    assert [(t[0].text, t[0].match) for t in again] == [
+        (t[0].text, t[0].match) for t in looked_up]
+    stored = Match("x", "Ein gespeicherter Satz.", 100.0)  # whatever the caller found
+    assert translator.translate_nbest(LINES[2:], matches=[stored])[0][0].text == stored.target
+    with pytest.raises(ValueError, match="3 lines and 1 matches"):
+        translator.translate_nbest(LINES, matches=[stored])
+
+
 def test_a_reused_match_is_not_rewritten_by_a_glossary(tiny_run, memory):
     translator = Translator.load(tiny_run, memory=str(memory), beam=2)
     glossary = [("dogs", "Köter")]

@@ -17,6 +17,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from mt.glossary import Glossary
+from mt.memory import Match
 from mt.records import Translation
 from mt.translator import CHUNK_LINES, Translator
 
@@ -34,12 +35,15 @@ class Job:
     attention: bool = False  # give each translation its cross-attention
     glossary: Glossary | None = None  # whose terms the translations keep (mt.glossary)
     glossaries: list[Glossary | None] | None = None  # each line's own, added to glossary
+    # each line's match in the memory, where the server looked them up (its memory thread):
+    # the translator does not look them up again
+    matches: list[Match | None] | None = None
     future: Future[list[list[Translation]]] = field(default_factory=Future)
 
     def key(self) -> tuple:
         """Jobs with the same key are translated in one call."""
         return (tuple(sorted(self.options.items())), self.prefix is not None, self.attention,
-                self.glossary)
+                self.glossary, self.matches is not None)
 
 
 class Batcher:
@@ -124,6 +128,8 @@ class Batcher:
         own = {}  # each line's glossary, where a job gives them
         if any(j.glossaries for j in jobs):
             own["glossaries"] = [g for j in jobs for g in j.glossaries or [None] * len(j.lines)]
+        if first.matches is not None:  # the key: every job's, or none's
+            own["matches"] = [m for j in jobs for m in j.matches]
         self._tick()  # threads follow the free cores (mt serve --threads 0)
         try:
             found = self.translator.translate_nbest(lines, prefix, attention=first.attention,

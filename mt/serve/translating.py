@@ -21,6 +21,7 @@ from mt.config import DecodeConfig
 from mt.document.document import DocumentTranslation
 from mt.errors import FileSystemError
 from mt.glossary import Glossary
+from mt.memory import Match
 from mt.records import Translation, lists, record
 from mt.serve import documents
 from mt.serve.access import Access, ClientError
@@ -74,7 +75,8 @@ async def translate_lines(served: Served, pair: Pair, client: str, ask: Ask,
     translated by pair's batcher. With a memory (`mt serve --memory`), each line is looked up
     whole first: one whose match is reused (mt.translator.reused: exact, or at
     decode.memory_reuse) is its stored translation, not sent to the batcher, and every line's
-    object has its best "match" ({"source", "target", "score"}, or null). A ClientError for
+    object has its best "match" ({"source", "target", "score"}, or null); the others reach the
+    translator with their matches (each text looked up once). A ClientError for
     what the client must change, an MTError for an option value mt refuses (both before
     anything is translated or counted)."""
     translator, lines = pair.translator, ask.lines
@@ -90,15 +92,20 @@ async def translate_lines(served: Served, pair: Pair, client: str, ask: Ask,
     found = await pair.memory_thread.matches(lines, cfg.memory_threshold)
     reuse = [reused(m, cfg) for m in found]
     rest = [i for i, r in enumerate(reuse) if not r]
-    done = iter(await translated(pair, only(ask, rest), cfg) if rest else [])
+    done = iter(await translated(pair, only(ask, rest), cfg, dict(zip(lines, found)))
+                if rest else [])
     nbest = lists(cfg)
     return [{**(record(line, [Translation(m.target, 0.0)], nbest) if r else next(done)),
              "match": m and m.to_json()} for line, m, r in zip(lines, found, reuse, strict=True)]
 
 
-async def translated(pair: Pair, ask: Ask, cfg: DecodeConfig) -> list[dict]:
+async def translated(pair: Pair, ask: Ask, cfg: DecodeConfig,
+                     known: dict[str, Match | None] | None = None) -> list[dict]:
     """translate_lines's objects of ask's lines, all translated by pair's batcher: whole, or
-    as documents (mt.serve.documents.wanted)."""
+    as documents (mt.serve.documents.wanted). known: texts looked up in the pair's memory
+    already, with their matches (None without a memory): the batcher's lines (the lines, or
+    their sentences) are looked up through the memory thread where they are not among them,
+    and go to the translator with their matches, so that none is looked up twice."""
     translator, lines = pair.translator, ask.lines
     docs, own = None, ask.glossaries
     if documents.wanted(ask.format, ask.split, ask.prefix is not None, cfg):
@@ -107,6 +114,12 @@ async def translated(pair: Pair, ask: Ask, cfg: DecodeConfig) -> list[dict]:
                   ask.attention, ask.glossary, own and docs.per_input(own))
     else:
         job = Job(lines, ask.options, ask.prefix, ask.attention, ask.glossary, own)
+    if known is not None:
+        missing = list(dict.fromkeys(x for x in job.lines if x not in known))
+        if missing:  # a line's sentences, where it has more than one
+            found = await pair.memory_thread.matches(missing, cfg.memory_threshold)
+            known = {**known, **dict(zip(missing, found, strict=True))}
+        job.matches = [known[x] for x in job.lines]
     found = await asyncio.wrap_future(pair.batcher.submit(job))
     if docs is not None:
         terms = [ask.glossary is not None or bool(g) for g in own or [None] * len(lines)]
