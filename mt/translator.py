@@ -460,8 +460,7 @@ class Translator:
         memory = self.memory(cfg)
         if memory is None:
             return [None] * len(lines)
-        return [next(iter(memory.search(line, 1, cfg.memory_threshold)), None)
-                if line.strip() else None for line in lines]
+        return [memory.best(line, cfg.memory_threshold) for line in lines]
 
     @property
     def repair_threshold(self) -> float | None:

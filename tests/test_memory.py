@@ -100,6 +100,25 @@ def test_search_finds_the_best_by_the_score_and_keeps_duplicates_once(memory):
     assert memory.search("zebra giraffe") == []
 
 
+def test_best_is_searched_once_until_the_memory_changes(memory, tmp_path, monkeypatch):
+    """best() keeps its answers while the memory is unchanged: a text asked again is not
+    searched again; a pair added through this connection or another is seen at once."""
+    searched = []
+    search = type(memory).search
+    monkeypatch.setattr(type(memory), "search",
+                        lambda self, text, *a: searched.append(text) or search(self, text, *a))
+    assert memory.best("Save the file now", 50.0).target == "Datei speichern"
+    assert memory.best("Save the file now", 50.0).target == "Datei speichern"
+    assert memory.best("  ", 50.0) is None and searched == ["Save the file now"]
+    memory.add([("Save the file now", "Datei jetzt speichern")])
+    assert memory.best("Save the file now", 50.0).target == "Datei jetzt speichern"
+    with open_memory(tmp_path / "m.db") as other:  # another connection, as another process
+        other.add([("Save the file now", "Jetzt speichern")])
+    assert memory.best("Save the file now", 50.0).target == "Jetzt speichern"
+    assert memory.best("Save the file now", 90.0).target == "Jetzt speichern"
+    assert searched == ["Save the file now"] * 4  # each threshold its own answer
+
+
 def test_a_correction_added_later_wins_a_tie(memory):
     memory.add([("Save the file", "Die Datei speichern")])
     assert memory.search("Save the file", k=1)[0].target == "Die Datei speichern"

@@ -159,6 +159,11 @@ class SqliteMemory(Memory):
         return self._read("SELECT id, source, target FROM pairs WHERE key_hash = ?",
                           (key_hash(text),))
 
+    def version(self) -> object:
+        # data_version: another connection's commits; total_changes: this one's
+        (data,), = self._read("PRAGMA data_version")
+        return data, self.db.total_changes
+
     def pairs(self) -> Iterator[tuple[str, str]]:
         with damaged(self.path):
             yield from self.db.execute("SELECT source, target FROM pairs ORDER BY id")

@@ -26,6 +26,9 @@ CANDIDATES = 100  # pairs scored per query: those holding most of its rarest wor
 # words ("a", "the") would make every pair a candidate and the lookup as slow as a scan.
 WORD_BUDGET = 3000
 BATCH = 1000  # pairs a transaction when adding many: each batch is durable once committed
+# best()'s answers kept while the memory is unchanged: a PO msgid looked up whole, then as its
+# sentence, and a file's repeated lines ("OK", "Cancel") are searched once
+MEMO = 10_000
 VERSION = "1"  # the layout of a memory's tables
 # How matches are found (candidates and score): data.memory's cached training matches name it,
 # so that a change computes them again
@@ -102,6 +105,12 @@ class Memory:
         """Every pair, in the order last added."""
         raise NotImplementedError
 
+    def version(self) -> object:
+        """What changes whenever the memory does (a pair added through this connection or
+        any other), for best()'s answers; None where the store cannot tell cheaply (best()
+        then keeps none)."""
+        return None
+
     def info(self) -> dict:
         """What `mt memory info` shows: its name, store, pairs, src, tgt, created, bytes."""
         raise NotImplementedError
@@ -165,3 +174,20 @@ class Memory:
     def search(self, text: str, k: int = 5, threshold: float = 0.0) -> list[Match]:
         """The k best matches for text scoring at least threshold, best first."""
         return rank(text, self.candidates(text), k, threshold)
+
+    _memo: dict[tuple[str, float], Match | None] | None = None
+    _memo_version: object = None
+
+    def best(self, text: str, threshold: float = 0.0) -> Match | None:
+        """text's best match scoring at least threshold; None where there is none, and for a
+        blank text. The last MEMO texts' answers are kept while version() is unchanged."""
+        if not text.strip():
+            return None
+        version = self.version()
+        if version is None:
+            return next(iter(self.search(text, 1, threshold)), None)
+        if self._memo is None or version != self._memo_version or len(self._memo) >= MEMO:
+            self._memo, self._memo_version = {}, version
+        if (text, threshold) not in self._memo:
+            self._memo[text, threshold] = next(iter(self.search(text, 1, threshold)), None)
+        return self._memo[text, threshold]

@@ -74,8 +74,7 @@ class MemoryThread:
         """Each line's best match at or above threshold (None where none, and for a blank
         line)."""
         def best() -> list[Match | None]:
-            return [next(iter(self.memory.search(line, 1, threshold)), None)
-                    if line.strip() else None for line in lines]
+            return [self.memory.best(line, threshold) for line in lines]
 
         return await asyncio.wrap_future(self._thread.submit(best))
 
