@@ -4,7 +4,7 @@ on); sentences/s and BLEU, greedy and beam, at each thread count.
 
     python -m benchmarks.bench_fast RUN [--src FILE --ref FILE] [--limit N] [--beam 5]
         [--threads 1,2] [--rounds 3] [--levers eager,static,compiled]
-    python -m benchmarks.bench_fast RUN --smoke   # 16 toy sentences, 1 round, no Inductor
+    python -m benchmarks.bench_fast RUN --smoke   # 4 toy sentences, 1 round, no Inductor
 
 Defaults to Multi30k test_2016_flickr (1000 sentences, de -> en). The levers take turns,
 --rounds rounds of all of them, each keeping its fastest (benchmarks.harness.alternate); every
@@ -84,14 +84,14 @@ def warm(translators: dict, lines: list[str]) -> None:
 
 
 def main() -> None:
-    p = parser(__doc__, rounds=3, smoke="the first 16 toy test sentences (en -> de), beam 2, "
+    p = parser(__doc__, rounds=3, smoke="the first 4 toy test sentences (en -> de), beam 2, "
                "1 round, compiled graphs run uncompiled")
     add_test_set_args(p)
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--threads", default="1,2", help="comma-separated CPU thread counts")
     p.add_argument("--levers", default=",".join(LEVERS),
                    help=f"comma-separated, of {', '.join(LEVERS)}")
-    args = parse(p, {"src": TOY / "toy.test.en", "ref": TOY / "toy.test.de", "limit": 16,
+    args = parse(p, {"src": TOY / "toy.test.en", "ref": TOY / "toy.test.de", "limit": 4,
                      "beam": 2, "rounds": 1, "threads": "1"})
     if args.smoke:
         compiled.lower = lambda gm, example_inputs: gm.forward
