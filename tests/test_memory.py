@@ -15,7 +15,7 @@ import pytest
 
 from conftest import ROOT
 from mt.errors import DataError
-from mt.memory import open_memory, score
+from mt.memory import open_memory, score, store
 from mt.memory.match import FOLDING_SPLITS, _Words, key, rank, words
 from mt.memory.store import most_weight
 from mt.memory.training import best_matches
@@ -117,6 +117,28 @@ def test_best_is_searched_once_until_the_memory_changes(memory, tmp_path, monkey
     assert memory.best("Save the file now", 50.0).target == "Jetzt speichern"
     assert memory.best("Save the file now", 90.0).target == "Jetzt speichern"
     assert searched == ["Save the file now"] * 4  # each threshold its own answer
+
+
+def test_a_query_of_common_words_looks_among_their_latest_pairs(tmp_path, monkeypatch):
+    """Where even the query's rarest word is held by more than WORD_BUDGET pairs, the
+    candidates are those holding most of its COMMON_WORDS rarest words among each one's latest
+    WORD_BUDGET pairs (ids 1-5 in the order added)."""
+    monkeypatch.setattr(store, "WORD_BUDGET", 2)
+    m = open_memory(tmp_path / "m.db", ("en", "de"))
+    m.add([(s, str(i)) for i, s in enumerate(
+        ["red dog", "red cat", "blue cat", "red dog runs", "blue dog"], 1)])
+    asked = []
+    holding = type(m).ids_holding
+    monkeypatch.setattr(type(m), "ids_holding",
+                        lambda self, w, latest=None: asked.append((w, latest)) or
+                        holding(self, w, latest))
+    found = m.search("red dog sleeps", 3)  # red and dog: 3 pairs each
+    assert sorted(asked) == [("dog", 2), ("red", 2)]
+    # red's latest two: 4, 2; dog's: 5, 4. The first pair ("red dog") is not among them.
+    assert [(x.source, round(x.score, 2)) for x in found] == [
+        ("red dog runs", 66.67), ("blue dog", 33.33), ("red cat", 33.33)]
+    assert [x.source for x in m.search("red cat", 1)] == ["red cat"]  # exact: by its key
+    m.close()
 
 
 def test_a_correction_added_later_wins_a_tie(memory):

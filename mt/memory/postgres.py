@@ -2,12 +2,11 @@
 
 The same tables as the SQLite store (mt.memory.sqlite) in the database's own types: `pairs`
 with each source's words as a `tsvector` (the 'simple' configuration: the words of
-mt.memory.match, no stemming) under a GIN index (`ts_rank` orders the pairs holding every
-word of a query made of common words, as FTS5's bm25 does); `vocab`, each word's document
-frequency, updated in the same transaction (its rows locked in one order, so concurrent
-writers never deadlock). A transaction per batch. A
-pair added again is moved to the latest id, as in SQLite (`RETURNING xmax = 0` tells an
-inserted row, which no transaction has touched since, from an updated one).
+mt.memory.match, no stemming) under a GIN index; `vocab`, each word's document frequency,
+updated in the same transaction (its rows locked in one order, so concurrent writers never
+deadlock). A transaction per batch. A pair added again is moved to the latest id, as in
+SQLite (`RETURNING xmax = 0` tells an inserted row, which no transaction has touched since,
+from an updated one).
 Needs psycopg 3: pip install 'mt[memory-pg]'.
 """
 
@@ -118,16 +117,10 @@ class PostgresMemory(Memory):
         return dict(self._read("SELECT term, df FROM mt_memory_vocab WHERE term = ANY(%s)",
                                (words,))) if words else {}
 
-    def holding(self, words: list[str], n: int) -> list[tuple[int, str, str]]:
-        query = " & ".join(map(_lexeme, words))
-        return self._read("SELECT id, source, target FROM mt_memory_pairs, "
-                          "to_tsquery('simple', %s) AS q WHERE words @@ q "
-                          "ORDER BY ts_rank(words, q) DESC LIMIT %s", (query, n))
-
-    def ids_holding(self, word: str) -> np.ndarray:
+    def ids_holding(self, word: str, latest: int | None = None) -> np.ndarray:
         return np.array([i for i, in self._read(
-            "SELECT id FROM mt_memory_pairs WHERE words @@ to_tsquery('simple', %s)",
-            (_lexeme(word),))], dtype=np.int64)
+            "SELECT id FROM mt_memory_pairs WHERE words @@ to_tsquery('simple', %s) "
+            "ORDER BY id DESC LIMIT %s", (_lexeme(word), latest))], dtype=np.int64)
 
     def rows(self, ids: list[int]) -> list[tuple[int, str, str]]:
         return self._read("SELECT id, source, target FROM mt_memory_pairs WHERE id = ANY(%s)",

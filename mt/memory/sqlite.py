@@ -134,18 +134,13 @@ class SqliteMemory(Memory):
         return dict(self._read(f"SELECT term, df FROM vocab WHERE term IN ({marks})",
                                tuple(words))) if words else {}
 
-    def ids_holding(self, word: str) -> np.ndarray:
+    def ids_holding(self, word: str, latest: int | None = None) -> np.ndarray:
         # one string of ids from SQLite, parsed by numpy: a row per id through the cursor
         # costs more than FTS5's reading of the word's list
-        (ids,), = self._read("SELECT group_concat(rowid) FROM words WHERE words MATCH ?",
-                             (_phrase(word),))
+        (ids,), = self._read("SELECT group_concat(rowid) FROM (SELECT rowid FROM words WHERE "
+                             "words MATCH ? ORDER BY rowid DESC LIMIT ?)",
+                             (_phrase(word), -1 if latest is None else latest))
         return np.fromstring(ids, dtype=np.int64, sep=",") if ids else np.zeros(0, np.int64)
-
-    def holding(self, words: list[str], n: int) -> list[tuple[int, str, str]]:
-        return self._read("SELECT p.id, p.source, p.target FROM (SELECT rowid FROM words "
-                          "WHERE words MATCH ? ORDER BY rank LIMIT ?) AS w "
-                          "JOIN pairs AS p ON p.id = w.rowid",
-                          (" AND ".join(map(_phrase, words)), n))
 
     def rows(self, ids: list[int]) -> list[tuple[int, str, str]]:
         return self._read("SELECT id, source, target FROM pairs WHERE id IN "

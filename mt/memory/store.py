@@ -2,10 +2,10 @@
 
 A store keeps pairs (each (source, target) once, in the order last added), its language pair,
 and an index of its sources' words (the keys of mt.memory.match). It answers three questions:
-how often each word occurs (`frequencies`), which pairs hold a word (`ids_holding`), which hold
-every word of a set, best first (`holding`), and which pairs have a given key (`exact`).
-Retrieval is written once, here: the query's rarest words pick the candidates, those holding
-the most of them by weight (each word's idf), and mt.memory.match scores them.
+how often each word occurs (`frequencies`), which pairs hold a word (`ids_holding`), and which
+pairs have a given key (`exact`). Retrieval is written once, here: the query's rarest words
+pick the candidates, those holding the most of them by weight (each word's idf), and
+mt.memory.match scores them.
 """
 
 from __future__ import annotations
@@ -25,6 +25,10 @@ CANDIDATES = 100  # pairs scored per query: those holding most of its rarest wor
 # The rarest words of a query are searched until the pairs holding them pass this many: common
 # words ("a", "the") would make every pair a candidate and the lookup as slow as a scan.
 WORD_BUDGET = 3000
+# A query whose rarest word is held by more pairs than that (all its words common): its
+# COMMON_WORDS rarest, each in its latest WORD_BUDGET pairs (pairs holding all its words,
+# ranked by bm25, were 20-100 ms a lookup at a million pairs, and none for most such queries)
+COMMON_WORDS = 4
 BATCH = 1000  # pairs a transaction when adding many: each batch is durable once committed
 # best()'s answers kept while the memory is unchanged: a PO msgid looked up whole, then as its
 # sentence, and a file's repeated lines ("OK", "Cancel") are searched once
@@ -32,7 +36,7 @@ MEMO = 10_000
 VERSION = "1"  # the layout of a memory's tables
 # How matches are found (candidates and score): data.memory's cached training matches name it,
 # so that a change computes them again
-RETRIEVAL = 2
+RETRIEVAL = 3
 
 
 def pair_hash(source: str, target: str) -> bytes:
@@ -80,13 +84,9 @@ class Memory:
         """How many pairs' sources hold each word (of match.terms); absent words: 0 or none."""
         raise NotImplementedError
 
-    def ids_holding(self, word: str) -> np.ndarray:
-        """The ids (int64) of the pairs whose sources hold word (of match.terms)."""
-        raise NotImplementedError
-
-    def holding(self, words: list[str], n: int) -> list[tuple[int, str, str]]:
-        """Up to n pairs (id, source, target) whose sources hold every one of words, the best
-        by the store's own text ranking first."""
+    def ids_holding(self, word: str, latest: int | None = None) -> np.ndarray:
+        """The ids (int64) of the pairs whose sources hold word (of match.terms); the highest
+        `latest` of them if given."""
         raise NotImplementedError
 
     def rows(self, ids: list[int]) -> list[tuple[int, str, str]]:
@@ -150,23 +150,25 @@ class Memory:
         return added, seen - added
 
     def candidates(self, text: str, n: int = CANDIDATES) -> list[tuple[int, str, str]]:
-        """The pairs worth scoring for text: its exact matches, and up to n holding its rarest
-        words (all of its words when even the rarest is common)."""
+        """The pairs worth scoring for text: its exact matches, and the n holding most of its
+        rarest words by weight (of its few rarest, in their latest pairs, when even the rarest
+        is common)."""
         found = {row[0]: row for row in self.exact(text)}
         df = {w: c for w, c in self.frequencies(terms(text)).items() if c}
         if df:
+            by_rarity = sorted(df, key=df.get)
             rare, total = [], 0
-            for word in sorted(df, key=df.get):
+            for word in by_rarity:
                 if rare and total + df[word] > WORD_BUDGET:
                     break
                 rare.append(word)
                 total += df[word]
-            if total > WORD_BUDGET:  # even the rarest is common: pairs holding them all
-                rows = self.holding(list(df), n)
-            else:
-                n_pairs = max(self.last_id(), *df.values())
-                rows = self.rows(most_weight([self.ids_holding(w) for w in rare],
-                                             [math.log(1 + n_pairs / df[w]) for w in rare], n))
+            latest = None
+            if total > WORD_BUDGET:  # even the rarest is common
+                rare, latest = by_rarity[:COMMON_WORDS], WORD_BUDGET
+            n_pairs = max(self.last_id(), *df.values())
+            rows = self.rows(most_weight([self.ids_holding(w, latest) for w in rare],
+                                         [math.log(1 + n_pairs / df[w]) for w in rare], n))
             for row in rows:
                 found.setdefault(row[0], row)
         return list(found.values())
