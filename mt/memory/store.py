@@ -185,10 +185,8 @@ class Memory:
         blank text. The last MEMO texts' answers are kept while version() is unchanged."""
         if not text.strip():
             return None
-        version = self.version()
-        if version is None:
-            return next(iter(self.search(text, 1, threshold)), None)
-        if self._memo is None or version != self._memo_version or len(self._memo) >= MEMO:
+        version = self.version()  # None: nothing kept from one call to the next
+        if version is None or version != self._memo_version or len(self._memo or ()) >= MEMO:
             self._memo, self._memo_version = {}, version
         if (text, threshold) not in self._memo:
             self._memo[text, threshold] = next(iter(self.search(text, 1, threshold)), None)
