@@ -1,16 +1,17 @@
 """benchmarks/: the shared harness, and every benchmark run in its --smoke mode (seconds on the toy
 corpus), so that a change to mt cannot break one unseen. What they measure is not checked."""
 
+import importlib
 import importlib.util
 import os
 import re
-import subprocess
 import sys
 
 import pytest
+import torch
 
 from benchmarks.harness import alternate, markdown
-from conftest import ROOT, THREADS
+from conftest import ROOT, THREADS, own_signals
 
 # benchmark -> a line its smoke run must print
 SMOKE = {
@@ -28,12 +29,38 @@ SMOKE = {
 }
 
 
-def run_benchmark(name: str, *args: str) -> str:
-    p = subprocess.run([sys.executable, "-m", f"benchmarks.{name}", "--smoke", *args],
-                       capture_output=True, text=True, cwd=ROOT, timeout=600,
-                       env={**os.environ, **THREADS})
-    assert p.returncode == 0, p.stderr[-3000:]
-    return p.stdout
+@pytest.fixture
+def run_benchmark(capfd, monkeypatch):
+    """run(NAME, *ARGS): `python -m benchmarks.NAME --smoke ARGS` run in this process (which has
+    torch and mt imported: a benchmark's own start-up, seconds of CPU, not paid again), its
+    output and its children's as the stdout it returns. What a benchmark sets for itself is
+    put back after it: torch's threads, the environment, signal handlers, the compiled step."""
+    from mt.decoding import compiled
+
+    def run(name: str, *args: str) -> str:
+        module = importlib.import_module(f"benchmarks.{name}")
+        monkeypatch.chdir(ROOT)
+        monkeypatch.setattr(sys, "argv", [f"{name}.py", "--smoke", *args])
+        monkeypatch.setattr(compiled, "_step", None)
+        for variable, value in THREADS.items():  # its child processes', as the suite's
+            monkeypatch.setenv(variable, value)
+        environ, threads = dict(os.environ), torch.get_num_threads()
+        capfd.readouterr()
+        try:
+            with own_signals():
+                code = module.main()
+        except SystemExit as stop:  # sys.exit(main()), or a benchmark's one-line refusal
+            code = stop.code
+        finally:
+            os.environ.clear()
+            os.environ.update(environ)
+            torch.set_num_threads(threads)
+            if "torch._dynamo" in sys.modules:
+                torch._dynamo.reset()
+        out = capfd.readouterr()
+        assert not code, f"{code}\n{out.err[-3000:]}"
+        return out.out
+    return run
 
 
 def test_alternate_takes_turns_and_keeps_each_best():
@@ -64,18 +91,18 @@ def test_markdown_table():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SMOKE))
-def test_benchmark_runs_in_smoke_mode(name):
+def test_benchmark_runs_in_smoke_mode(run_benchmark, name):
     assert SMOKE[name] in run_benchmark(name)
 
 
 @pytest.mark.slow
-def test_bench_buckets_runs_in_smoke_mode_against_mt_as_of_a_commit():
+def test_bench_buckets_runs_in_smoke_mode_against_mt_as_of_a_commit(run_benchmark):
     out = run_benchmark("bench_buckets", "--rev", "HEAD")
     assert "none: buckets / exact lengths: tok/s" in out
     assert "none: buckets here / mt at HEAD: tok/s" in out
 
 
-def test_bench_decode_runs_in_smoke_mode(tiny_run):
+def test_bench_decode_runs_in_smoke_mode(run_benchmark, tiny_run):
     ct2 = ["--ct2", "float32"] if importlib.util.find_spec("ctranslate2") else []
     out = run_benchmark("bench_decode", str(tiny_run), "--bf16", "--shortlist", "--profile", *ct2)
     assert "greedy / naive speed" in out and "mt greedy, 1 thread(s)" in out
@@ -85,20 +112,20 @@ def test_bench_decode_runs_in_smoke_mode(tiny_run):
 
 
 
-def test_bench_fast_runs_in_smoke_mode(tiny_run):
+def test_bench_fast_runs_in_smoke_mode(run_benchmark, tiny_run):
     out = run_benchmark("bench_fast", str(tiny_run))
     assert "| search | lever | sentences/s | / eager | BLEU |" in out
     assert "| beam 2 | compiled |" in out and "graph(s) compiled" in out
 
 
-def test_bench_confidence_runs_in_smoke_mode(tiny_run):
+def test_bench_confidence_runs_in_smoke_mode(run_benchmark, tiny_run):
     out = run_benchmark("bench_confidence", str(tiny_run))
     assert "| signal | Pearson | Spearman |" in out and "| kept X% | 100 | 90 |" in out
     assert "confidence off -> on:" in out and "  CPU time: " in out
     assert "plain + teacher-forced pass: " in out  # the search alone, too
 
 
-def test_bench_terminology_runs_in_smoke_mode(tiny_run, tmp_path):
+def test_bench_terminology_runs_in_smoke_mode(run_benchmark, tiny_run, tmp_path):
     out = run_benchmark("bench_terminology", str(tiny_run), "--glossaries", str(tmp_path))
     assert "| hard constraints | 100.00% |" in out and "Dice >= " in out
     assert "hard constraints / no glossary time" in out and out.count("- src: ") == 5
@@ -118,12 +145,12 @@ def test_the_training_lexicon_keeps_aligned_words_with_their_alternatives():
                        ("läuft", "runs"))
 
 
-def test_bench_workers_runs_in_smoke_mode(tiny_run):
+def test_bench_workers_runs_in_smoke_mode(run_benchmark, tiny_run):
     out = run_benchmark("bench_workers", str(tiny_run))
     assert "--workers 2 / --workers 1 speed:" in out and "outputs byte-identical: yes" in out
 
 
-def test_bench_documents_runs_in_smoke_mode(tiny_run, tmp_path):
+def test_bench_documents_runs_in_smoke_mode(run_benchmark, tiny_run, tmp_path):
     out = run_benchmark("bench_documents", str(tiny_run), "--examples",
                         str(tmp_path / "examples.txt"))
     assert "| paragraphs, split (mt.document) |" in out and "| toy | 30 | 30 (100.0%) |" in out
@@ -132,7 +159,7 @@ def test_bench_documents_runs_in_smoke_mode(tiny_run, tmp_path):
     assert (tmp_path / "examples.txt").read_text().count("\nsource: ") == 30
 
 
-def test_bench_serve_runs_in_smoke_mode(tiny_run):
+def test_bench_serve_runs_in_smoke_mode(run_benchmark, tiny_run):
     out = run_benchmark("bench_serve", str(tiny_run))
     assert "| 4 clients at once |" in out and "| one client, one request at a time |" in out
     assert "| 4 clients at once, DeepL POST /v2/translate |" in out
@@ -141,7 +168,7 @@ def test_bench_serve_runs_in_smoke_mode(tiny_run):
     assert "responses correct: all of 48 " in out and "lost 0; server exit code 0" in out
 
 
-def test_bench_contention_runs_in_smoke_mode(tiny_run):
+def test_bench_contention_runs_in_smoke_mode(run_benchmark, tiny_run):
     # one setting, translation only (--steps 0): 2 processes, idle and beside a neighbour; a
     # training is the same harness with another command (and 2 processes more)
     out = run_benchmark("bench_contention", str(tiny_run), "--env", "GOMP_SPINCOUNT=300000",
@@ -150,7 +177,7 @@ def test_bench_contention_runs_in_smoke_mode(tiny_run):
     assert "| train |" not in out
 
 
-def test_bench_int8_runs_in_smoke_mode(tiny_run):
+def test_bench_int8_runs_in_smoke_mode(run_benchmark, tiny_run):
     out = run_benchmark("bench_int8", str(tiny_run), "--students", str(tiny_run))
     assert "greedy: int8 - float32 BLEU" in out and "| mt int8 beam 2 |" in out
     assert "teacher beam 2 float32: speed" in out and "| tiny | 2 | 2 | 64 |" in out
@@ -170,7 +197,7 @@ def test_bench_software_suggests_the_closest_training_msgid():
 
 
 @pytest.mark.slow  # two benchmark processes
-def test_bench_software_checks_po_files_mt_wrote(tmp_path):
+def test_bench_software_checks_po_files_mt_wrote(run_benchmark, tmp_path):
     """--po: msgfmt's verdict per file, and the entries mt translated that lost a directive."""
     demo = (ROOT / "tests/data/po/demo.de.po").read_text(encoding="utf-8")
     (tmp_path / "good.po").write_text(demo, encoding="utf-8")
@@ -183,7 +210,7 @@ def test_bench_software_checks_po_files_mt_wrote(tmp_path):
     assert "| 2 | 1 (50%) | 10 | 9 (90.00%) |" in out and "bad.po: " in out
 
 
-def test_bench_software_times_a_po_file_against_its_msgids(tiny_run):
+def test_bench_software_times_a_po_file_against_its_msgids(run_benchmark, tiny_run):
     out = run_benchmark("bench_software", "--speed", str(tiny_run), "--pot",
                         str(ROOT / "tests/data/po/demo.pot"), "--threads", "1", "--beam", "1")
     assert "| PO document |" in out and "| its msgids as plain lines |" in out
