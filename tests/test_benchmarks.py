@@ -1,7 +1,6 @@
 """benchmarks/: the shared harness, and every benchmark run in its --smoke mode (seconds on the toy
 corpus), so that a change to mt cannot break one unseen. What they measure is not checked."""
 
-import importlib
 import importlib.util
 import os
 import re
