@@ -27,10 +27,10 @@ from collections.abc import Callable, Iterator
 import torch
 
 from benchmarks.bench_decode import add_test_set_args, read_test_set
-from benchmarks.harness import TOY, alternate, markdown, parse, parser
+from benchmarks.harness import TOY, alternate, cpu_model, markdown, parse, parser
 from mt.checkpoint import load_run
 from mt.config import override
-from mt.decoding import compiled, step
+from mt.decoding import compiled, packed, step
 from mt.decoding.precision import inference_layout
 from mt.metrics import score
 from mt.translator import Translator
@@ -54,10 +54,20 @@ def compiled_step() -> Iterator[dict]:
     yield {"compile": "on"}
 
 
+@contextlib.contextmanager
+def unpacked() -> Iterator[dict]:
+    """A bf16 model's Linear layers as torch's own, weights not packed (mt.decoding.packed)."""
+    before, packed.PACK = packed.PACK, False
+    try:
+        yield {"compile": "off"}
+    finally:
+        packed.PACK = before
+
+
 # name -> a context that sets the lever up and yields the DecodeConfig fields it changes
 LEVERS: dict[str, Callable[[], contextlib.AbstractContextManager[dict]]] = {
     "eager": lambda: eager_step(False), "static": lambda: eager_step(True),
-    "compiled": compiled_step}
+    "compiled": compiled_step, "unpacked": unpacked}
 
 
 def contender(translator: Translator, lever, lines: list[str]) -> Callable[[int], tuple]:
@@ -89,7 +99,9 @@ def main() -> None:
     add_test_set_args(p)
     p.add_argument("--beam", type=int, default=5)
     p.add_argument("--threads", default="1,2", help="comma-separated CPU thread counts")
-    p.add_argument("--levers", default=",".join(LEVERS),
+    p.add_argument("--dtype", default="float32", help="decode.dtype of every lever "
+                   "(unpacked: bf16 only)")
+    p.add_argument("--levers", default="eager,static,compiled",
                    help=f"comma-separated, of {', '.join(LEVERS)}")
     args = parse(p, {"src": TOY / "toy.test.en", "ref": TOY / "toy.test.de", "limit": 4,
                      "beam": 2, "rounds": 1, "threads": "1"})
@@ -105,10 +117,11 @@ def main() -> None:
         with LEVERS[name]() as fields:
             for kind, items in kinds.items():
                 cfg = override(run.cfg, ["decode.nbest=1", *items], "bench").decode
-                tr = Translator(run, dataclasses.replace(cfg, **fields), torch.device("cpu"))
+                tr = Translator(run, dataclasses.replace(cfg, dtype=args.dtype, **fields),
+                                torch.device("cpu"))
                 translators[(name, kind)] = (tr, LEVERS[name])
     print(f"checkpoint {args.run} (step {run.step}); {len(src)} sentences from {args.src}; "
-          f"fastest of {args.rounds} rounds")
+          f"{args.dtype}; fastest of {args.rounds} rounds; {cpu_model()}")
     for n in [int(t) for t in args.threads.split(",") if t]:
         torch.set_num_threads(n)
         warm(translators, src)

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.bench_decode import add_test_set_args, ct2_translators, read_test_set, timed
-from benchmarks.harness import TOY, markdown, parse, parser
+from benchmarks.harness import TOY, cpu_model, markdown, parse, parser
 from mt.checkpoint import load_run
 from mt.config import override
 from mt.decoding.precision import inference_layout
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
     if use_ct2:
         write_model(run, Path(tmp.name), "int8")
     print(f"checkpoint {args.run} (step {run.step}); {len(src)} sentences from {args.src}; "
-          f"fastest of {args.rounds} rounds")
+          f"fastest of {args.rounds} rounds; {cpu_model()}")
     rows, notes = [], []
     for n in [int(t) for t in args.threads.split(",") if t]:
         torch.set_num_threads(n)

@@ -35,6 +35,23 @@ TOY_CONFIG = ROOT / "configs" / "toy.yaml"
 M = TypeVar("M")
 
 
+def cpu_model() -> str:
+    """The CPU's name and the instruction sets that decide decoding's fastest dtype, e.g.
+    "Intel(R) Xeon(R) Processor (AMX, AVX512-BF16, AVX512-VNNI)": figures from different
+    CPUs do not compare, so every benchmark prints it."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "CPU unknown"
+    name = next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                 if line.startswith("model name")), "CPU unknown")
+    flags = set(text.split())
+    isa = [label for label, flag in (("AMX", "amx_tile"), ("AVX512-BF16", "avx512_bf16"),
+                                     ("AVX512-VNNI", "avx512_vnni"), ("AVX-512", "avx512f"),
+                                     ("AVX2", "avx2")) if flag in flags]
+    return f"{name} ({', '.join(isa) or 'no AVX2'})"
+
+
 def alternate(contenders: Mapping[str, Callable[[int], M]], rounds: int,
               keep: Callable[[M, M], M] = min, rotate: bool = False) -> dict[str, M]:
     """Call each contender with the round's index, in turn, for `rounds` rounds; each keeps

@@ -83,9 +83,14 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         # The layers stay in `net`, under the names checkpoints use. ReLU and dropout run as
         # one (relu_dropout: its backward keeps one copy of the hidden activations, not three).
+        # A decoding model's first layer may apply the ReLU inside its product
+        # (mt.decoding.packed): then it is not applied twice.
         first, act, drop, last = self.net
         if self.activation == "relu":
-            return last(relu_dropout(first(x), drop.p, self.training))
+            hidden = first(x)
+            if not getattr(first, "relu", False):
+                hidden = relu_dropout(hidden, drop.p, self.training)
+            return last(hidden)
         return last(drop(act(first(x))))
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from mt.decoding.packed import pack
 from mt.device import has_native_bf16
 from mt.errors import ConfigError
 from mt.log import warn
@@ -127,4 +128,4 @@ def decoding_model(model: nn.Module, dtype: str, device: torch.device) -> nn.Mod
     if not has_native_bf16(device):
         warn(f"decode.dtype bf16: this {device.type.upper()} device has no native bf16, so it "
              "is emulated and slower than float32")
-    return copy.deepcopy(model).to(torch.bfloat16)
+    return pack(copy.deepcopy(model).to(torch.bfloat16))
