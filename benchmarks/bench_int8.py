@@ -29,6 +29,7 @@ from mt.config import override
 from mt.decoding.precision import inference_layout
 from mt.device import pick_device
 from mt.metrics import score
+from mt.threads import Streams
 from mt.translator import Translator
 
 
@@ -41,6 +42,10 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--dtypes", default="float32,bf16,int8", help="mt's decode.dtype contenders")
     p.add_argument("--no-ct2", action="store_true", help="leave CTranslate2 out")
     p.add_argument("--students", default="", help="student runs, comma-separated")
+    p.add_argument("--streams", action="store_true",
+                   help="at N threads, N streams of one thread each, as `mt translate` runs "
+                   "on N cores (mt.threads.Streams), and CTranslate2 as N replicas of one "
+                   "thread (inter_threads N); else one stream of N threads each")
     args = parse(p, {"src": TOY / "toy.test.en", "ref": TOY / "toy.test.de", "limit": 16,
                      "beam": 2, "rounds": 1, "threads": "1", "no_ct2": True}, argv)
 
@@ -75,13 +80,20 @@ def main(argv: list[str] | None = None) -> None:
           f"fastest of {args.rounds} rounds; {cpu_model()}")
     rows, notes = [], []
     for n in [int(t) for t in args.threads.split(",") if t]:
-        torch.set_num_threads(n)
+        torch.set_num_threads(1 if args.streams else n)
+        streams = Streams(n, 1) if args.streams else Streams()
+        for tr in [*mine.values(), *students.values()]:
+            tr.streams = streams
         contenders = {f"mt {d} {k}": (tr.translate, src) for (d, k), tr in mine.items()}
         for (path, d), tr in students.items():
             contenders[f"student {path.name} {d} greedy"] = (tr.translate, src)
         if use_ct2:
-            for (_, k), tr in ct2_translators(run, cfgs, n, device,
+            for (_, k), tr in ct2_translators(run, cfgs, 1 if args.streams else n, device,
                                               {"int8": Path(tmp.name)}).items():
+                if args.streams:  # n replicas, each fed by one of the Translator's streams
+                    tr.engine.translator = tr.engine.ct2.Translator(
+                        tmp.name, device="cpu", inter_threads=n, intra_threads=1)
+                    tr.streams = streams
                 contenders[f"CTranslate2 int8 {k}"] = (tr.translate, src)
         models = [tr.model for tr in [*mine.values(), *students.values()]]
         results = timed(contenders, models, device, args.rounds)

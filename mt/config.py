@@ -28,7 +28,7 @@ from mt.tokenizers import (
 
 Schedule = Literal["inverse_sqrt", "cosine", "linear"]  # learning-rate decay after warmup
 LengthNorm = Literal["gnmt", "average", "none"]  # how beam search compares lengths
-DecodeDtype = Literal["float32", "bf16", "int8"]
+DecodeDtype = Literal["float32", "bf16", "int8", "auto"]
 CompileMode = Literal["auto", "on", "off"]  # decode.compile
 GlossaryMode = Literal["constrain", "annotate", "both"]  # decode.glossary_mode
 MemoryExact = Literal["reuse", "translate"]  # decode.memory_exact
@@ -335,7 +335,8 @@ class DecodeConfig:
                                                  "beam)."})
     # weights and activations while decoding (mt.decoding.precision for int8)
     dtype: DecodeDtype = option("float32", "float32; bf16 where the CPU or GPU has native "
-                                "bf16; int8 on a CPU with VNNI/AMX (docs/decoding.md).",
+                                "bf16; int8 on a CPU with VNNI/AMX; auto: the fastest of "
+                                "them on this machine (docs/decoding.md).",
                                 commands=(*COMMANDS, "distill"),
                                 helps={"distill": "The teachers' decode.dtype."})
     # the output projection over the batch's lexical shortlist (mt.decoding.shortlist): auto

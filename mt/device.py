@@ -28,6 +28,19 @@ def pick_device(name: str) -> torch.device:
 
 
 @functools.cache
+def cpu_has_amx() -> bool:
+    """True where the CPU has AMX tiles (Intel Xeon since Sapphire Rapids): bf16 and int8
+    matrix products in hardware."""
+    check = getattr(torch.cpu, "_is_amx_tile_supported", None)  # private, in recent torch
+    if check is not None:
+        return bool(check())
+    try:
+        return "amx_tile" in Path("/proc/cpuinfo").read_text().split()
+    except OSError:
+        return False
+
+
+@functools.cache
 def cpu_has_native_bf16() -> bool:
     """True where the CPU multiplies bf16 in hardware (AVX512-BF16 or AMX on x86, BF16 on Arm).
 

@@ -177,8 +177,10 @@ def test_bench_contention_runs_in_smoke_mode(run_benchmark, tiny_run):
 
 
 def test_bench_int8_runs_in_smoke_mode(run_benchmark, tiny_run):
-    out = run_benchmark("bench_int8", str(tiny_run), "--students", str(tiny_run))
-    assert "greedy: int8 - float32 BLEU" in out and "| mt int8 beam 2 |" in out
+    out = run_benchmark("bench_int8", str(tiny_run), "--students", str(tiny_run),
+                        "--threads", "2", "--streams")
+    assert "greedy: int8 - float32 BLEU" in out and "| 2 | mt int8 beam 2 |" in out
+    assert "fastest of 1 rounds; " in out  # and the CPU's name
     assert "teacher beam 2 float32: speed" in out and "| tiny | 2 | 2 | 64 |" in out
 
 

@@ -12,9 +12,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import TOY
+from conftest import TOY, run_mt
 from mt.checkpoint import load_run
-from mt.decoding import packed
+from mt.decoding import packed, precision
 from mt.decoding.precision import decoding_model
 from mt.decoding.shortlist import Shortlisted
 from mt.ensemble import Ensemble
@@ -93,3 +93,22 @@ def test_nothing_is_packed_in_float32_or_when_turned_off(run, monkeypatch):
     monkeypatch.setattr(packed, "PACK", False)
     model = decoding_model(run.model, "bf16", CPU)
     assert not any(isinstance(m, packed.PackedLinear) for m in model.modules())
+
+
+@pytest.mark.parametrize("amx, vnni, bf16, want", [
+    (True, True, True, "bf16"), (False, True, True, "int8"), (False, False, True, "bf16"),
+    (False, False, False, "float32")])
+def test_auto_picks_the_fastest_dtype_of_the_cpu(monkeypatch, amx, vnni, bf16, want):
+    monkeypatch.setattr(precision, "cpu_has_amx", lambda: amx)
+    monkeypatch.setattr(precision, "cpu_has_int8", lambda: vnni)
+    monkeypatch.setattr(precision, "quantizable", lambda: True)
+    monkeypatch.setattr(precision, "has_native_bf16", lambda device: bf16)
+    assert precision.fastest_dtype(CPU) == want
+
+
+def test_dtype_auto_translates_as_the_dtype_it_picks(tiny_run):
+    want = precision.fastest_dtype(CPU)
+    r = run_mt("translate", str(tiny_run), "--dtype", "auto", "--beam", "3",
+               input="\n".join(TEST[:30]) + "\n")
+    assert r.code == 0, r.err
+    assert r.out.splitlines() == Translator.load(tiny_run, dtype=want, beam=3).translate(TEST[:30])

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from mt.decoding.packed import pack
-from mt.device import has_native_bf16
+from mt.device import cpu_has_amx, has_native_bf16
 from mt.errors import ConfigError
 from mt.log import warn
 
@@ -118,9 +118,25 @@ def inference_layout(model: torch.nn.Module) -> None:
             module.weight.data = module.weight.data.t().contiguous().t()
 
 
+def fastest_dtype(device: torch.device) -> str:
+    """decode.dtype auto: the dtype mt decodes fastest in on this device. A CPU with AMX: bf16
+    (its weights packed, mt.decoding.packed); with VNNI but no AMX: int8; with bf16 in
+    hardware and neither: bf16; else float32. A GPU: bf16 where native, else float32. Measured
+    on each kind of CPU in docs/benchmarks.md#decodedtype-auto."""
+    if device.type != "cpu":
+        return "bf16" if has_native_bf16(device) else "float32"
+    if cpu_has_amx():
+        return "bf16"
+    if cpu_has_int8() and quantizable():
+        return "int8"
+    return "bf16" if has_native_bf16(device) else "float32"
+
+
 def decoding_model(model: nn.Module, dtype: str, device: torch.device) -> nn.Module:
     """The model in decode.dtype: itself for float32; for bf16 and int8 a copy, so the run's
-    float32 model stays as it is for whoever else holds it."""
+    float32 model stays as it is for whoever else holds it; auto as `fastest_dtype`."""
+    if dtype == "auto":
+        dtype = fastest_dtype(device)
     if dtype == "int8":
         return int8_model(model, device)
     if dtype != "bf16":

@@ -35,6 +35,8 @@ def argmax(scores: torch.Tensor) -> torch.Tensor:
     n, V = scores.shape
     if scores.device.type != "cpu" or V < 4 * CHUNK:
         return scores.argmax(-1)
+    if scores.dtype == torch.bfloat16:  # torch's CPU reductions are slower in bf16 than one
+        scores = scores.float()         # conversion and the float32 reductions (exact)
     whole = V - V % CHUNK
     maxima = scores[:, :whole].view(n, -1, CHUNK).amax(-1)  # (n, V // CHUNK)
     if whole < V:
