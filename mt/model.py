@@ -172,7 +172,7 @@ class DecoderLayer(nn.Module):
         """One new position per row, x (B, 1, D) at position pos (1,), its keys/values
         written into the preallocated keys/values (B, H, L, Dh) (mt.static_cache), which it
         attends to: their first `length` positions, or (length None) all L under self_mask
-        (L,). Returns the new states and, if need_weights, the cross-attention weights."""
+        (1, 1, 1, L). Returns the new states and, if need_weights, the cross-attention weights."""
         y = self.res[0].pre(x)
         k, v = self.self_attn.project_kv(y)  # (B, H, 1, Dh) each
         keys.index_copy_(2, pos, k)
@@ -390,7 +390,9 @@ class Seq2Seq(nn.Module):
         x = self._embed(self.tgt_embed, tokens, pos)
         self_mask = None
         if length is None:
-            self_mask = torch.arange(keys[0].size(2), device=pos.device) <= pos  # (L,)
+            # (1, 1, 1, L): as every attention form takes it (torch's fused kernel, which bf16
+            # takes, refuses a mask of one dimension)
+            self_mask = (torch.arange(keys[0].size(2), device=pos.device) <= pos).view(1, 1, 1, -1)
         weights = []
         for layer, k, v, kv in zip(self.decoder, keys, values, cross, strict=True):
             x, w = layer.write(x, k, v, pos, length, kv, src_mask, self_mask, need_weights)

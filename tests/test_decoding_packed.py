@@ -14,7 +14,7 @@ import torch.nn.functional as F
 
 from conftest import TOY, run_mt
 from mt.checkpoint import load_run
-from mt.decoding import packed, precision
+from mt.decoding import compiled, packed, precision
 from mt.decoding.precision import decoding_model
 from mt.decoding.shortlist import Shortlisted
 from mt.ensemble import Ensemble
@@ -112,3 +112,21 @@ def test_dtype_auto_translates_as_the_dtype_it_picks(tiny_run):
                input="\n".join(TEST[:30]) + "\n")
     assert r.code == 0, r.err
     assert r.out.splitlines() == Translator.load(tiny_run, dtype=want, beam=3).translate(TEST[:30])
+
+
+@can_pack
+def test_a_compiled_step_traces_a_packed_model(run, monkeypatch):
+    # Traced, then run as traced (no Inductor): a packed model's compiled step multiplies by
+    # the plain weights, so it translates as the unpacked model's compiled step does.
+    monkeypatch.setattr(compiled, "lower", lambda gm, example_inputs: gm.forward)
+    out = {}
+    for packs in (False, True):
+        torch._dynamo.reset()
+        monkeypatch.setattr(compiled, "_step", None)
+        monkeypatch.setattr(compiled, "STATS", compiled.Stats())
+        tr = translator(run, packs, monkeypatch, beam=2, compile="on")
+        assert isinstance(tr.model.generator, packed.PackedLinear) == packs
+        out[packs] = tr.translate(TEST[:6])
+        assert compiled.STATS.compiles > 0
+    torch._dynamo.reset()
+    assert out[True] == out[False]

@@ -14,6 +14,7 @@ is the run's own, which training may still hold); int8 has its own packing
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from mt.device import cpu_has_native_bf16
@@ -34,6 +35,11 @@ class PackedLinear(nn.Linear):
         self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if torch.compiler.is_compiling():
+            # decode.compile traces the plain product: a compiler cannot trace oneDNN's packed
+            # tensor (it has no storage), and Inductor lays out the weights it compiles itself
+            y = F.linear(x, self.weight, self.bias)
+            return y.relu() if self.relu else y
         return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias,
                                                   "relu" if self.relu else "none", [], "")
 
