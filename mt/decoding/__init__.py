@@ -10,6 +10,7 @@
   lexical      target terms that beam search must hold (a glossary's)
   record       what a search records of each output, as it goes (attention, trace)
   scores       length penalties and teacher-forced scores
-  precision    the model in decode.dtype: bf16 and int8 copies, the CPU weight layout
+  precision    the model in decode.dtype: bf16 and int8 copies, the CPU weight layout, auto
+  packed       bf16 weights packed once for oneDNN's kernels (a CPU with bf16 in hardware)
   align        word alignments from cross-attention
 """
