@@ -47,6 +47,7 @@ from mt.decoding.precision import inference_layout
 from mt.device import pick_device
 from mt.metrics import score
 from mt.model import Seq2Seq
+from mt.threads import Streams
 from mt.translator import Translator
 from mt.vocab import EOS, start_id
 
@@ -198,18 +199,20 @@ def profile(name: str, translator: Translator, lines: list[str]) -> None:
           f"{(parts[-1][1] - text) / max(calls[0], 1) * 1e3:.2f} ms per step)")
 
 
-def ct2_translators(run, cfgs: dict, threads: int, device: torch.device, model_dirs: dict
-                    ) -> dict:
+def ct2_translators(run, cfgs: dict, threads: int, device: torch.device, model_dirs: dict,
+                    streams: Streams | None = None) -> dict:
     """CTranslate2 contenders: Translators whose search is a CTranslate2 model of the same
-    weights, one per (quantization, search), with `threads` intra-op threads."""
+    weights, one per (quantization, search), with `threads` intra-op threads; given
+    `streams`, one replica per stream (inter_threads), each stream's batches on its own."""
     from mt.ct2.search import CTranslate2Engine
 
     out = {}
+    replicas = 1 if streams is None else streams.count
     for quant, model_dir in model_dirs.items():
         search = CTranslate2Engine(model_dir, run.src_vocab, run.tgt_vocab,
-                                   run.cfg.model.max_positions, str(device), threads)
+                                   run.cfg.model.max_positions, str(device), threads, replicas)
         for kind, cfg in cfgs.items():
-            out[(quant, kind)] = Translator(run, cfg, device, search)
+            out[(quant, kind)] = Translator(run, cfg, device, search, streams)
     return out
 
 

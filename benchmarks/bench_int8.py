@@ -88,12 +88,9 @@ def main(argv: list[str] | None = None) -> None:
         for (path, d), tr in students.items():
             contenders[f"student {path.name} {d} greedy"] = (tr.translate, src)
         if use_ct2:
-            for (_, k), tr in ct2_translators(run, cfgs, 1 if args.streams else n, device,
-                                              {"int8": Path(tmp.name)}).items():
-                if args.streams:  # n replicas, each fed by one of the Translator's streams
-                    tr.engine.translator = tr.engine.ct2.Translator(
-                        tmp.name, device="cpu", inter_threads=n, intra_threads=1)
-                    tr.streams = streams
+            for (_, k), tr in ct2_translators(
+                    run, cfgs, 1 if args.streams else n, device, {"int8": Path(tmp.name)},
+                    streams if args.streams else None).items():
                 contenders[f"CTranslate2 int8 {k}"] = (tr.translate, src)
         models = [tr.model for tr in [*mine.values(), *students.values()]]
         results = timed(contenders, models, device, args.rounds)

@@ -24,6 +24,7 @@ import torch
 
 from mt.config import Config, load_config
 from mt.data import Batch
+from mt.device import cpu_info
 from mt.train.loop import Trainer
 from mt.vocab import PAD
 
@@ -39,13 +40,7 @@ def cpu_model() -> str:
     """The CPU's name and the instruction sets that decide decoding's fastest dtype, e.g.
     "Intel(R) Xeon(R) Processor (AMX, AVX512-BF16, AVX512-VNNI)": figures from different
     CPUs do not compare, so every benchmark prints it."""
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return "CPU unknown"
-    name = next((line.split(":", 1)[1].strip() for line in text.splitlines()
-                 if line.startswith("model name")), "CPU unknown")
-    flags = set(text.split())
+    name, flags = cpu_info()
     isa = [label for label, flag in (("AMX", "amx_tile"), ("AVX512-BF16", "avx512_bf16"),
                                      ("AVX512-VNNI", "avx512_vnni"), ("AVX-512", "avx512f"),
                                      ("AVX2", "avx2")) if flag in flags]

@@ -28,16 +28,26 @@ def pick_device(name: str) -> torch.device:
 
 
 @functools.cache
+def cpu_info() -> tuple[str, frozenset[str]]:
+    """The CPU's model name and its feature flags, from /proc/cpuinfo ("CPU unknown" and none
+    where there is no such file)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "CPU unknown", frozenset()
+    name = next((line.split(":", 1)[1].strip() for line in text.splitlines()
+                 if line.startswith("model name")), "CPU unknown")
+    return name, frozenset(text.split())
+
+
+@functools.cache
 def cpu_has_amx() -> bool:
     """True where the CPU has AMX tiles (Intel Xeon since Sapphire Rapids): bf16 and int8
     matrix products in hardware."""
     check = getattr(torch.cpu, "_is_amx_tile_supported", None)  # private, in recent torch
     if check is not None:
         return bool(check())
-    try:
-        return "amx_tile" in Path("/proc/cpuinfo").read_text().split()
-    except OSError:
-        return False
+    return "amx_tile" in cpu_info()[1]
 
 
 @functools.cache
@@ -50,12 +60,7 @@ def cpu_has_native_bf16() -> bool:
         check = getattr(torch.cpu, probe, None)  # private probes of recent torch versions
         if check is not None and check():
             return True
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    flags = set(text.split())
-    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})  # "bf16": the Arm feature name
+    return bool(cpu_info()[1] & {"avx512_bf16", "amx_bf16", "bf16"})  # "bf16": Arm's name
 
 
 def cuda_has_native_bf16(device: torch.device) -> bool:

@@ -66,13 +66,15 @@ class CTranslate2Engine:
     model = None  # no torch model to run outputs through again
 
     def __init__(self, model_dir: Path, src_vocab: Vocab, tgt_vocab: Vocab, max_positions: int,
-                 device: str = "cpu", threads: int = 0):
+                 device: str = "cpu", threads: int = 0, replicas: int = 1):
+        """threads: each replica's (0: torch's count); replicas: CTranslate2's inter_threads,
+        searches that run at once when several threads call `search`."""
         self.ct2 = ct2 = require_ctranslate2()
         # Same thread count as torch's, so the two searches compare like for like
         # (benchmarks/bench_decode.py).
         self.translator = ct2.Translator(
             str(model_dir), device="cuda" if str(device).startswith("cuda") else "cpu",
-            intra_threads=threads or torch.get_num_threads())
+            intra_threads=threads or torch.get_num_threads(), inter_threads=replicas)
         self.src_vocab, self.tgt_vocab, self.max_positions = src_vocab, tgt_vocab, max_positions
         self.vmap = (Path(model_dir) / VMAP).is_file()  # the run's shortlist (mt.ct2.export)
 

@@ -14,13 +14,12 @@ from __future__ import annotations
 import copy
 import functools
 import warnings
-from pathlib import Path
 
 import torch
 from torch import nn
 
 from mt.decoding.packed import pack
-from mt.device import cpu_has_amx, has_native_bf16
+from mt.device import cpu_has_amx, cpu_info, has_native_bf16
 from mt.errors import ConfigError
 from mt.log import warn
 
@@ -34,11 +33,7 @@ def cpu_has_int8() -> bool:
         check = getattr(torch.cpu, probe, None)  # private probes of recent torch versions
         if check is not None and check():
             return True
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split())
-    except OSError:
-        return False
-    return bool(flags & {"avx512_vnni", "avx_vnni", "amx_int8"})
+    return bool(cpu_info()[1] & {"avx512_vnni", "avx_vnni", "amx_int8"})
 
 
 def quantizable() -> bool:
