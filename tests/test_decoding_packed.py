@@ -44,10 +44,10 @@ def test_a_packed_product_is_torchs(relu, rows):
     linear = torch.nn.Linear(64, 96).bfloat16()
     x = torch.randn(rows, 64).bfloat16()
     want = F.linear(x, linear.weight, linear.bias)
-    got = packed.PackedLinear(linear, relu=relu)(x)
+    got = packed.PackedLinear(linear.weight, linear.bias, relu=relu)(x)
     torch.testing.assert_close(got, want.relu() if relu else want)
     x3 = x.view(1, rows, 64)  # (B, T, D), as the decoder's layers call it
-    torch.testing.assert_close(packed.PackedLinear(linear)(x3), want.view(1, rows, 96))
+    torch.testing.assert_close(packed.PackedLinear(linear.weight, linear.bias)(x3), want.view(1, rows, 96))
 
 
 @can_pack
@@ -84,8 +84,9 @@ def test_a_copy_an_ensemble_and_a_shortlist_of_a_packed_model(run):
     pair = decoding_model(Ensemble([run.model, run.model]).eval(), "bf16", CPU)
     assert all(isinstance(m.generator, packed.PackedLinear) for m in pair.models)
     ids = torch.tensor([1, 3, 5])
-    torch.testing.assert_close(Shortlisted(model, ids).next_scores(x)[:, ids],
-                               model.next_scores(x)[:, ids])
+    listed = Shortlisted(model, ids)
+    assert isinstance(listed.project, packed.PackedLinear)  # its rows packed too, once a batch
+    torch.testing.assert_close(listed.next_scores(x), model.next_scores(x)[:, ids])
 
 
 def test_nothing_is_packed_in_float32_or_when_turned_off(run, monkeypatch):

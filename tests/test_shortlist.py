@@ -19,7 +19,7 @@ from mt.data import ParallelData, pad, read_parallel
 from mt.decoding.engines import ModelEngine
 from mt.decoding.precision import Int8Linear, quantizable
 from mt.decoding.request import SearchRequest
-from mt.decoding.shortlist import Shortlisted
+from mt.decoding.shortlist import Shortlisted, listed
 from mt.errors import CheckpointError
 from mt.model import make_model
 from mt.shortlist import Shortlist, learn
@@ -63,9 +63,14 @@ def test_listed_scores_are_the_projections_own(kind):
         model.generator = Int8Linear(model.generator.weight, None)
     states, ids = torch.randn(3, 32), torch.tensor([1, 3, 17, 49])
     full, listed = model.next_scores(states), Shortlisted(model, ids).next_scores(states)
-    torch.testing.assert_close(listed[:, ids], full[:, ids])
-    rest = torch.ones(50, dtype=torch.bool).index_fill_(0, ids, False)
-    assert listed[:, rest].eq(float("-inf")).all()
+    torch.testing.assert_close(listed, full[:, ids])  # token i of the list is target id ids[i]
+
+
+def test_target_ids_map_to_their_places_in_the_list():
+    ids = torch.tensor([0, 1, 2, 3, 9, 14, 40])
+    tokens = torch.tensor([[14, 3, -1], [40, 0, 15]])  # 15 is not listed; -1 is no token
+    assert listed(ids, tokens).tolist() == [[5, 3, -1], [6, 0, -1]]
+    assert ids[listed(ids, ids)].equal(ids)
 
 
 def _all_listed(src_size: int, tgt_size: int) -> Shortlist:

@@ -15,7 +15,7 @@ from mt.decoding.request import Hypothesis, SearchRequest
 from mt.decoding.rules import pick
 from mt.decoding.scores import sequence_scores
 from mt.decoding.search import search
-from mt.decoding.shortlist import needed, shortlisted
+from mt.decoding.shortlist import needed, search_listed
 from mt.errors import ConfigError
 from mt.model import Seq2Seq
 from mt.shortlist import Shortlist
@@ -95,7 +95,9 @@ class ModelEngine:
     def search(self, request: SearchRequest) -> list[list[Hypothesis]]:
         self.model.eval()
         rule = pick(request.cfg)
-        found = search(self._listed(request), request, rule)
+        ids = self._listed(request)
+        found = (search(self.model, request, rule) if ids is None else
+                 search_listed(self.model, request, rule, ids))
         if rule.scored or not request.scores:
             return found
         # greedy and sampling do not score: one teacher-forced pass, only when scores are shown
@@ -107,17 +109,17 @@ class ModelEngine:
             h.score = s
         return found
 
-    def _listed(self, request: SearchRequest) -> torch.nn.Module:
-        """The model to search with: projecting onto the request's shortlist where
-        decode.shortlist asks for it (auto: where the run has one and it lists at most
-        AUTO_SHARE of the vocabulary), else the model itself."""
+    def _listed(self, request: SearchRequest) -> torch.Tensor | None:
+        """The target ids (V',) to search over: the request's shortlist where decode.shortlist
+        asks for it (auto: where the run has one and it lists at most AUTO_SHARE of the
+        vocabulary); None: the whole vocabulary."""
         mode = request.cfg.shortlist
         if mode == "off" or (mode == "auto" and self.shortlist is None):
-            return self.model
+            return None
         if self.shortlist is None:
             raise ConfigError("decode.shortlist on: this run has no lexical shortlist; build "
                               "one with mt shortlist RUN (docs/decoding.md#shortlist)")
         ids = needed(self.shortlist, request)
         if mode == "auto" and len(ids) > AUTO_SHARE * self.model.vocab_size:
-            return self.model
-        return shortlisted(self.model, ids)
+            return None
+        return ids

@@ -23,16 +23,17 @@ PACK = True  # False: a bf16 model keeps torch's nn.Linear (benchmarks/bench_fas
 
 
 class PackedLinear(nn.Linear):
-    """An nn.Linear whose product reads a packed copy of its weight: x (..., in) bf16 ->
-    (..., out) bf16, with ReLU applied inside the product where `relu`. weight and bias stay
-    (a shortlist reads rows of the weight; state_dict is unchanged)."""
+    """An nn.Linear of weight (out, in) and bias (out,) or None whose product reads a packed
+    copy of its weight: x (..., in) bf16 -> (..., out) bf16, with ReLU applied inside the
+    product where `relu`. weight and bias stay (a shortlist reads rows of the weight;
+    state_dict is unchanged)."""
 
-    def __init__(self, linear: nn.Linear, relu: bool = False):
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None, relu: bool = False):
         nn.Module.__init__(self)
-        self.in_features, self.out_features = linear.in_features, linear.out_features
-        self.weight, self.bias = linear.weight, linear.bias
+        self.out_features, self.in_features = weight.shape
+        self.weight, self.bias = weight, bias
         self.relu = relu
-        self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach())
+        self.packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if torch.compiler.is_compiling():
@@ -45,12 +46,10 @@ class PackedLinear(nn.Linear):
 
     def __deepcopy__(self, memo: dict) -> nn.Linear:
         # oneDNN's packed tensor has no storage to copy: a copy packs its own weight again
-        plain = nn.Linear(self.in_features, self.out_features, self.bias is not None,
-                          dtype=self.weight.dtype)
-        plain.weight = nn.Parameter(self.weight.detach().clone(), requires_grad=False)
-        if self.bias is not None:
-            plain.bias = nn.Parameter(self.bias.detach().clone(), requires_grad=False)
-        return PackedLinear(plain, self.relu)
+        bias = None if self.bias is None else nn.Parameter(self.bias.detach().clone(),
+                                                           requires_grad=False)
+        return PackedLinear(nn.Parameter(self.weight.detach().clone(), requires_grad=False),
+                            bias, self.relu)
 
     def extra_repr(self) -> str:
         return super().extra_repr() + (", relu" if self.relu else "") + ", packed"
@@ -74,7 +73,7 @@ def pack(model: nn.Module) -> nn.Module:
         relu = getattr(owner, "activation", None) == "relu"  # mt.model.FeedForward
         for name, child in list(owner.named_children()):
             if type(child) is nn.Linear:
-                setattr(owner, name, PackedLinear(child))
+                setattr(owner, name, PackedLinear(child.weight, child.bias))
             elif isinstance(child, nn.Sequential) and relu and type(child[0]) is nn.Linear:
-                child[0] = PackedLinear(child[0], relu=True)
+                child[0] = PackedLinear(child[0].weight, child[0].bias, relu=True)
     return model

@@ -3,14 +3,15 @@ the output projection runs over the target ids the batch may need (`needed`: its
 tokens' lists, the frequent ones, the special tokens, every forced-prefix and glossary-term
 token) rather than the whole vocabulary.
 
-The search itself still works in full-vocabulary ids: `Shortlisted.next_scores` writes the
-V' scores it computed into a (r, V) row of -inf. So the rules, `Constraints.apply`,
-sampling, the record and the ids of every hypothesis are those of the full search unchanged,
-and a token outside the list simply never wins; with every token listed the search is the
-full one, exactly (tests/test_shortlist.py). The price is one fill and one scatter of the
-(r, V) scores a step, small beside the (r, D) x (D, V) product it replaces by (r, D) x (D, V')
-(docs/decoding.md#shortlist has the measurement). Scores are normalized over the list, as
-Marian's shortlist does.
+The search runs in the list's own ids (`search_listed`): token i of the search is target id
+ids[i]. The model (`Shortlisted`) embeds ids[i] and scores the V' listed tokens alone; the
+request's prefix and terms are given in list ids, and the hypotheses' tokens are mapped back
+at the end. So every per-step pass over the scores (the argmax, the log-softmax, beam
+search's ranking, the constraints) runs over V' columns rather than V, as well as the
+product. The special tokens are the vocabulary's first ids and always listed, so <pad>,
+<unk>, <eos> keep their ids in the list. With every token listed the search is the full
+one, exactly (tests/test_shortlist.py). Scores are normalized over the list, as Marian's
+shortlist does.
 
 An ensemble (mt.ensemble) projects each member over the same list: the run's table.
 
@@ -19,11 +20,19 @@ Shapes: r live rows, D model, V the target vocabulary, V' the listed tokens.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from mt.decoding.lexical import NONE
+from mt.decoding.packed import PackedLinear
 from mt.decoding.precision import Int8Linear
-from mt.decoding.request import SearchRequest
+from mt.decoding.request import Hypothesis, SearchRequest
+from mt.decoding.search import Rule, search
 from mt.shortlist import Shortlist
 from mt.vocab import PAD
 
@@ -39,8 +48,34 @@ def needed(shortlist: Shortlist, request: SearchRequest) -> torch.Tensor:
     return torch.cat(parts).unique()
 
 
+def search_listed(model: nn.Module, request: SearchRequest, rule: type[Rule], ids: torch.Tensor
+                  ) -> list[list[Hypothesis]]:
+    """mt.decoding.search's search of request over the target ids (V',) alone (sorted, the
+    special tokens among them): its hypotheses in target ids, as the full search gives them."""
+    ids = ids.to(request.src.device)
+    terms = request.terms
+    if terms is not None:
+        terms = replace(terms, ids=listed(ids, terms.ids),
+                        blocked=None if terms.blocked is None else listed(ids, terms.blocked))
+    prefix = None if request.prefix is None else listed(ids, request.prefix)
+    found = search(shortlisted(model, ids), replace(request, prefix=prefix, terms=terms), rule)
+    table = ids.tolist()
+    for hyps in found:
+        for h in hyps:
+            h.tokens = [table[t] for t in h.tokens]
+    return found
+
+
+def listed(ids: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Target ids (any shape; NONE: no token) -> their places in the sorted ids (V',); NONE for
+    NONE and for a token not listed (a glossary's blocked word the list does without)."""
+    at = torch.searchsorted(ids, tokens.clamp(min=0)).clamp(max=len(ids) - 1)
+    return torch.where((tokens >= 0) & (ids[at] == tokens), at, NONE)
+
+
 def shortlisted(model: nn.Module, ids: torch.Tensor) -> nn.Module:
-    """model (a Seq2Seq, or an Ensemble of them) projecting onto target ids (V',) alone."""
+    """model (a Seq2Seq, or an Ensemble of them) over the target ids (V',) alone, in their
+    places: token i is target id ids[i]."""
     members = getattr(model, "models", None)
     if members is None:
         return Shortlisted(model, ids)
@@ -48,14 +83,15 @@ def shortlisted(model: nn.Module, ids: torch.Tensor) -> nn.Module:
 
 
 class Shortlisted(nn.Module):
-    """A Seq2Seq whose next_scores are its logits over `ids` alone, -inf elsewhere: Decodable
-    (mt.decoding.search) as the model is, everything but the projection the model's own."""
+    """A Seq2Seq over the target ids (V',) alone: it reads and scores token i as target id
+    ids[i]. Decodable (mt.decoding.search) as the model is, its encoder and decoder the
+    model's own."""
 
     def __init__(self, model: nn.Module, ids: torch.Tensor):
         super().__init__()
-        self.model, self.cfg, self.vocab_size = model, model.cfg, model.vocab_size
+        self.model, self.cfg, self.vocab_size = model, model.cfg, len(ids)
         self.ids = ids.to(_device(model))
-        self.weight, self.bias = _rows(model, self.ids)
+        self.project = _projection(model, self.ids)
 
     def src_mask(self, src: torch.Tensor) -> torch.Tensor:
         return self.model.src_mask(src)
@@ -67,17 +103,11 @@ class Shortlisted(nn.Module):
         return self.model.start_cache(memory, src_mask)
 
     def decode(self, tgt: torch.Tensor, cache, need_weights: bool = False) -> tuple:
-        return self.model.decode(tgt, cache, need_weights)
+        return self.model.decode(self.ids[tgt], cache, need_weights)
 
     def next_scores(self, states: torch.Tensor) -> torch.Tensor:
-        """Decoder states (..., D) -> logits (..., V): the listed tokens' from the smaller
-        product, -inf for the others."""
-        if isinstance(self.weight, Int8Linear):
-            listed = self.weight(states)
-        else:
-            listed = nn.functional.linear(states, self.weight, self.bias)  # (..., V')
-        out = listed.new_full((*listed.shape[:-1], self.vocab_size), float("-inf"))
-        return out.index_copy_(-1, self.ids, listed)
+        """Decoder states (..., D) -> the listed tokens' logits (..., V')."""
+        return self.project(states)
 
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
         return self.model.log_probs(logits)
@@ -86,20 +116,24 @@ class Shortlisted(nn.Module):
         return self.model.log_probs_entropy(logits)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        return self.next_scores(self.model(src, tgt_in, project=False))
+        return self.next_scores(self.model(src, self.ids[tgt_in], project=False))
 
 
 def _device(model: nn.Module) -> torch.device:
     return next(model.parameters()).device
 
 
-def _rows(model: nn.Module, ids: torch.Tensor
-          ) -> tuple[torch.Tensor | Int8Linear, torch.Tensor | None]:
-    """The output projection's rows `ids`: (weight (V', D), bias (V',) or None), once per
-    batch; an int8 projection (decode.dtype int8) as an Int8Linear of those rows."""
+def _projection(model: nn.Module, ids: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The output projection onto the rows `ids` alone, made once per batch: an Int8Linear of
+    them (decode.dtype int8), their weight packed where the model's is (bf16 on a CPU with
+    it in hardware: mt.decoding.packed), else torch's product."""
     generator = model.generator
     if isinstance(generator, Int8Linear):  # its logits bias is inside the packed weight
         weight, bias = torch.ops.quantized.linear_unpack(generator.packed)
-        return Int8Linear(weight.dequantize()[ids], None if bias is None else bias[ids]), None
-    bias = None if model.logits_bias is None else model.logits_bias[ids]
-    return generator.weight.index_select(0, ids), bias
+        return Int8Linear(weight.dequantize()[ids], None if bias is None else bias[ids])
+    weight = generator.weight.index_select(0, ids)
+    bias = None if model.logits_bias is None else model.logits_bias[ids].to(weight.dtype)
+    if isinstance(generator, PackedLinear):
+        return PackedLinear(weight, bias)
+    return partial(F.linear, weight=weight, bias=bias)
+
