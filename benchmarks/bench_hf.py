@@ -2,7 +2,7 @@
 on the same weights, and the import's time and memory.
 
     python -m benchmarks.bench_hf [--src FILE] [--limit 1000] [--threads 1,2] [--beam 4]
-        [--length 32] [--batch 32] [--rounds 2] [--vocab 58101]
+        [--length 32] [--batch 32] [--rounds 2] [--vocab 58101] [--dtype bf16] [--ct2 int8]
     python -m benchmarks.bench_hf --smoke     # a tiny model, 16 toy sentences, 1 round
 
 Builds a MarianMTModel with random weights of OPUS-MT's size (d_model 512, 6+6 layers, 8 heads,
@@ -14,8 +14,9 @@ its pieces filled up to size) and saves it as an OPUS-MT download is laid out. T
 - decoding --src (default: the first 1,000 lines of WMT news val, German) greedy and beam, at
   each --threads count, taking turns, each contender's fastest of --rounds: mt (`Translator`,
   tokenization included), transformers (`generate` on the same ids, batches of --batch lines
-  in length order, tokenization not timed: a favour to it) and CTranslate2 float32 (mt's export
-  of the import, through mt's engine).
+  in length order, tokenization not timed: a favour to it) and CTranslate2 (mt's export of the
+  import in --ct2's quantization, float32 by default, through mt's engine); mt decodes in
+  --dtype (decode.dtype, float32 by default).
 
 Random weights do not end sentences, so every output is --length tokens (mt: max_len_a 0,
 max_len_b --length; transformers: max_new_tokens --length + 1, whose last is the forced </s>):
@@ -26,6 +27,7 @@ identical to transformers' output, and BLEU against it (100: the same output).
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import sys
@@ -35,7 +37,17 @@ from pathlib import Path
 import sacrebleu
 import torch
 
-from benchmarks.harness import ROOT, TOY, alternate, markdown, parse, parser, timer, watched
+from benchmarks.harness import (
+    ROOT,
+    TOY,
+    alternate,
+    cpu_model,
+    markdown,
+    parse,
+    parser,
+    timer,
+    watched,
+)
 from mt.checkpoint import load_run
 from mt.config import override
 from mt.data import pad
@@ -124,6 +136,8 @@ def main() -> None:
     p.add_argument("--length", type=int, default=32, help="output tokens of every sentence")
     p.add_argument("--batch", type=int, default=32, help="transformers' lines per batch")
     p.add_argument("--vocab", type=int, default=58101)
+    p.add_argument("--dtype", default="float32", help="mt's decode.dtype")
+    p.add_argument("--ct2", default="float32", help="CTranslate2's quantization: float32, int8")
     args = parse(p, {"src": TOY / "toy.test.en", "limit": 16, "threads": "1", "beam": 2,
                      "rounds": 1, "vocab": 300, "length": 8})
     opener = gzip.open if str(args.src).endswith(".gz") else open
@@ -146,7 +160,8 @@ def main() -> None:
         from mt.ct2.export import write_model
         from mt.ct2.search import CTranslate2Engine
         (tmp / "ct2").mkdir()
-        write_model(run, tmp / "ct2", None)
+        write_model(run, tmp / "ct2", None if args.ct2 == "float32" else args.ct2)
+        print(f"mt in {args.dtype}, CTranslate2 in {args.ct2}; {cpu_model()}")
         print(f"model: {sum(p.numel() for p in run.model.parameters()) / 1e6:.1f}M parameters, "
               f"vocabulary {len(run.tgt_vocab):,}; {len(lines)} sentences from {args.src}; "
               f"{args.length} output tokens each; fastest of {args.rounds} rounds", flush=True)
@@ -164,6 +179,8 @@ def main() -> None:
                                          "decode.length_norm=average"], "bench").decode
                 kind = "greedy" if beam == 1 else f"beam {beam}"
                 mine = base.with_options(**{k: getattr(cfg, k) for k in SEARCH})
+                if args.dtype != "float32":  # its own engine: a model in that dtype
+                    mine = Translator(run, dataclasses.replace(mine.decoding, dtype=args.dtype))
                 ct2 = Translator(run, cfg, engine=engine)
 
                 def keep(name, fn, outputs=outputs, n=n):
@@ -195,8 +212,8 @@ def main() -> None:
                              f"{len(lines) / ct_s:.1f}", f"{hf_s / mt_s:.2f}x",
                              f"{ct_s / mt_s:.2f}x", f"{same:.1%}", f"{bleu:.1f}"])
                 print(rows[-1], flush=True)
-        print(markdown(["threads", "search", "mt sent/s", "transformers sent/s",
-                        "CTranslate2 fp32 sent/s", "mt / transformers", "mt / CTranslate2",
+        print(markdown(["threads", "search", f"mt {args.dtype} sent/s", "transformers sent/s",
+                        f"CTranslate2 {args.ct2} sent/s", "mt / transformers", "mt / CTranslate2",
                         "same as transformers", "BLEU vs transformers"], rows))
 
 

@@ -34,6 +34,11 @@ TOY = ROOT / "data" / "toy"
 TOY_CONFIG = ROOT / "configs" / "toy.yaml"
 
 M = TypeVar("M")
+# Contenders decoding side by side in one process meet more matrix shapes than oneDNN's
+# primitive cache holds (1,024 by default): each would evict the others' kernels and build them
+# again every round (about a millisecond a shape), which a process decoding with one of them
+# does not. Read at the first oneDNN product, so set before any.
+os.environ.setdefault("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "16384")
 
 
 def cpu_model() -> str:

@@ -47,7 +47,8 @@ def test_a_packed_product_is_torchs(relu, rows):
     got = packed.PackedLinear(linear.weight, linear.bias, relu=relu)(x)
     torch.testing.assert_close(got, want.relu() if relu else want)
     x3 = x.view(1, rows, 64)  # (B, T, D), as the decoder's layers call it
-    torch.testing.assert_close(packed.PackedLinear(linear.weight, linear.bias)(x3), want.view(1, rows, 96))
+    torch.testing.assert_close(packed.PackedLinear(linear.weight, linear.bias)(x3),
+                               want.view(1, rows, 96))
 
 
 @can_pack

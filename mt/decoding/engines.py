@@ -21,8 +21,8 @@ from mt.model import Seq2Seq
 from mt.shortlist import Shortlist
 
 ENGINES = ("mt", "ctranslate2")
-# decode.shortlist auto: a list longer than this share of the vocabulary is not used; the
-# smaller product would not pay for the list's fill and scatter (docs/decoding.md#shortlist)
+# decode.shortlist auto: a list longer than this share of the vocabulary is not used: it saves
+# little, and its outputs still depend on the batch (docs/decoding.md#shortlist)
 AUTO_SHARE = 0.5  # what Translator.load decodes with (`--engine`)
 # Greedy and sampling keep no terms: with beam 1 the banks would leave the one beam to the
 # hypothesis furthest on, forcing every term at once, so a glossary asks for beam search.
