@@ -1,9 +1,13 @@
 """Each lever of fast decoding alone, side by side: today's eager step (the cache that grows
 each step), the static cache (mt.static_cache), and the static cache compiled (decode.compile
-on); sentences/s and BLEU, greedy and beam, at each thread count.
+on); sentences/s and BLEU, greedy and beam, at each thread count. The features that run on
+the eager step are levers too, for what each costs over it: `confidence` (decode.confidence,
+its trace recorded by the search), `align` (decode.align) and `glossary` (hard constraints
+with GLOSSARY, five common de -> en terms; beam search only).
 
     python -m benchmarks.bench_fast RUN [--src FILE --ref FILE] [--limit N] [--beam 5]
         [--threads 1,2] [--rounds 3] [--levers eager,static,compiled]
+        [--dtype bf16] [--levers eager,confidence,align,glossary]
     python -m benchmarks.bench_fast RUN --smoke   # 4 toy sentences, 1 round, no Inductor
 
 Defaults to Multi30k test_2016_flickr (1000 sentences, de -> en). The levers take turns,
@@ -64,18 +68,40 @@ def unpacked() -> Iterator[dict]:
         packed.PACK = before
 
 
-# name -> a context that sets the lever up and yields the DecodeConfig fields it changes
+# the glossary lever's terms: words of most Multi30k lines, as the model translates them, so
+# that the constraints are met where the search would go anyway (their cost, not a detour)
+GLOSSARY = [("Mann", "man"), ("Frau", "woman"), ("Hund", "dog"), ("Straße", "street"),
+            ("Kinder", "children")]
+
+
+@contextlib.contextmanager
+def feature(**fields) -> Iterator[dict]:
+    """The eager step with a feature on: DecodeConfig fields, or a glossary."""
+    yield {"compile": "off", **fields}
+
+
+# name -> a context that sets the lever up and yields the DecodeConfig fields it changes (and
+# "glossary": the terms every translation keeps)
 LEVERS: dict[str, Callable[[], contextlib.AbstractContextManager[dict]]] = {
     "eager": lambda: eager_step(False), "static": lambda: eager_step(True),
-    "compiled": compiled_step, "unpacked": unpacked}
+    "compiled": compiled_step, "unpacked": unpacked,
+    "confidence": lambda: feature(confidence=True), "align": lambda: feature(align=True),
+    "glossary": lambda: feature(glossary=GLOSSARY)}
 
 
-def contender(translator: Translator, lever, lines: list[str]) -> Callable[[int], tuple]:
+def contender(translator: Translator, lever, lines: list[str], glossary: list | None = None
+              ) -> Callable[[int], tuple]:
+    """One lever's run: its translations of lines, through the path `mt translate` takes (so
+    that alignments and confidence are computed), and their time."""
+    def translate(chunk: list[str]) -> list[str]:
+        return [best[0].text for best in
+                translator.translate_nbest_stream(chunk, False, glossary=glossary)]
+
     def run(r: int) -> tuple[list[str], float]:
         with lever():
-            translator.translate(lines[:WARMUP])
+            translate(lines[:WARMUP])
             start = time.perf_counter()
-            out = translator.translate(lines)
+            out = translate(lines)
             return out, time.perf_counter() - start
     return run
 
@@ -83,7 +109,7 @@ def contender(translator: Translator, lever, lines: list[str]) -> Callable[[int]
 def warm(translators: dict, lines: list[str]) -> None:
     """Each compiled lever translates every line once, so that each shape it meets is compiled
     before it is timed; the compilation's time and graphs printed."""
-    for (name, kind), (tr, lever) in translators.items():
+    for (name, kind), (tr, lever, _) in translators.items():
         if name != "compiled":
             continue
         before, start = compiled.STATS.compiles, time.perf_counter()
@@ -115,18 +141,21 @@ def main() -> None:
     translators = {}
     for name in levers:
         with LEVERS[name]() as fields:
+            glossary = fields.pop("glossary", None)
             for kind, items in kinds.items():
+                if glossary is not None and kind == "greedy":
+                    continue  # a glossary's terms are kept by beam search
                 cfg = override(run.cfg, ["decode.nbest=1", *items], "bench").decode
                 tr = Translator(run, dataclasses.replace(cfg, dtype=args.dtype, **fields),
                                 torch.device("cpu"))
-                translators[(name, kind)] = (tr, LEVERS[name])
+                translators[(name, kind)] = (tr, LEVERS[name], glossary)
     print(f"checkpoint {args.run} (step {run.step}); {len(src)} sentences from {args.src}; "
           f"{args.dtype}; fastest of {args.rounds} rounds; {cpu_model()}")
     for n in [int(t) for t in args.threads.split(",") if t]:
         torch.set_num_threads(n)
         warm(translators, src)
-        results = alternate({key: contender(tr, lever, src)
-                             for key, (tr, lever) in translators.items()}, args.rounds)
+        results = alternate({key: contender(tr, lever, src, glossary)
+                             for key, (tr, lever, glossary) in translators.items()}, args.rounds)
         report(results, ref, n, levers, list(kinds))
 
 
@@ -137,6 +166,8 @@ def report(results: dict, ref: list[str], threads: int, levers: list[str], kinds
     rows = []
     for kind in kinds:
         for name in levers:
+            if (name, kind) not in results:
+                continue
             out, secs = results[(name, kind)]
             rate = len(out) / secs
             base = results.get(("eager", kind))
