@@ -48,10 +48,15 @@ class Searched:
     def memory_rows(self, rows: list[int]) -> Memory:
         """The encoder output (an ensemble's: one per model) of the batch's rows `rows`; None
         where the search's caller did not keep it."""
-        memory = self.memory
-        if memory is None:  # not encoded yet: cross_attention encodes
-            return None
-        return [m[rows] for m in memory] if isinstance(memory, list) else memory[rows]
+        return memory_rows(self.memory, rows)
+
+
+def memory_rows(memory: Memory, rows: list[int]) -> Memory:
+    """An encoder output's (an ensemble's: one per model) rows `rows`; None for None (not
+    encoded yet: its reader encodes)."""
+    if memory is None:
+        return None
+    return [m[rows] for m in memory] if isinstance(memory, list) else memory[rows]
 
 
 def labels(tokens: list[str], tokenizer: Tokenizer) -> list[str]:

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from mt import confidence, own_words, unknowns
-from mt.attention import Searched, attend, labels
+from mt.attention import Searched, attend, labels, memory_rows
 from mt.checkpoint import Run, load_run
 from mt.compatibility import OWN_SEARCH, own_search_only
 from mt.config import DecodeConfig, corpus_configs, with_decode
@@ -597,17 +597,18 @@ class Translator:
             return found
         rows = [group[k] for k in need]
         blocked = None
-        if cfg.glossary_replace:
-            first = [hyps[0].tokens for hyps in found]
-            spans = [plan.term_spans(i) for i in group]
-            words = own_words.own_words(self.model, asked.src, first, asked.memory,
-                                        len(plan.lead), spans, self._casings)
+        if cfg.glossary_replace:  # the own words of the lines searched again only
+            first = [found[k][0].tokens for k in need]
+            spans = [plan.term_spans(i) for i in rows]
+            words = own_words.own_words(self.model, asked.src[need], first,
+                                        memory_rows(asked.memory, need), len(plan.lead),
+                                        spans, self._casings)
             # a term the output holds already is the model's own word: nothing to block
             # ("parking lot" for Parkplatz -> parking: "lot" stays); one with <unk> in it is
             # held by no output (any <unk> would match it)
-            blocked = [[[] if UNK not in term and occurrences(first[k], term) else own
-                        for (_, _, term), own in zip(spans[k], words[k], strict=True)]
-                       for k in need]
+            blocked = [[[] if UNK not in term and occurrences(y, term) else own
+                        for (_, _, term), own in zip(row, mine, strict=True)]
+                       for y, row, mine in zip(first, spans, words, strict=True)]
         prefix = None if asked.prefix is None else asked.prefix[need]
         again = search_with(self.engine, replace(  # encoded again: a few rows, once
             asked, src=asked.src[need], prefix=prefix, memory=None,

@@ -155,10 +155,10 @@ def test_alignments_reuse_the_searchs_encoder_output(tiny_run, monkeypatch):
         assert [[t.text for t in ts] for ts in aligned] == [[t.text for t in ts] for ts in plain]
 
 
-def test_beam_search_keeps_the_alignments_attention_as_it_goes(tiny_run, monkeypatch):
+def test_the_search_keeps_the_alignments_attention_as_it_goes(tiny_run, monkeypatch):
     translator = Translator.load(tiny_run)
     lines = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:30]
-    for options in ({"beam": 3}, {"beam": 4, "nbest": 2}):
+    for options in ({"beam": 1}, {"beam": 3}, {"beam": 4, "nbest": 2}):
         # attention asked for too: the alignment then comes from a teacher-forced pass
         forced = translator.translate_nbest(lines, align=True, attention=True, **options)
         def no_pass(*args, **kwargs):

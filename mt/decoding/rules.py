@@ -52,6 +52,8 @@ class Greedy(Rule):
     hypotheses are unscored (the engine rescores them when scores are shown). Every config
     wants it: the fallback when no other rule does."""
 
+    supports_attention = True
+
     @classmethod
     def wanted(cls, cfg: DecodeConfig) -> bool:
         return True

@@ -105,8 +105,8 @@ class Rule:
     copies: int = 1  # rows per sentence at the start
     scored: ClassVar[bool] = False  # its hypotheses carry scores (else NaN until rescored)
     supports_terms: ClassVar[bool] = False  # keeps lexical constraints (SearchRequest.terms)
-    # keeps each hypothesis's cross-attention: beam search only, so that greedy's and
-    # sampling's word alignments stay those of the teacher-forced pass they always had
+    # keeps each hypothesis's cross-attention as it goes (word alignments then need no
+    # teacher-forced pass after the search)
     supports_attention: ClassVar[bool] = False
 
     def __init__(self, model: Decodable, request: SearchRequest, src_mask: torch.Tensor):
