@@ -51,6 +51,23 @@ def test_spacy_token_words_in_one_pass_equal_one_detokenize_a_prefix():
         assert spacy.token_words(toks) == token_words(toks, by_prefix), toks
 
 
+def test_sentencepiece_token_words_in_one_pass_equal_one_detokenize_a_prefix(spm_run):
+    tok = load_run(spm_run).tgt_tok
+    by_prefix = SimpleNamespace(detokenize=tok.detokenize)
+    lines = (TOY / "toy.test.de").read_text(encoding="utf-8").splitlines()[:50]
+    cases = [tok.tokenize(line) for line in lines + ["a  b ", " x", "ünï ▁ z", "€ 😀 ."]]
+    pieces = [p for p in tok.fixed_vocab[4:] if "<" not in p][:60]
+    rng = random.Random(0)
+    cases += [[rng.choice(pieces + ["▁", "▁▁"]) for _ in range(rng.randint(0, 8))]
+              for _ in range(2000)]
+    assert all(tok.token_words(toks) is not None for toks in cases[:50])  # the one pass
+    for toks in cases:
+        assert token_words(toks, tok) == token_words(toks, by_prefix), toks
+    odd = ["▁a", "<0xE2>", "not-a-piece", "x" + ESCAPE + "m"]
+    assert tok.token_words(odd) is None  # not plain pieces: detokenized prefix by prefix
+    assert token_words(odd, tok) == token_words(odd, by_prefix)
+
+
 def test_word_alignment_sums_source_tokens_and_averages_target_tokens():
     # 3 target tokens (words 0, 1, 1) over 4 source tokens (words 0, 0, 1, 2)
     w = torch.tensor([[0.3, 0.3, 0.4, 0.0],

@@ -27,9 +27,11 @@ from mt.vocab import PAD, start_id
 
 def token_words(tokens: Sequence[str], tok: Tokenizer) -> list[int]:
     """The whitespace word (0-based) of tok.detokenize(tokens) that each token falls in: the
-    tokenizer's own `token_words` where it has one (one pass), else one detokenize a prefix."""
-    if (fast := getattr(tok, "token_words", None)) is not None:
-        return fast(tokens)
+    tokenizer's own `token_words` where it has one (one pass) and it can say, else one
+    detokenize a prefix."""
+    if (fast := getattr(tok, "token_words", None)) is not None and \
+            (words := fast(tokens)) is not None:
+        return words
     return [max(0, len(tok.detokenize(tokens[: k + 1]).split()) - 1) for k in range(len(tokens))]
 
 

@@ -22,7 +22,7 @@ import sentencepiece as spm
 from mt.errors import CheckpointError, ConfigError, DataError
 from mt.textio import atomic_write
 from mt.tokenizers import DataSection, Text, TokenizerKind, TokenizerSettings
-from mt.tokenizers.text import escape, normalize, unescape
+from mt.tokenizers.text import ESCAPE, escape, normalize, unescape
 from mt.vocab import BOS, EOS, PAD, SPECIALS, UNK
 
 JOINT, SRC, TGT = "spm.model", "spm.src.model", "spm.tgt.model"  # files in the run directory
@@ -92,6 +92,7 @@ class SentencePieceTokenizer:
             raise CheckpointError(f"{path}: truncated or corrupted SentencePiece model; copy it "
                                   "back from where the run was trained, or train again") from None
         self.fixed_vocab = [self._sp.id_to_piece(i) for i in range(self._sp.get_piece_size())]
+        self._plain: frozenset[str] | None = None  # token_words' pieces, made at its first call
         if self.fixed_vocab[: len(SPECIALS)] != SPECIALS:
             raise CheckpointError(f"{path}: not a SentencePiece model trained by mt (ids 0-3 "
                                   f"are {self.fixed_vocab[:4]}, not {SPECIALS})")
@@ -121,6 +122,28 @@ class SentencePieceTokenizer:
     def detokenize(self, tokens: Sequence[str]) -> str:
         """Pieces back into one line. Strings that are not pieces are copied as they are."""
         return normalize(unescape(self._sp.decode_pieces(list(tokens)), SPACE))
+
+    def token_words(self, tokens: Sequence[str]) -> list[int] | None:
+        """mt.decoding.align.token_words for this detokenize, in one pass, where every token is
+        a plain piece (decoded as itself, its marks as spaces): the text grows by each piece.
+        None where one is not (a byte, an escape, a string that is no piece)."""
+        if self._plain is None:
+            sp = self._sp
+            self._plain = frozenset(
+                p for i, p in enumerate(self.fixed_vocab) if ESCAPE not in p
+                and not (sp.is_byte(i) or sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i)))
+        if not all(t in self._plain for t in tokens):
+            return None
+        out: list[int] = []
+        words, in_word = 0, False
+        for t in tokens:
+            for c in t.replace(SPACE, " "):
+                if c.isspace():
+                    in_word = False
+                elif not in_word:
+                    words, in_word = words + 1, True
+            out.append(max(0, words - 1))
+        return out
 
 
 class SentencePieceKind(TokenizerKind):
