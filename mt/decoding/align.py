@@ -6,10 +6,10 @@ its detokenized text falls in).
 The cross-attention weights of all decoder layers and heads, averaged, at the step that
 predicts target token j say where token j looks: kept by the search as it goes
 (Hypothesis.attention), else (an ensemble, `--attention`) from one more teacher-forced pass
-(cross_attention). A source
-word gets the sum of its tokens' weights, a target word the mean of its tokens' rows, and each
-target word is linked to the source word it weighs most. docs/decoding.md gives
-the measurements behind that choice (all layers and heads, the predicting step).
+(cross_attention). A source word gets the sum of its tokens' weights, a target word the mean
+of its tokens' rows, and each target word is linked to the source word it weighs most.
+docs/decoding.md gives the measurements behind that choice (all layers and heads, the
+predicting step).
 
 Shapes: S source tokens, T target tokens, H heads.
 """

@@ -136,4 +136,3 @@ def _projection(model: nn.Module, ids: torch.Tensor) -> Callable[[torch.Tensor],
     if isinstance(generator, PackedLinear):
         return PackedLinear(weight, bias)
     return partial(F.linear, weight=weight, bias=bias)
-
