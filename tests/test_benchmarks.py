@@ -115,6 +115,15 @@ def test_bench_fast_runs_in_smoke_mode(run_benchmark, tiny_run):
     out = run_benchmark("bench_fast", str(tiny_run))
     assert "| search | lever | sentences/s | / eager | BLEU |" in out
     assert "| beam 2 | compiled |" in out and "graph(s) compiled" in out
+    out = run_benchmark("bench_fast", str(tiny_run), "--levers", "eager,confidence,align,glossary")
+    assert "| greedy | align |" in out and "| beam 2 | glossary |" in out
+    assert "| greedy | glossary |" not in out  # a glossary's terms are kept by beam search
+
+
+@pytest.mark.slow  # mt translate and mt serve processes, per mode
+def test_bench_latency_runs_in_smoke_mode(run_benchmark, tiny_run):
+    out = run_benchmark("bench_latency", str(tiny_run), "--modes", "float32,auto")
+    assert re.search(r"\| auto \| \d+\.\d \| \d+\.\d \| \d+\.\d \| \d+\.\d \| \d+\.\d \|", out)
 
 
 def test_bench_confidence_runs_in_smoke_mode(run_benchmark, tiny_run):
@@ -178,8 +187,9 @@ def test_bench_contention_runs_in_smoke_mode(run_benchmark, tiny_run):
 
 def test_bench_int8_runs_in_smoke_mode(run_benchmark, tiny_run):
     out = run_benchmark("bench_int8", str(tiny_run), "--students", str(tiny_run),
-                        "--threads", "2", "--streams")
+                        "--threads", "2", "--streams", "--shortlist")
     assert "greedy: int8 - float32 BLEU" in out and "| 2 | mt int8 beam 2 |" in out
+    assert "| 2 | mt bf16 listed greedy |" in out  # over the run's shortlist
     assert "fastest of 1 rounds; " in out  # and the CPU's name
     assert "teacher beam 2 float32: speed" in out and "| tiny | 2 | 2 | 64 |" in out
 

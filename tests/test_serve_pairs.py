@@ -123,6 +123,7 @@ def test_each_model_is_loaded_once_and_every_api_uses_it(tiny_run, reverse_run):
 
     from mt.commands.options import TranslateOptions
     from mt.commands.serve import load_pair, pair_specs
+    from mt.document.segment import sentencizer
     from mt.model import Seq2Seq
     from mt.serve.app import Limits, create_app
 
@@ -132,7 +133,10 @@ def test_each_model_is_loaded_once_and_every_api_uses_it(tiny_run, reverse_run):
 
     before = models()
     specs = pair_specs(None, (f"en-de={tiny_run}", f"de-en={reverse_run}"))
+    sentencizer.cache_clear()
     served = Pairs([load_pair(*spec, TranslateOptions(), False) for spec in specs])
+    # each source's sentence splitter made before the first request, not by it
+    assert sentencizer.cache_info().currsize == 2
     with TestClient(create_app(served, served.default.info, Limits(), 1.0)) as client:
         answers = [client.post("/translate", json={"text": "a cat", "target": "de"}),
                    client.post("/translate", json={"q": "a cat", "source": "en", "target": "de"}),

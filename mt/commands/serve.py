@@ -149,6 +149,7 @@ def load_pair(source: str | None, target: str | None, runs: list[Path],
     (memories: memory_specs's), opened for the server's lookups and POST /corrections (made,
     as the pair, where missing; one of another pair is a DataError); its languages the run's
     where not named (a --model naming others than the run's is a ConfigError)."""
+    from mt.document.segment import sentencizer
     from mt.memory import open_memory
     from mt.serve.pairs import Pair
 
@@ -172,6 +173,11 @@ def load_pair(source: str | None, target: str | None, runs: list[Path],
         memory = open_memory(where, (data.src_lang, data.tgt_lang))  # made, where missing
         translator = translator.with_options(memory=where)  # read through its own connection
         translator.memory()  # opened now: a memory it cannot read fails here, not in a request
+    # What the first request would pay for otherwise, paid before the server listens: spaCy's
+    # import and the source's sentence splitter (about half a second), the model's first call
+    # (docs/benchmarks.md#one-line-latency)
+    sentencizer(data.src_lang)
+    translator.translate(["."])
     return Pair(data.src_lang, data.tgt_lang, translator, info, memory=memory)
 
 
