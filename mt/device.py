@@ -56,11 +56,24 @@ def cpu_has_native_bf16() -> bool:
 
     Elsewhere autocast still runs in bf16, but through conversions, slower than fp32.
     """
-    for probe in ("_is_amx_tile_supported", "_is_avx512_bf16_supported"):
+    return _cpu_has(("_is_amx_tile_supported", "_is_avx512_bf16_supported"),
+                    {"avx512_bf16", "amx_bf16", "bf16"})  # "bf16": Arm's name
+
+
+@functools.cache
+def cpu_has_int8() -> bool:
+    """True where the CPU has int8 dot-product instructions (AVX512-VNNI, AVX-VNNI or AMX)."""
+    return _cpu_has(("_is_amx_tile_supported", "_is_vnni_supported"),
+                    {"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+def _cpu_has(probes: tuple[str, ...], flags: set[str]) -> bool:
+    """True where one of torch's probes says so, else where /proc/cpuinfo lists one of flags."""
+    for probe in probes:
         check = getattr(torch.cpu, probe, None)  # private probes of recent torch versions
         if check is not None and check():
             return True
-    return bool(cpu_info()[1] & {"avx512_bf16", "amx_bf16", "bf16"})  # "bf16": Arm's name
+    return bool(cpu_info()[1] & flags)
 
 
 def cuda_has_native_bf16(device: torch.device) -> bool:

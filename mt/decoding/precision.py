@@ -12,28 +12,17 @@ warning (docs/decoding.md#int8)."""
 from __future__ import annotations
 
 import copy
-import functools
 import warnings
 
 import torch
 from torch import nn
 
 from mt.decoding.packed import pack
-from mt.device import cpu_has_amx, cpu_info, has_native_bf16
+from mt.device import cpu_has_amx, cpu_has_int8, has_native_bf16
 from mt.errors import ConfigError
 from mt.log import warn
 
 ENGINE = "onednn"  # torch's quantized backend: faster than fbgemm at decoding's row counts
-
-
-@functools.cache
-def cpu_has_int8() -> bool:
-    """True where the CPU has int8 dot-product instructions (AVX512-VNNI, AVX-VNNI or AMX)."""
-    for probe in ("_is_amx_tile_supported", "_is_vnni_supported"):
-        check = getattr(torch.cpu, probe, None)  # private probes of recent torch versions
-        if check is not None and check():
-            return True
-    return bool(cpu_info()[1] & {"avx512_vnni", "avx_vnni", "amx_int8"})
 
 
 def quantizable() -> bool:
