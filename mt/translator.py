@@ -595,12 +595,12 @@ class Translator:
         need = [k for k, i in enumerate(group) if not plan.held(i, found[k], cfg)]
         if not need:
             return found
-        rows = [group[k] for k in need]
+        rows, src = [group[k] for k in need], asked.src[need]
         blocked = None
         if cfg.glossary_replace:  # the own words of the lines searched again only
             first = [found[k][0].tokens for k in need]
             spans = [plan.term_spans(i) for i in rows]
-            words = own_words.own_words(self.model, asked.src[need], first,
+            words = own_words.own_words(self.model, src, first,
                                         memory_rows(asked.memory, need), len(plan.lead),
                                         spans, self._casings)
             # a term the output holds already is the model's own word: nothing to block
@@ -611,7 +611,7 @@ class Translator:
                        for y, row, mine in zip(first, spans, words, strict=True)]
         prefix = None if asked.prefix is None else asked.prefix[need]
         again = search_with(self.engine, replace(  # encoded again: a few rows, once
-            asked, src=asked.src[need], prefix=prefix, memory=None,
+            asked, src=src, prefix=prefix, memory=None,
             terms=plan.terms(rows, cfg, self.device, blocked)))
         for k, hyps in zip(need, again, strict=True):
             found[k] = hyps
