@@ -90,7 +90,8 @@ def main(argv: list[str] | None = None) -> None:
           f"fastest of {args.rounds} rounds; {cpu_model()}")
     rows, notes = [], []
     for n in [int(t) for t in args.threads.split(",") if t]:
-        torch.set_num_threads(1 if args.streams else n)
+        each = 1 if args.streams else n  # threads of each stream
+        torch.set_num_threads(each)
         streams = Streams(n, 1) if args.streams else Streams()
         for tr in [*mine.values(), *students.values()]:
             tr.streams = streams
@@ -99,7 +100,7 @@ def main(argv: list[str] | None = None) -> None:
             contenders[f"student {path.name} {d} greedy"] = (tr.translate, src)
         if use_ct2:
             for (_, k), tr in ct2_translators(
-                    run, cfgs, 1 if args.streams else n, device, {"int8": Path(tmp.name)},
+                    run, cfgs, each, device, {"int8": Path(tmp.name)},
                     streams if args.streams else None).items():
                 contenders[f"CTranslate2 int8 {k}"] = (tr.translate, src)
         models = [tr.model for tr in [*mine.values(), *students.values()]]

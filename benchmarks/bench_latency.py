@@ -49,6 +49,16 @@ def cold(run: str, options: list[str], line: str, threads: int) -> Callable[[int
     return once
 
 
+def one_at_a_time(translate: Callable[[list[str]], object], lines: list[str]) -> list[float]:
+    """Each line translated alone, in order: the seconds of each call."""
+    times = []
+    for line in lines:
+        start = time.perf_counter()
+        translate([line])
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def warm(run: str, options: list[str], lines: list[str], threads: int
          ) -> Callable[[int], tuple[float, float, float]]:
     """A contender: a Translator loaded as `mt translate` loads it, in this process, then
@@ -60,11 +70,7 @@ def warm(run: str, options: list[str], lines: list[str], threads: int
     def once(r: int) -> tuple[float, float, float]:
         torch.set_num_threads(threads)
         translator = Translator.load(run, "cpu", threads=threads, **fields)
-        times = []
-        for line in lines:
-            start = time.perf_counter()
-            translator.translate([line])
-            times.append(time.perf_counter() - start)
+        times = one_at_a_time(translator.translate, lines)
         rest = sorted(times[1:])
         return times[0], statistics.median(rest), rest[math.ceil(0.9 * len(rest)) - 1]
     return once
@@ -77,11 +83,7 @@ def served(run: str, options: list[str], lines: list[str], threads: int
     def once(r: int) -> tuple[float, float]:
         with Served(run, "--threads", str(threads), *options) as server:
             client = Client(server.url)
-            times = []
-            for line in lines:
-                start = time.perf_counter()
-                client.translate([line])
-                times.append(time.perf_counter() - start)
+            times = one_at_a_time(client.translate, lines)
             client.close()
             server.stop()
         return times[0], statistics.median(times[1:])
