@@ -8,6 +8,7 @@ Ids 0-3 are mt's specials <pad> <unk> <bos> <eos>: mt's Vocab is the model's pie
 
 from __future__ import annotations
 
+import functools
 import io
 import os
 import re
@@ -92,7 +93,6 @@ class SentencePieceTokenizer:
             raise CheckpointError(f"{path}: truncated or corrupted SentencePiece model; copy it "
                                   "back from where the run was trained, or train again") from None
         self.fixed_vocab = [self._sp.id_to_piece(i) for i in range(self._sp.get_piece_size())]
-        self._plain: frozenset[str] | None = None  # token_words' pieces, made at its first call
         if self.fixed_vocab[: len(SPECIALS)] != SPECIALS:
             raise CheckpointError(f"{path}: not a SentencePiece model trained by mt (ids 0-3 "
                                   f"are {self.fixed_vocab[:4]}, not {SPECIALS})")
@@ -123,15 +123,17 @@ class SentencePieceTokenizer:
         """Pieces back into one line. Strings that are not pieces are copied as they are."""
         return normalize(unescape(self._sp.decode_pieces(list(tokens)), SPACE))
 
+    @functools.cached_property
+    def _plain(self) -> frozenset[str]:
+        """The pieces that decode as themselves, their marks as spaces (token_words')."""
+        sp = self._sp
+        return frozenset(p for i, p in enumerate(self.fixed_vocab) if ESCAPE not in p and not (
+            sp.is_byte(i) or sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i)))
+
     def token_words(self, tokens: Sequence[str]) -> list[int] | None:
         """mt.decoding.align.token_words for this detokenize, in one pass, where every token is
         a plain piece (decoded as itself, its marks as spaces): the text grows by each piece.
         None where one is not (a byte, an escape, a string that is no piece)."""
-        if self._plain is None:
-            sp = self._sp
-            self._plain = frozenset(
-                p for i, p in enumerate(self.fixed_vocab) if ESCAPE not in p
-                and not (sp.is_byte(i) or sp.is_control(i) or sp.is_unknown(i) or sp.is_unused(i)))
         if not all(t in self._plain for t in tokens):
             return None
         out: list[int] = []
