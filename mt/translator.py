@@ -596,12 +596,12 @@ class Translator:
         if not need:
             return found
         rows, src = [group[k] for k in need], asked.src[need]
+        memory = memory_rows(asked.memory, need)  # the rows' encoder output, not encoded again
         blocked = None
         if cfg.glossary_replace:  # the own words of the lines searched again only
             first = [found[k][0].tokens for k in need]
             spans = [plan.term_spans(i) for i in rows]
-            words = own_words.own_words(self.model, src, first,
-                                        memory_rows(asked.memory, need), len(plan.lead),
+            words = own_words.own_words(self.model, src, first, memory, len(plan.lead),
                                         spans, self._casings)
             # a term the output holds already is the model's own word: nothing to block
             # ("parking lot" for Parkplatz -> parking: "lot" stays); one with <unk> in it is
@@ -610,8 +610,8 @@ class Translator:
                         for (_, _, term), own in zip(row, mine, strict=True)]
                        for y, row, mine in zip(first, spans, words, strict=True)]
         prefix = None if asked.prefix is None else asked.prefix[need]
-        again = search_with(self.engine, replace(  # encoded again: a few rows, once
-            asked, src=src, prefix=prefix, memory=None,
+        again = search_with(self.engine, replace(
+            asked, src=src, prefix=prefix, memory=memory,
             terms=plan.terms(rows, cfg, self.device, blocked)))
         for k, hyps in zip(need, again, strict=True):
             found[k] = hyps
