@@ -87,9 +87,10 @@ def suggestions(tm: dict[str, str], queries: list[str]) -> list[tuple[str, float
     return found
 
 
-# the memory's fuzzy bands (issue 63): name, and the match percentages [low, high) it holds
-FUZZY_BANDS = ((">= 0.9", 90.0, 101.0), ("0.7-0.9", 70.0, 90.0), ("0.5-0.7", 50.0, 70.0),
-               ("< 0.5", 0.0, 50.0))
+# the memory's fuzzy bands (issue 63): name, and the match percentages [low, high) it holds;
+# ">= 0.7" is the two close bands together (a close band alone may hold a few dozen entries)
+FUZZY_BANDS = ((">= 0.9", 90.0, 101.0), ("0.7-0.9", 70.0, 90.0), (">= 0.7", 70.0, 101.0),
+               ("0.5-0.7", 50.0, 70.0), ("< 0.5", 0.0, 50.0))
 
 
 def memory_systems(args, src: list[str]) -> tuple[dict[str, list[str]], list[float]]:
