@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from mt.kernels import log_softmax_entropy
+from mt.kernels import logsumexp_entropy
 from mt.model import DecoderCache, Seq2Seq
 
 
@@ -88,10 +88,14 @@ class Ensemble(nn.Module):
         """next_scores' output as log-probabilities: they are already (see decode)."""
         return scores.float()
 
-    def log_probs_entropy(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """log_probs, and each row's entropy, as a traced search records them
+    def log_normalizer(self, scores: torch.Tensor) -> torch.Tensor:
+        """Nothing to subtract: the scores are log-probabilities."""
+        return scores.new_zeros(scores.size(0))
+
+    def normalizer_entropy(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """log_normalizer, and each row's entropy, as a traced search records them
         (mt.decoding.record)."""
-        return log_softmax_entropy(scores.float(), normalized=True)
+        return logsumexp_entropy(scores, normalized=True)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced mean log-probabilities (B, T, V), as `decode` gives them."""

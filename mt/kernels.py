@@ -139,31 +139,60 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
     return dropout(weights, p) @ v, (weights if need_weights else None)
 
 
-ENTROPY_ROWS = 16  # rows at a time: a slice still in the cache when its entropy reads it
+# rows at a time: a slice still in the cache when the next pass reads it (one buffer; two for
+# the entropy); micro-benchmarks in docs/benchmarks.md#beam-search-without-the-log-softmax and
+# docs/confidence.md
+LSE_ROWS = 32
+ENTROPY_ROWS = 16
 
 
-def log_softmax_entropy(x: torch.Tensor, normalized: bool = False
-                        ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits x (r, V) -> their log-softmax (r, V) and its entropy (r,), in nats (0 * log 0 =
-    0); normalized: x are log-probabilities already, given back as they are.
+def _row_max(x: torch.Tensor) -> torch.Tensor:
+    """(r, 1) each row's maximum, 0 for a row of -inf (or one holding +inf): no inf - inf."""
+    m = x.amax(-1, keepdim=True)
+    return m.masked_fill(m.isinf(), 0.0)
 
-    On CPU, ENTROPY_ROWS rows at a time: a slice's log-softmax is written, then exp, product
-    and sum read it and one buffer while both are still in the cache, rather than three passes
-    over (r, V) tensors from memory (docs/confidence.md has what it saves)."""
+
+def logsumexp(x: torch.Tensor) -> torch.Tensor:
+    """x (r, V) float -> log(sum(exp(x))) of each row (r,), as x.logsumexp(-1).
+
+    On CPU, LSE_ROWS rows at a time through one buffer that stays in the cache: torch's own
+    writes a whole (r, V) temporary and is slower than the log-softmax it would replace."""
+    if x.device.type != "cpu":
+        return x.logsumexp(-1)
     r, V = x.shape
-    lp = x if normalized else torch.empty_like(x)
-    h = x.new_empty(r)
+    m, out = _row_max(x), x.new_empty(r)
+    buf = x.new_empty(min(LSE_ROWS, r), V)
+    for i in range(0, r, LSE_ROWS):
+        rows = buf[: min(LSE_ROWS, r - i)]
+        torch.sub(x[i: i + LSE_ROWS], m[i: i + LSE_ROWS], out=rows).exp_()
+        torch.sum(rows, -1, out=out[i: i + LSE_ROWS])
+    return out.log_().add_(m.squeeze(1))
+
+
+def logsumexp_entropy(x: torch.Tensor, normalized: bool = False
+                      ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits x (r, V) float -> each row's logsumexp (r,) and the entropy (r,), in nats, of
+    its softmax (0 * log 0 = 0): the log-probabilities are x less the first, never written.
+    normalized: x are log-probabilities already: logsumexp 0, entropy -sum(exp(x) * x).
+
+    With d = x - max and e = exp(d) (ENTROPY_ROWS rows at a time on CPU, in two buffers that
+    stay in the cache), the entropy is log(sum e) - sum(e * d) / sum e: no difference of two
+    large numbers, so as exact as the log-softmax's own."""
+    r, V = x.shape
+    m = x.new_zeros(r, 1) if normalized else _row_max(x)
+    sums, dots = x.new_empty(r), x.new_empty(r)
     step = ENTROPY_ROWS if x.device.type == "cpu" else max(r, 1)
-    buf = x.new_empty(min(step, r), V)
+    buf = x.new_empty(2, min(step, r), V)
     for i in range(0, r, step):
-        rows = lp[i: i + step]
-        if not normalized:
-            torch.log_softmax(x[i: i + step], -1, out=rows)
-        p = buf[: len(rows)]
-        torch.mul(torch.exp(rows, out=p), rows, out=p)
-        torch.sum(p, -1, out=h[i: i + step])
-    h.neg_()
-    bad = h.isnan()  # a log-probability of -inf: 0 * -inf; rare, so mended only where it is
+        d = buf[0, : min(step, r - i)]
+        e = torch.exp(torch.sub(x[i: i + step], m[i: i + step], out=d), out=buf[1, : len(d)])
+        torch.sum(e, -1, out=sums[i: i + step])
+        torch.sum(e.mul_(d), -1, out=dots[i: i + step])
+    bad = dots.isnan()  # a -inf logit: 0 * -inf; rare, so mended only where it is
     if bad.any():
-        h[bad] = -(lp[bad].exp() * lp[bad]).nan_to_num().sum(-1)
-    return lp, h
+        d = x[bad] - m[bad]
+        dots[bad] = (d.exp() * d).nan_to_num().sum(-1)
+    if normalized:
+        return x.new_zeros(r), -dots
+    log_sums = sums.log()
+    return log_sums + m.squeeze(1), log_sums - dots / sums

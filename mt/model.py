@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mt.config import ModelConfig
-from mt.kernels import Dropout, attention, log_softmax_entropy, relu_dropout
+from mt.kernels import Dropout, attention, logsumexp, logsumexp_entropy, relu_dropout
 from mt.static_cache import KV, StaticCache
 from mt.vocab import PAD
 
@@ -415,10 +415,15 @@ class Seq2Seq(nn.Module):
         """generator's logits (..., V) -> float32 log-probabilities, as searches score them."""
         return logits.float().log_softmax(-1)
 
-    def log_probs_entropy(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """log_probs of logits (r, V), and each row's entropy (r,), as a traced search
-        records them (mt.decoding.record)."""
-        return log_softmax_entropy(logits.float())
+    def log_normalizer(self, logits: torch.Tensor) -> torch.Tensor:
+        """float32 logits (r, V) -> (r,) what log_probs subtracts from each row: its
+        logsumexp."""
+        return logsumexp(logits)
+
+    def normalizer_entropy(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """log_normalizer of float32 logits (r, V), and each row's entropy (r,), as a traced
+        search records them (mt.decoding.record)."""
+        return logsumexp_entropy(logits)
 
     @torch.no_grad()
     def cross_attention(self, src: torch.Tensor, tgt_in: torch.Tensor,

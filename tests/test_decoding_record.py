@@ -15,7 +15,7 @@ from mt.confidence import dropout_twin, features, mc_dropout, traced_features
 from mt.config import DecodeConfig, ModelConfig
 from mt.data import pad
 from mt.ensemble import Ensemble
-from mt.kernels import log_softmax_entropy
+from mt.kernels import logsumexp, logsumexp_entropy
 from mt.model import make_model
 from mt.vocab import BOS, EOS, PAD
 
@@ -106,17 +106,31 @@ def test_an_ensembles_traces_carry_its_members_disagreement():
     assert_same_features(ensemble, src, [y for y, _ in pairs], [t for _, t in pairs])
 
 
-def test_log_softmax_and_entropy_by_hand_and_where_a_probability_is_zero():
-    logits = torch.randn(40, 30)  # more rows than one slice of ENTROPY_ROWS
+def test_logsumexp_and_entropy_by_hand_and_where_a_probability_is_zero():
+    logits = torch.randn(40, 30) * 5  # more rows than one slice of ENTROPY_ROWS
     logits[3, 7] = float("-inf")
-    lp, h = log_softmax_entropy(logits)
-    assert torch.equal(lp, logits.log_softmax(-1))
+    lse, h = logsumexp_entropy(logits)
+    lp = logits.log_softmax(-1)
+    assert torch.allclose(lse, logits.logsumexp(-1), rtol=1e-6)
+    assert torch.allclose(logits - lse[:, None], lp, atol=1e-5)
     hand = [-sum(p * q for p, q in zip(r.exp().tolist(), r.tolist(), strict=True) if p > 0)
-            for r in lp]
-    assert h.tolist() == pytest.approx(hand, abs=1e-5)
-    same, h2 = log_softmax_entropy(lp, normalized=True)
-    assert same is lp and torch.equal(h2, h)
-    assert log_softmax_entropy(torch.tensor([[0.0, float("-inf")]]))[1].tolist() == [0.0]
+            for r in lp.double()]
+    assert h.tolist() == pytest.approx(hand, abs=1e-6)
+    zero, h2 = logsumexp_entropy(lp, normalized=True)
+    assert not zero.any() and h2.tolist() == pytest.approx(hand, abs=1e-6)
+    assert logsumexp_entropy(torch.tensor([[0.0, float("-inf")]]))[1].tolist() == [0.0]
+
+
+def test_blocked_logsumexp_is_torchs():
+    """mt.kernels.logsumexp (LSE_ROWS rows at a time) equals torch's: rows past one block,
+    -inf entries, a row of -inf, large logits."""
+    x = torch.randn(70, 300) * 30
+    x[3, 7] = float("-inf")
+    x[5] = float("-inf")
+    x[6] += 1e4
+    want = x.logsumexp(-1)
+    got = logsumexp(x)
+    assert got[5] == float("-inf") and torch.allclose(got, want, rtol=1e-6)
 
 
 def dropout_model(seed: int):

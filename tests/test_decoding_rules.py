@@ -207,7 +207,7 @@ def test_batch_equals_each_sentence_alone():
                                                                abs=1e-4)
 
 
-@pytest.mark.parametrize("k,V", [(1, 1000), (5, 1000), (5, 6190)])
+@pytest.mark.parametrize("k,V", [(1, 1000), (5, 1000), (5, 6190), (5, 8000), (5, 130)])
 def test_chunked_beam_step_ranks_like_one_topk_over_all_candidates(k, V):
     """beam_step's chunked search (large k*V) picks the same 2K candidates, in the same order,
     as one topk over all k*V; with fewer than 2K finite candidates (a sentence at its length

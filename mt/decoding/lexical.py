@@ -154,7 +154,9 @@ class Terms:
         """The constrained search rule: lprobs (b, k, V), scores (b, k) of the live beams and
         their states st (b*k rows), best: beam_step's 2K best (scores, tokens, beams), each
         (b, 2K) -> every candidate's (scores, tokens, beams), each (b, N), in the order the
-        beam takes them, and their states (b*N rows, in that order).
+        beam takes them, and their states (b*N rows, in that order). Only the sums scores +
+        lprobs are read: a beam's unnormalized scores with its normalizer taken from its score
+        do as well (beam_step's too).
 
         A sentence without terms (every candidate in bank 0) gets beam_step's order: what it
         adds ranks below its 2K best, which hold the K that the search keeps."""

@@ -5,13 +5,13 @@ word alignments and the confidence features need no second, teacher-forced pass:
 Attention: each hypothesis's cross-attention, the step that chose each token a row (beam
 search keeps it for word alignments). Trace, what mt.confidence reads:
 per step of an output (each token, then <eos>), the model's log-probability of the token taken
-and the entropy of its whole next-token distribution, both before the search's constraints
-(mt.decoding.constraints never change the score of a token they let through, so the first is
-the score the search used); the cross-attention of that step (decoder layers and heads
-averaged), summed over the steps per source position; and, for an ensemble, each member's
-log-probability of the tokens taken, summed. These are the quantities a teacher-forced pass
-of the output computes (mt.confidence.features): tests/test_decoding_record.py checks that
-they agree.
+(its logit less the row's logsumexp) and the entropy of its whole next-token distribution,
+both before the search's constraints (mt.decoding.constraints never change the score of a
+token they let through, so the first is the score the search used); the cross-attention of
+that step (decoder layers and heads averaged), summed over the steps per source position;
+and, for an ensemble, each member's log-probability of the tokens taken, summed. These are
+the quantities a teacher-forced pass of the output computes (mt.confidence.features):
+tests/test_decoding_record.py checks that they agree.
 
 Shapes: r live rows of a search (sentences, samples or beams), t steps so far, S source
 positions (padded), V vocabulary, M ensemble members.
@@ -40,27 +40,28 @@ class Trace:
 class Step:
     """What one step of a search gave its live rows, before they move or finish."""
 
-    lprobs: torch.Tensor | None  # (r, V) the model's log-probabilities (the taken tokens')
+    floats: torch.Tensor | None  # (r, V) the model's float32 scores (the taken tokens')
+    norm: torch.Tensor | None  # (r,) floats less it are the log-probabilities
     entropy: torch.Tensor | None  # (r,) of the unconstrained distribution
     attention: torch.Tensor  # (r, S) layers and heads averaged
     members: list[torch.Tensor] | None = None  # an ensemble's: each member's (r, V)
 
     @classmethod
-    def of(cls, scored: tuple[torch.Tensor, torch.Tensor] | None, layers: list[torch.Tensor],
-           members: list[torch.Tensor] | None = None) -> Step:
-        """A step's record from its log-probabilities (r, V) before any constraint is applied
-        (they may change in place afterwards, except where a token is taken) and their
-        entropy (r,) (scored: the model's log_probs_entropy), its decoder layers'
-        cross-attention (r, H, 1, S) each, and an ensemble's members' (r, 1, V) each. scored
-        None: the attention alone (beam search's word alignments, untraced)."""
+    def of(cls, scored: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None,
+           layers: list[torch.Tensor], members: list[torch.Tensor] | None = None) -> Step:
+        """A step's record from its float32 scores (r, V) before any constraint is applied
+        (they may change in place afterwards, except where a token is taken), their
+        normalizer and entropy (r,) each (scored), its decoder layers' cross-attention (r, H,
+        1, S) each, and an ensemble's members' (r, 1, V) each. scored None: the attention
+        alone (beam search's word alignments, untraced)."""
         last = [w[:, :, -1] for w in layers]  # (r, H, S) each
         if len({w.size(1) for w in last}) == 1:  # the mean of equal-sized means: one mean
             attention = torch.cat(last, 1).float().mean(1)
         else:  # an ensemble of models with different numbers of heads
             attention = torch.stack([w.float().mean(1) for w in last]).mean(0)
         members = None if members is None else [m[:, -1] for m in members]
-        lprobs, entropy = (None, None) if scored is None else scored
-        return cls(lprobs, entropy, attention, members)
+        floats, norm, entropy = (None, None, None) if scored is None else scored
+        return cls(floats, norm, entropy, attention, members)
 
 
 @dataclass
@@ -82,17 +83,24 @@ class Traced:
                    torch.zeros(rows, S, device=device),
                    torch.zeros(rows, members, device=device) if members else None)
 
-    def extend(self, index: torch.Tensor, step: Step, tokens: torch.Tensor) -> Traced:
+    def extend(self, index: torch.Tensor | None, step: Step, tokens: torch.Tensor) -> Traced:
         """The rows `index` (n,) of this step (a row may come twice: beams that share a
-        prefix), each extended by the token it took (n,)."""
-        lp = step.lprobs[index, tokens]  # (n,)
+        prefix; None: each row its own, in order), each extended by the token it took (n,)."""
+        def rows(x: torch.Tensor) -> torch.Tensor:
+            return x if index is None else x[index]
+
+        def picked(x: torch.Tensor) -> torch.Tensor:  # (n,) each row's taken token's score
+            if index is None:
+                return x.gather(1, tokens[:, None]).squeeze(1)
+            return x[index, tokens]
+
+        lp = picked(step.floats) - rows(step.norm)  # (n,)
         members = None
-        if self.members is not None:
-            taken = torch.stack([m[index, tokens] for m in step.members], dim=1)  # (n, M)
-            members = self.members[index] + taken
-        return Traced(torch.cat([self.logprobs[index], lp[:, None]], dim=1),
-                      torch.cat([self.entropy[index], step.entropy[index, None]], dim=1),
-                      self.received[index] + step.attention[index], members)
+        if self.members is not None:  # (n, M)
+            members = rows(self.members) + torch.stack([picked(m) for m in step.members], 1)
+        return Traced(torch.cat([rows(self.logprobs), lp[:, None]], dim=1),
+                      torch.cat([rows(self.entropy), rows(step.entropy)[:, None]], dim=1),
+                      rows(self.received) + rows(step.attention), members)
 
     def traces(self) -> list[Trace]:
         """Each row's record, as plain lists."""
@@ -124,16 +132,19 @@ class Recorder:
         seen = torch.empty(rows, 0, S, device=device) if attention else None
         return cls(attention or trace, trace and traced.members is not None, seen, traced)
 
-    def step(self, model, logits: torch.Tensor, layers: list | None, members: list | None
-             ) -> torch.Tensor | None:
-        """Record this step from the model's next-token logits (r, V), its decoder layers'
-        cross-attention and an ensemble's members', before a rule changes the scores -> the
-        log-probabilities (r, V) computed for the trace (the rule may reuse them), else None."""
+    def step(self, scores, layers: list | None, members: list | None) -> None:
+        """Record this step from the model's next-token scores (mt.decoding.search.Scores,
+        given their normalizer here where a trace computes it), its decoder layers'
+        cross-attention and an ensemble's members', before a rule changes the scores."""
         if layers is None:
-            return None
-        scored = model.log_probs_entropy(logits) if self.traced is not None else None
+            return
+        scored = None
+        if self.traced is not None:
+            floats = scores.logits.float()
+            scores.floats = floats
+            scores.norm, entropy = scores.model.normalizer_entropy(floats)
+            scored = (floats, scores.norm, entropy)
         self.last = Step.of(scored, layers, members)
-        return None if scored is None else scored[0]
 
     def ended(self, rows: torch.Tensor) -> tuple[list, list]:
         """The rows (e,) that take <eos> now -> each one's attention (t, S) and Trace, None
@@ -150,10 +161,10 @@ class Recorder:
         going on) by its token (r',)."""
         if self.seen is None and self.traced is None:
             return
-        if moved is None:
-            moved = torch.arange(len(tokens), device=tokens.device)
-        if self.seen is not None:
-            self.seen = torch.cat([self.seen.index_select(0, moved),
-                                   self.last.attention.index_select(0, moved)[:, None]], dim=1)
+        if self.seen is not None:  # moved None: nothing to pick, the rows as they are
+            seen, now = ((self.seen, self.last.attention) if moved is None else
+                         (self.seen.index_select(0, moved),
+                          self.last.attention.index_select(0, moved)))
+            self.seen = torch.cat([seen, now[:, None]], dim=1)
         if self.traced is not None:
             self.traced = self.traced.extend(moved, self.last, tokens)

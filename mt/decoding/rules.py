@@ -119,11 +119,14 @@ class Beam(Rule):
 
     def step(self, t: int, scores: Scores, hyp: torch.Tensor, rows: torch.Tensor) -> Moves:
         b, k = self.scores.shape
-        lprobs = self.constraints.apply(scores.log_probs(), t, hyp, rows, self.state)
-        best = beam_step(lprobs.view(b, k, self.V), self.scores, self.K)  # (b, 2K) each
+        # a row's log-probabilities are its scores less one number: rank the scores with that
+        # number taken from the beam's score instead (no log-softmax written, V wide)
+        z, norm = scores.unnormalized()
+        base = self.scores - norm.view(b, k)
+        z = self.constraints.apply(z, t, hyp, rows, self.state).view(b, k, self.V)
+        best = beam_step(z, base, self.K)  # (b, 2K) each
         if self.state is not None:  # (b, N) each, in the order the banks deal them
-            *best, self.state = self.constraints.terms.step(lprobs.view(b, k, self.V), self.scores,
-                                                  self.state, best)
+            *best, self.state = self.constraints.terms.step(z, base, self.state, best)
         top, tokens, beams = best
         moves = self._ends(t, top, tokens, beams, k)
         # the K best candidates that do not end stay live, best first (with terms: the first
@@ -201,7 +204,9 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor, K: int
 
     All live beams have the same length, so ranking by raw log-probability is ranking by
     penalised score. 2K candidates leave K that do not end even if K of them end in <eos>.
-    (k is 1 at the first step, when every sentence has one beam: the empty one.)
+    (k is 1 at the first step, when every sentence has one beam: the empty one.) Only the sums
+    scores + lprobs are ranked: unnormalized scores, each row's normalizer taken from its
+    beam's score, give the same candidates (Beam.step).
     """
     b, k, V = lprobs.shape
     n = min(2 * K, k * V)
@@ -214,17 +219,25 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor, K: int
     # torch's CPU topk over all k*V candidates is slow enough to show in beam search's speed
     # (benchmarks/bench_decode.py). Each of the 2K best lies in one of the 2K chunks with the
     # largest maxima (else 2K chunk maxima beat it), so the search ranks chunk maxima, then
-    # the members of those 2K chunks only: same result.
-    m = k * V
-    cand = lprobs.new_empty(b, m + (-m % CHUNK))  # (b, chunks * CHUNK), -inf padded
-    cand[:, m:] = float("-inf")
-    torch.add(scores[:, :, None], lprobs, out=cand[:, :m].view(b, k, V))
-    chunks = cand.view(b, -1, CHUNK)
-    best = chunks.amax(-1).topk(2 * K, dim=-1).indices  # (b, 2K) chunk numbers
-    members = chunks.gather(1, best[:, :, None].expand(-1, -1, CHUNK))  # (b, 2K, CHUNK)
+    # the members of those 2K chunks only: same result. The chunks are each beam's own (its
+    # last one short when V % CHUNK), so a beam's score is added to its chunk maxima and to
+    # the members taken, never to all k*V log-probabilities: max(lp + s) is max(lp) + s, as
+    # float rounding is monotone.
+    rows = lprobs.view(b * k, V)
+    whole = V - V % CHUNK
+    maxima = rows[:, :whole].unfold(1, CHUNK, CHUNK).amax(-1)  # (b*k, C)
+    if whole < V:
+        maxima = torch.cat([maxima, rows[:, whole:].amax(-1, keepdim=True)], dim=1)
+    C = maxima.size(1)
+    best = (maxima.view(b, k, C) + scores[:, :, None]).view(b, k * C).topk(2 * K, dim=-1).indices
+    beam, chunk = best // C, best % C  # (b, 2K) each
+    cols = chunk[:, :, None] * CHUNK + torch.arange(CHUNK, device=lprobs.device)  # (b, 2K, CHUNK)
+    members = rows[(torch.arange(b, device=lprobs.device)[:, None] * k + beam)[:, :, None],
+                   cols.clamp(max=V - 1)]
+    members = members.masked_fill(cols >= V, float("-inf"))  # past the short chunk's end
+    members = members + scores.gather(1, beam)[:, :, None]
     top, at = members.view(b, -1).topk(2 * K, dim=-1)
-    flat = best.gather(1, at // CHUNK) * CHUNK + at % CHUNK
-    flat = flat.clamp(max=m - 1)  # a padding slot (-inf) gets a real token and beam
-    return top, flat % V, flat // V
+    tokens = cols.view(b, -1).gather(1, at).clamp(max=V - 1)  # a past-the-end slot (-inf)
+    return top, tokens, beam.gather(1, at // CHUNK)  # gets a real token
 
 

@@ -62,8 +62,11 @@ class Decodable(Protocol):
     def log_probs(self, scores: torch.Tensor) -> torch.Tensor:
         """next_scores' output -> float32 log-probabilities (r, V)."""
 
-    def log_probs_entropy(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """log_probs, and the entropy (r,) of each row's distribution (a trace's)."""
+    def log_normalizer(self, scores: torch.Tensor) -> torch.Tensor:
+        """float32 next_scores' output (r, V) -> (r,): log_probs(scores) is scores minus it."""
+
+    def normalizer_entropy(self, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """log_normalizer, and the entropy (r,) of each row's distribution (a trace's)."""
 
     def __call__(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced next_scores for every position (B, T, V)."""
@@ -75,13 +78,18 @@ class Scores:
 
     logits: torch.Tensor  # the model's next_scores, whose argmax greedy takes
     model: Decodable
-    lprobs: torch.Tensor | None = None  # the record's log-probabilities, where it made them
+    floats: torch.Tensor | None = None  # the logits in float32 (maybe the logits themselves)
+    norm: torch.Tensor | None = None  # (r,) floats less it are the log-probabilities
 
-    def log_probs(self) -> torch.Tensor:
-        """float32 log-probabilities (r, V) (the record's, when it computed them already)."""
-        if self.lprobs is None:
-            self.lprobs = self.model.log_probs(self.logits)
-        return self.lprobs
+    def unnormalized(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """float32 scores (r, V) and the (r,) to subtract from each row for its
+        log-probabilities (the record's, where it made them): the same ranking within a row,
+        with no log-softmax written V wide. The scores may be the logits themselves (a float32
+        model's), for the rule to change in place."""
+        if self.norm is None:
+            self.floats = self.logits.float()
+            self.norm = self.model.log_normalizer(self.floats)
+        return self.floats, self.norm
 
 
 @dataclass
@@ -153,8 +161,9 @@ def search(model: Decodable, request: SearchRequest, rule: type[Rule]
     finished: list[list[Hypothesis]] = [[] for _ in range(R)]
     for t in range(steps):
         logits, cache, layers, members = step(model, prev, cache, record.weights, record.members)
-        moves = picker.step(t, Scores(logits, model, record.step(model, logits, layers, members)),
-                            hyp, rows)
+        scores = Scores(logits, model)
+        record.step(scores, layers, members)
+        moves = picker.step(t, scores, hyp, rows)
         if moves.ended is not None:
             _finish(finished, moves, hyp, rows, record)
         if moves.moved is not None:

@@ -112,8 +112,11 @@ class Shortlisted(nn.Module):
     def log_probs(self, logits: torch.Tensor) -> torch.Tensor:
         return self.model.log_probs(logits)
 
-    def log_probs_entropy(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.model.log_probs_entropy(logits)
+    def log_normalizer(self, logits: torch.Tensor) -> torch.Tensor:
+        return self.model.log_normalizer(logits)
+
+    def normalizer_entropy(self, logits: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.model.normalizer_entropy(logits)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         return self.next_scores(self.model(src, self.ids[tgt_in], project=False))
