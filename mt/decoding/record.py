@@ -133,17 +133,13 @@ class Recorder:
         return cls(attention or trace, trace and traced.members is not None, seen, traced)
 
     def step(self, scores, layers: list | None, members: list | None) -> None:
-        """Record this step from the model's next-token scores (mt.decoding.search.Scores,
-        given their normalizer here where a trace computes it), its decoder layers'
-        cross-attention and an ensemble's members', before a rule changes the scores."""
+        """Record this step from the model's next-token scores (mt.decoding.search.Scores;
+        a trace takes their normalizer with the entropy, for the rule too), its decoder
+        layers' cross-attention and an ensemble's members', before a rule changes the
+        scores."""
         if layers is None:
             return
-        scored = None
-        if self.traced is not None:
-            floats = scores.logits.float()
-            scores.floats = floats
-            scores.norm, entropy = scores.model.normalizer_entropy(floats)
-            scored = (floats, scores.norm, entropy)
+        scored = scores.with_entropy() if self.traced is not None else None
         self.last = Step.of(scored, layers, members)
 
     def ended(self, rows: torch.Tensor) -> tuple[list, list]:

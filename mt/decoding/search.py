@@ -91,6 +91,13 @@ class Scores:
             self.norm = self.model.log_normalizer(self.floats)
         return self.floats, self.norm
 
+    def with_entropy(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """unnormalized's two, and each row's entropy (r,), in one pass over the scores (a
+        trace's); unnormalized then gives the same two without computing them again."""
+        self.floats = self.logits.float()
+        self.norm, entropy = self.model.normalizer_entropy(self.floats)
+        return self.floats, self.norm, entropy
+
 
 @dataclass
 class Moves:
