@@ -3,7 +3,7 @@ without MT, the translation memory's suggestion, overall and by fuzzy-match band
 
     python -m benchmarks.bench_software --data data/software_en_de [--split val]
         [--hyp runs/sw/val.hyp ...] [--band 0.7]
-        [--memory tm.db [--run RUN] [--memory-run RUN] [--reuse 70 80 90] [--threads 2]]
+        [--memory tm.db [--run RUN] [--memory-run RUN ...] [--reuse 70 80 90] [--threads 2]]
     python -m benchmarks.bench_software --po DIR   # PO files mt wrote: msgfmt, placeholders
     python -m benchmarks.bench_software --speed RUN --pot FILE [--beam B] [--rounds 2]
     python -m benchmarks.bench_software --smoke    # a corpus of six tiny catalogues
@@ -27,8 +27,9 @@ second table, by the memory's own fuzzy band (each entry's best match percentage
 docs/memory.md: >= 90, 70-90, 50-70, below 50, and all): the memory's suggestion alone (its best
 match's target; empty where it has none), and given --run, that run's translations without the
 memory ("mt") and with it ("mt + exact reuse": exact matches reused, decode.memory), and given
---memory-run (a run trained with data.memory), its translations with the memory, which it reads.
---reuse N ... adds a row per N for the last of those two runs with decode.memory_reuse N: each
+--memory-run (runs trained with data.memory, several to compare their settings), their
+translations with the memory, which they read.
+--reuse N ... adds a row per N for the last of those runs with decode.memory_reuse N: each
 entry whose best match scores N or more is the match's target, the others that run's
 translation with the memory (so composed, not decoded again: a reused line is never decoded).
 
@@ -107,9 +108,10 @@ def memory_systems(args, src: list[str]) -> tuple[dict[str, list[str]], list[flo
         t = Translator.load(args.run, threads=args.threads)
         systems["mt"] = t.translate(src)
         systems["mt + exact reuse"] = t.translate(src, memory=where)
-    if args.memory_run is not None:
-        t = Translator.load(args.memory_run, threads=args.threads)
-        systems["mt trained with data.memory + memory"] = t.translate(src, memory=where)
+    for run in args.memory_run:  # several: each named by its directory
+        t = Translator.load(run, threads=args.threads)
+        named = f" ({run.name})" if len(args.memory_run) > 1 else ""
+        systems[f"mt trained with data.memory{named} + memory"] = t.translate(src, memory=where)
     name, last = list(systems.items())[-1]
     for n in args.reuse if len(systems) > 1 else ():  # decode.memory_reuse n, composed
         systems[f"{name}, reuse >= {n:g}"] = [f.target if f and f.score >= n else hyp
@@ -244,8 +246,8 @@ def main() -> None:
     ap.add_argument("--run", type=Path, help="with --memory: a run without data.memory")
     ap.add_argument("--reuse", type=float, nargs="*", default=[],
                     help="with --memory: rows with decode.memory_reuse at these percentages")
-    ap.add_argument("--memory-run", type=Path, help="with --memory: a run trained with "
-                    "data.memory")
+    ap.add_argument("--memory-run", type=Path, nargs="*", default=[],
+                    help="with --memory: runs trained with data.memory (--reuse: the last)")
     args = parse(ap, {})
     if args.po is not None:
         check_po(args.po)
