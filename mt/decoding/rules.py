@@ -24,6 +24,17 @@ from mt.decoding.search import CHUNK, Decodable, Moves, Rule, Scores
 from mt.vocab import EOS, PAD
 
 
+def chunk_maxima(scores: torch.Tensor) -> torch.Tensor:
+    """scores (n, V) -> (n, C) the maximum of each chunk of CHUNK columns, the last chunk short
+    when V % CHUNK (C = ceil(V / CHUNK))."""
+    n, V = scores.shape
+    whole = V - V % CHUNK
+    maxima = scores[:, :whole].view(n, -1, CHUNK).amax(-1)  # (n, V // CHUNK)
+    if whole < V:
+        maxima = torch.cat([maxima, scores[:, whole:].amax(-1, keepdim=True)], dim=1)
+    return maxima
+
+
 def argmax(scores: torch.Tensor) -> torch.Tensor:
     """scores (n, V) -> (n,) the first index of each row's maximum, as `scores.argmax(-1)`.
 
@@ -32,16 +43,12 @@ def argmax(scores: torch.Tensor) -> torch.Tensor:
     So: the maxima of chunks of CHUNK, the first chunk holding the row's maximum, then the
     first maximum inside that chunk (same result, ties included).
     """
-    n, V = scores.shape
+    V = scores.size(1)
     if scores.device.type != "cpu" or V < 4 * CHUNK:
         return scores.argmax(-1)
     if scores.dtype == torch.bfloat16:  # torch's CPU reductions are slower in bf16 than one
         scores = scores.float()         # conversion and the float32 reductions (exact)
-    whole = V - V % CHUNK
-    maxima = scores[:, :whole].view(n, -1, CHUNK).amax(-1)  # (n, V // CHUNK)
-    if whole < V:
-        maxima = torch.cat([maxima, scores[:, whole:].amax(-1, keepdim=True)], dim=1)
-    first = maxima.argmax(-1)  # (n,) the first chunk that holds the maximum
+    first = chunk_maxima(scores).argmax(-1)  # (n,) the first chunk that holds the maximum
     cols = (first[:, None] * CHUNK + torch.arange(CHUNK, device=scores.device)).clamp(max=V - 1)
     inside = scores.gather(1, cols).argmax(-1, keepdim=True)  # clamped repeats come after V - 1
     return cols.gather(1, inside).squeeze(1)
@@ -224,10 +231,7 @@ def beam_step(lprobs: torch.Tensor, scores: torch.Tensor, K: int
     # the members taken, never to all k*V log-probabilities: max(lp + s) is max(lp) + s, as
     # float rounding is monotone.
     rows = lprobs.view(b * k, V)
-    whole = V - V % CHUNK
-    maxima = rows[:, :whole].unfold(1, CHUNK, CHUNK).amax(-1)  # (b*k, C)
-    if whole < V:
-        maxima = torch.cat([maxima, rows[:, whole:].amax(-1, keepdim=True)], dim=1)
+    maxima = chunk_maxima(rows)  # (b*k, C)
     C = maxima.size(1)
     best = (maxima.view(b, k, C) + scores[:, :, None]).view(b, k * C).topk(2 * K, dim=-1).indices
     beam, chunk = best // C, best % C  # (b, 2K) each
