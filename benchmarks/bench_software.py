@@ -32,6 +32,11 @@ translations with the memory, which they read.
 --reuse N ... adds a row per N for the last of those runs with decode.memory_reuse N: each
 entry whose best match scores N or more is the match's target, the others that run's
 translation with the memory (so composed, not decoded again: a reused line is never decoded).
+With --run, a third table tests each system against "mt" band by band: the difference in
+BLEU and chrF and its paired bootstrap p-value (--bootstrap resamples, sacreBLEU's paired test
+as `mt eval --compare` runs it, seed 12345): a band of a few dozen entries moves by several
+points between two equally good systems, so a difference there is a difference only where p is
+small (0.05 or less, say). A band where a system's outputs are mt's says so instead of a p.
 
 --po DIR reads the PO files mt wrote (`mt translate --doc-format po`, one a package) and prints
 how many pass GNU gettext's `msgfmt --check --use-fuzzy` (mt marks its translations fuzzy,
@@ -117,6 +122,31 @@ def memory_systems(args, src: list[str]) -> tuple[dict[str, list[str]], list[flo
         systems[f"{name}, reuse >= {n:g}"] = [f.target if f and f.score >= n else hyp
                                               for f, hyp in zip(found, last)]
     return systems, [f.score if f else 0.0 for f in found]
+
+
+def against_mt(systems: dict[str, list[str]], bands, ref: list[str], lang: str,
+               samples: int) -> list[list[str]]:
+    """Rows of the paired-bootstrap table: each system but "mt" against it, band by band."""
+    from mt.metrics import compare
+
+    base, rows = systems["mt"], []
+    others = [(name, hyp) for name, hyp in systems.items() if name != "mt"]
+    for band, idx in bands:
+        if not idx:
+            continue
+        picked = [[hyp[i] for i in idx] for _, hyp in others]
+        mine = [base[i] for i in idx]
+        result = compare([("mt", mine), *zip((n for n, _ in others), picked)],
+                         [ref[i] for i in idx], lang, samples=samples)
+        first, *rest = result["systems"]
+        for (name, _), hyp, r in zip(others, picked, rest):
+            # sacreBLEU's test (multeval's) gives identical outputs its smallest p, not 1
+            same = hyp == mine
+            cells = [f"{r[m]['score'] - first[m]['score']:+.2f} "
+                     + ("(same outputs)" if same else f"(p {r[m]['p_value']:.3f})")
+                     for m in ("bleu", "chrf")]
+            rows.append([name, band, f"{len(idx):,}", *cells])
+    return rows
 
 
 def kept(hyp: str, src: str) -> bool:
@@ -248,6 +278,8 @@ def main() -> None:
                     help="with --memory: rows with decode.memory_reuse at these percentages")
     ap.add_argument("--memory-run", type=Path, nargs="*", default=[],
                     help="with --memory: runs trained with data.memory (--reuse: the last)")
+    ap.add_argument("--bootstrap", type=int, default=1000,
+                    help="with --memory and --run: paired bootstrap resamples (0: no test)")
     args = parse(ap, {})
     if args.po is not None:
         check_po(args.po)
@@ -301,6 +333,12 @@ def report(args) -> None:
                                          for name, lo, hi in FUZZY_BANDS))
     print(markdown(header, [row(name, band, list(rows), src, ref, hyp, tl)
                             for name, hyp in more.items() for band, rows in bands]))
+    if "mt" in more and args.bootstrap > 0:
+        print(f"\nAgainst mt, by the same bands (paired bootstrap, {args.bootstrap} resamples, "
+              "seed 12345):\n")
+        print(markdown(["system", "band", "entries", "BLEU - mt (p)", "chrF - mt (p)"],
+                       against_mt(more, [(b, list(r)) for b, r in bands], ref, tl,
+                                  args.bootstrap)))
 
 
 if __name__ == "__main__":

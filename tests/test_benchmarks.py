@@ -207,6 +207,24 @@ def test_bench_software_suggests_the_closest_training_msgid():
     assert found[3] == ("Beenden", pytest.approx(1 - 1 / 4))
 
 
+def test_bench_software_tests_each_band_against_mt():
+    """A system that gets one band right and the other wrong: better there at a small p, worse
+    here; a copy of mt is said to be one (sacreBLEU's test would give it the smallest p)."""
+    from benchmarks.bench_software import against_mt
+
+    ref = [f"Die Datei {i} wurde nicht gefunden" for i in range(60)]
+    mt = [f"Datei {i} nicht gefunden" for i in range(60)]
+    fixed = ref[:30] + ["Fehler"] * 30
+    rows = against_mt({"mt": mt, "fixed": fixed, "copy": list(mt)},
+                      [("close", list(range(30))), ("far", list(range(30, 60)))], ref, "de", 200)
+    cells = {(r[0], r[1]): r for r in rows}
+    assert float(cells["fixed", "close"][3].split()[0]) > 30
+    assert float(cells["fixed", "close"][3].split("p ")[1].rstrip(")")) < 0.05
+    assert float(cells["fixed", "far"][3].split()[0]) < 0
+    assert cells["copy", "close"][3] == "+0.00 (same outputs)"
+    assert cells["fixed", "close"][2] == "30"
+
+
 @pytest.mark.slow  # two benchmark processes
 def test_bench_software_checks_po_files_mt_wrote(run_benchmark, tmp_path):
     """--po: msgfmt's verdict per file, and the entries mt translated that lost a directive."""
