@@ -10,7 +10,7 @@ import collections
 import numpy as np
 
 from mt.errors import DataError
-from mt.fuzzy_repair import MARKER, FuzzyRepair, Repairs, repairs_of
+from mt.fuzzy_repair import GAP, MARKER, FuzzyRepair, Repairs, repairs_of
 from mt.glossary import Glossary
 from mt.mixing import MixedData, Part
 from mt.terminology import MARKERS, Terminology, reserved_tokens
@@ -43,8 +43,9 @@ def run_vocabs(cached: CachedCorpora) -> tuple[Vocab, Vocab]:
         lexicon = Glossary.load(d.terminology.glossary, alternatives=True)
         src = with_tags(src, reserved_tokens(lexicon, cached.tokenizers()[1]))
     if d.memory is not None:  # the match's tokens are the target's: shared_vocab (config)
-        check_tags(cached, [MARKER])
-        src = with_tags(src, [MARKER])
+        reserved = [MARKER, GAP] if d.memory.mask else [MARKER]
+        check_tags(cached, reserved)
+        src = with_tags(src, reserved)
     return (src, src) if d.shared_vocab else (src, tgt)
 
 
@@ -71,17 +72,20 @@ def fuzzy_repair(cached: CachedCorpora, src_vocab: Vocab) -> FuzzyRepair | None:
     m = cached.data_cfg.memory
     if m is None:
         return None
-    check_tags(cached, [MARKER])
-    if MARKER not in src_vocab.stoi:
-        raise DataError(f"data.memory: {MARKER} is not in the vocabulary this run inherits (it "
-                        "was trained without data.memory); train a new run")
-    return FuzzyRepair(m.prob, src_vocab.stoi[MARKER])
+    reserved = [MARKER, GAP] if m.mask else [MARKER]
+    check_tags(cached, reserved)
+    if missing := [t for t in reserved if t not in src_vocab.stoi]:
+        raise DataError(f"data.memory: {missing[0]} is not in the vocabulary this run inherits "
+                        "(it was trained without data.memory, or without its mask); train a "
+                        "new run")
+    return FuzzyRepair(m.prob, src_vocab.stoi[MARKER], src_vocab.stoi[GAP] if m.mask else None)
 
 
 def _repairs(cached: CachedCorpora, corpus, entry, src_vocab: Vocab) -> Repairs:
     """A corpus's cached memory matches (computed first if missing) in the run's ids."""
-    return repairs_of(cached_matches(entry, corpus, cached.data_cfg), cached.tokenizers()[1],
-                      src_vocab)
+    src_tok, tgt_tok = cached.tokenizers()
+    return repairs_of(cached_matches(entry, corpus, cached.data_cfg), tgt_tok, src_vocab,
+                      src_tok if cached.data_cfg.memory.mask else None)
 
 
 def terminology(cached: CachedCorpora, src_vocab: Vocab) -> Terminology | None:

@@ -62,6 +62,9 @@ class TerminologyConfig:
     plain_batches: bool = False
 
 
+RELATED = 3  # data.memory.mask: a token's translations, the first of its shortlist row
+
+
 @dataclass
 class MemoryConfig:
     """Training with a translation memory, neural fuzzy repair: each source followed by its
@@ -73,6 +76,10 @@ class MemoryConfig:
     path: str = ""
     threshold: float = 50.0  # the least match percentage (0-100) a source is augmented with
     prob: float = 0.5  # each pair with a match is augmented with this probability, per epoch
+    # the match's target with the words that translate the match's source words the input
+    # lacks masked (one <tm-gap> a run of them), as Xu, Crego & Senellart's FM*: where to
+    # repair, shown rather than learned (mt.fuzzy_repair.unrelated)
+    mask: bool = False
 
 
 @dataclass
@@ -788,6 +795,10 @@ def _range_problems(cfg: Config) -> list[Problem]:
     across = [
         (("model.tie_all", "data.shared_vocab"), not m.tie_all or d.shared_vocab,
          "model.tie_all needs data.shared_vocab: true"),
+        (("data.memory.mask", "train.shortlist.k"),
+         d.memory is None or not d.memory.mask or cfg.train.shortlist.k >= RELATED,
+         f"data.memory.mask needs train.shortlist.k >= {RELATED}: translating reads the words "
+         "to mask from the run's lexical shortlist"),
         (("model.decoder_start", "data.tokenizer"),
          d.tokenizer.kind != "marian" or m.decoder_start == "pad",
          "model.decoder_start must be pad with a marian tokenizer (its vocabulary has no <bos>)"),

@@ -17,6 +17,8 @@ appended (mt.fuzzy_repair; counted by the plan).
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -81,6 +83,14 @@ class MixedData(Batched):
     def __len__(self) -> int:
         """Pairs an epoch draws (of the first segmentation)."""
         return sum(p.drawn() for p in self.parts)
+
+    def mask_repairs(self, translations: Callable[[int], Iterable[int]]) -> None:
+        """data.memory.mask: each corpus's match targets masked against its pairs' sources
+        (their first segmentation, in run ids) with a lexicon of run ids (mt.fuzzy_repair)."""
+        for part in self.parts:
+            if part.repairs is not None:
+                source = functools.partial(_run_source, part.variants[0], part.remap[0])
+                part.repairs = part.repairs.masked(source, translations, self.repair.gap)
 
     def filter_length(self, max_len: int) -> list[int]:
         """Drop empty and over-long pairs of every corpus and segmentation; the count dropped
@@ -185,6 +195,11 @@ class MixedData(Batched):
                 line = self.repair.augment(list(line), part.repairs.targets[j])
             out.append(lead + list(line))
         return pad(out)
+
+
+def _run_source(data: ParallelData, src_map: np.ndarray | None, j: int) -> list[int]:
+    """Pair j's source (its index in data, every pair counted) in run ids."""
+    return list(data.src[j]) if src_map is None else src_map[data.src[j]].tolist()
 
 
 def _stack(pieces: list[tuple[np.ndarray, torch.Tensor]], n: int) -> torch.Tensor:

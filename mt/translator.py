@@ -18,15 +18,16 @@ from mt import confidence, own_words, unknowns
 from mt.attention import Searched, attend, labels, memory_rows
 from mt.checkpoint import Run, load_run
 from mt.compatibility import OWN_SEARCH, own_search_only
-from mt.config import DecodeConfig, corpus_configs, with_decode
+from mt.config import RELATED, DecodeConfig, corpus_configs, with_decode
 from mt.data import group_bounds, pad
+from mt.decoding.align import token_words
 from mt.decoding.engines import ENGINES, Engine, ModelEngine, search_with
 from mt.decoding.lexical import Terms
 from mt.decoding.precision import decoding_model, inference_layout
 from mt.decoding.request import Hypothesis, SearchRequest
 from mt.ensemble import Ensemble
 from mt.errors import ConfigError, DataError
-from mt.fuzzy_repair import MARKER, augment
+from mt.fuzzy_repair import GAP, MARKER, augment, masked, unrelated
 from mt.glossary import (
     Glossary,
     GlossaryLike,
@@ -516,9 +517,9 @@ class Translator:
         as ids."""
         plan = Plan([self._tag_id(cfg.tag)] if cfg.tag else [], matchers)
         room = self.max_src - len(plan.lead)
-        repairs = self._repairs(found)
-        for toks, matcher, repair in zip(self.src_tok.tokenize_many(lines), matchers, repairs,
-                                         strict=True):
+        lines_tokens = self.src_tok.tokenize_many(lines)
+        repairs = self._repairs(found, lines_tokens)
+        for toks, matcher, repair in zip(lines_tokens, matchers, repairs, strict=True):
             spans = matcher.spans(toks) if matcher else []
             plan.active.append(list(dict.fromkeys(e for _, _, e in spans)))
             plan.spans.append(spans)
@@ -537,13 +538,26 @@ class Translator:
         plan.forced = [self.run.tgt_vocab.encode(toks) for toks in plan.forced_tokens]
         return plan
 
-    def _repairs(self, found: list[Match | None]) -> list[list[str]]:
-        """The target tokens each line is augmented with: its match's, where the run was
-        trained with data.memory and the match reaches its threshold; [] elsewhere."""
+    def _repairs(self, found: list[Match | None], lines: list[list[str]]) -> list[list[str]]:
+        """The target tokens each line (its tokens) is augmented with: its match's, where the
+        run was trained with data.memory and the match reaches its threshold, masked against
+        the line as training masked (data.memory.mask); [] elsewhere."""
         least = self.repair_threshold
         use = [least is not None and m is not None and m.score >= least for m in found]
         made = iter(self.tgt_tok.tokenize_many([m.target for m, u in zip(found, use) if u]))
-        return [next(made) if u else [] for u in use]
+        repairs = [next(made) if u else [] for u in use]
+        if not any(use) or not self.run.cfg.data.memory.mask:
+            return repairs
+        vocab, table = self.run.src_vocab, self.run.shortlist
+        if table is None:
+            raise ConfigError(f"{self.run.checkpoint}: trained with data.memory.mask but has "
+                              "no lexical shortlist to mask by: mt shortlist RUN makes one")
+        sources = iter(self.src_tok.tokenize_many([m.source for m, u in zip(found, use) if u]))
+        return [masked(target, unrelated(vocab.encode(line), vocab.encode(next(sources)),
+                                         vocab.encode(target),
+                                         lambda s: table.row(s)[:RELATED]), GAP,
+                       token_words(target, self.tgt_tok))
+                if u else [] for line, target, u in zip(lines, repairs, use)]
 
     def _decode(self, plan: Plan, cfg: DecodeConfig, scored: bool,
                 attention: AttentionSpec | None, group: list[int]) -> list[list[Translation]]:

@@ -15,16 +15,17 @@ from test_terminology import sources  # every training source as an epoch's batc
 
 from conftest import CONFIG, assert_user_error, straight_and_resumed
 from mt import Translator
-from mt.cached_mix import run_vocabs
+from mt.cached_mix import mixed_data, run_vocabs
 from mt.checkpoint import Run
 from mt.config import load_config
 from mt.decoding.engines import ModelEngine
-from mt.fuzzy_repair import MARKER
+from mt.fuzzy_repair import GAP, MARKER, masked, unrelated
 from mt.memory import open_memory
 from mt.model import make_model
 from mt.token_cache import matches as match_cache
 from mt.token_cache import open_cached_corpora
 from mt.token_cache.keys import cache_root
+from mt.train.shortlist import learn_run, related
 
 PAIRS = [("Save the file", "Datei speichern"), ("Save the files", "Dateien speichern"),
          ("Open the window", "Fenster öffnen")]
@@ -74,6 +75,46 @@ def test_the_augmented_corpus_is_the_documented_one(tmp_path):
     assert run_vocabs(cache)[0].itos[-1] == MARKER
 
 
+def masked_sources(cache, seed=1, epoch=0) -> list[str]:
+    """sources(), with data.memory.mask applied as mt train applies it (after the filter)."""
+    vocabs = run_vocabs(cache)
+    data = mixed_data(cache, *vocabs)
+    data.filter_length(100)
+    data.mask_repairs(related(data, *vocabs))
+    data.plan(1000, seed, epoch)
+    rows = data.collate(data.parts[0].variants[0].pairs).src.tolist()
+    return [" ".join(vocabs[0].itos[i] for i in row if i) for row in rows]
+
+
+def test_unrelated_masks_the_translation_of_each_word_the_input_lacks():
+    lexicon = {"file": ["Datei"], "Save": ["speichern"], "the": ["die", "der"]}
+    find = lambda w: lexicon.get(w, [])  # noqa: E731
+    match_src, match_tgt = "Save the file".split(), "Datei speichern".split()
+    at = unrelated("Save the document".split(), match_src, match_tgt, find)
+    assert at == {0} and masked(match_tgt, at, GAP) == [GAP, "speichern"]
+    # a word the input lacks, wherever it stands; a run of masked tokens is one gap; a word
+    # only the input has has nothing in the match to mask; counted: one "the" of two lacking
+    tgt = "Die Datei jetzt speichern".split()
+    at = unrelated("now Save".split(), "Save the file now".split(), tgt,
+                   lambda w: {"the": ["Die"], "file": ["Datei"], "now": ["jetzt"]}.get(w, []))
+    assert masked(tgt, at, GAP) == [GAP, "jetzt", "speichern"]
+    assert unrelated("Save the file here".split(), match_src, match_tgt, find) == set()
+    assert unrelated("the file".split(), "the file the".split(), "die Datei die".split(),
+                     lambda w: {"the": ["die"]}.get(w, [])) == {0}
+    # given each token's word, a masked piece masks its whole word
+    pieces, words = ["▁Statistik", "datei", "▁öffnen"], [0, 0, 1]
+    assert masked(pieces, {1}, GAP, words) == [GAP, "▁öffnen"]
+
+
+def test_the_masked_corpus_shows_where_to_repair(tmp_path):
+    """data.memory.mask: the match's target with the differing word's translation masked
+    (in 3 pairs, files and Dateien occur together alone: Dice 1, the best of its row)."""
+    _, cache = corpus(tmp_path, PAIRS, "data.memory.mask=true")
+    assert masked_sources(cache) == ["Save the file <tm> <tm-gap> speichern",
+                                     "Save the files <tm> <tm-gap> speichern", "Open the window"]
+    assert run_vocabs(cache)[0].itos[-2:] == [MARKER, GAP]
+
+
 def test_augmenting_keeps_sources_within_max_len(tmp_path):
     """3 tokens and a match of 2: 6, over a max_len of 5, so the line stays plain."""
     _, cache = corpus(tmp_path, PAIRS)
@@ -118,6 +159,7 @@ def test_a_memory_gives_the_matches(tmp_path):
 
 
 @pytest.mark.parametrize("sets, key", [
+    (["data.memory.mask=true", "train.shortlist.k=2"], "train.shortlist.k"),
     (["data.memory.prob=0"], "data.memory.prob"),
     (["data.memory.threshold=150"], "data.memory.threshold"),
     (["data.shared_vocab=false"], "data.shared_vocab")])
@@ -130,19 +172,30 @@ def test_config_errors_are_one_line(cli, tmp_path, sets, key):
     assert not (tmp_path / "run").exists()
 
 
-def test_a_translation_is_augmented_as_training_was(tmp_path):
-    """prob 1, the matches from a memory (each training pair with its last word cut): the ids
-    the search gets for each training source, translated with that memory, are its training
-    ids."""
+@pytest.mark.parametrize("mask", [False, True])
+def test_a_translation_is_augmented_as_training_was(tmp_path, mask):
+    """prob 1, the matches from a memory (each training pair with a word replaced and its
+    last cut): the ids the search gets for each training source, translated with that
+    memory, are its training ids; with data.memory.mask, masked alike (training's lexicon,
+    translation's the checkpoint's shortlist)."""
     pairs = clusters(40, 2)
+    rng = random.Random(3)
     with open_memory(tmp_path / "tm.db", ("en", "de")) as m:
-        m.add([(s.rsplit(" ", 1)[0], t.rsplit(" ", 1)[0]) for s, t in pairs])
+        for s, t in pairs:
+            s, t = s.split()[:-1], t.split()[:-1]
+            w = rng.randrange(1, len(s))
+            s[w], t[w + 1] = "s23", "t23"
+            m.add([(" ".join(s), " ".join(t))])
     cfg, cache = corpus(tmp_path, pairs, f"data.memory.path={tmp_path / 'tm.db'}",
+                        f"data.memory.mask={mask}",
                         "model.d_model=32", "model.d_ff=32", "model.n_enc_layers=1",
                         "model.n_dec_layers=1", "decode.max_len_a=0", "decode.max_len_b=3")
     src_vocab, tgt_vocab = run_vocabs(cache)
     model = make_model(cfg.model, len(src_vocab), len(tgt_vocab)).eval()
-    run = Run(cfg, model, src_vocab, tgt_vocab, 0, *cache.tokenizers())
+    data = mixed_data(cache, src_vocab, tgt_vocab)
+    data.filter_length(cfg.data.max_len)
+    shortlist = learn_run(data, src_vocab, tgt_vocab, cfg.train.shortlist)
+    run = Run(cfg, model, src_vocab, tgt_vocab, 0, *cache.tokenizers(), shortlist=shortlist)
     seen = set()
 
     class Recording(ModelEngine):
@@ -153,8 +206,9 @@ def test_a_translation_is_augmented_as_training_was(tmp_path):
 
     Translator(run, engine=Recording(model)).translate([s for s, _ in pairs],
                                                        memory=str(tmp_path / "tm.db"))
-    trained = sources(cache)
+    trained = masked_sources(cache) if mask else sources(cache)
     assert all(MARKER in line for line in trained)
+    assert (sum(GAP in line for line in trained) > 30) == mask
     assert set(trained) == seen
 
 
@@ -173,8 +227,10 @@ def test_resume_is_exact_with_data_memory(tmp_path):
         assert torch.equal(tensor, b["model"][name]), name
 
 
-@pytest.mark.slow  # trains a model for real: about 30 s on one core
-def test_a_memory_trained_model_copies_an_unseen_match_but_the_word_that_differs(cli, tmp_path):
+@pytest.mark.slow  # trains a model for real: about 30 s on one core, each
+@pytest.mark.parametrize("mask", [False, True])
+def test_a_memory_trained_model_copies_an_unseen_match_but_the_word_that_differs(cli, tmp_path,
+                                                                                  mask):
     d = write_corpus(tmp_path / "data", {"train": clusters(300, 1), "val": clusters(20, 2)})
     r = cli("train", CONFIG, "--out", tmp_path / "run", "--device", "cpu", *(
         x for s in ["model.d_model=64", "model.d_ff=128", "model.dropout=0.0",
@@ -182,7 +238,8 @@ def test_a_memory_trained_model_copies_an_unseen_match_but_the_word_that_differs
                     "train.eval_every=1000", "train.max_steps=250", "train.max_epochs=100",
                     "train.eval_bleu=false", "train.metric=loss", f"data.dir={d}",
                     "data.train=train", "data.val=val", "data.test=val",
-                    "data.shared_vocab=true", "data.memory.prob=0.9"] for x in ("--set", s)))
+                    "data.shared_vocab=true", "data.memory.prob=0.9",
+                    f"data.memory.mask={mask}"] for x in ("--set", s)))
     assert r.code == 0, r.err
     rng, stored, queries, wanted = random.Random(5), [], [], []
     for _ in range(30):  # sentences of 5 words no training pair has, and codes with them

@@ -1,5 +1,5 @@
 """data.memory's matches, computed once per corpus and cached beside its token cache entry:
-each of the entry's pairs' best match (its target and score) at or above the threshold, from
+each of the entry's pairs' best match (its score, target and source) at or above the threshold, from
 the training corpus itself (a pair never its own match: mt.memory.training), a memory, or a
 corpus file made a memory for the purpose.
 
@@ -36,7 +36,8 @@ from mt.token_cache.keys import cache_root, short_hash
 
 SQLITE = b"SQLite format 3\0"  # the first bytes of every SQLite file: a memory, not a corpus
 
-Matches = list[tuple[float, str] | None]  # per entry pair: (score, the match's target)
+Matches = list[tuple[float, str, str] | None]  # per entry pair: (score, target, source)
+FORMAT = 2  # in the key: a cache of another format (1: no source) is computed again
 
 
 def entry_pairs(corpus: CorpusSource, d: DataConfig) -> list[tuple[str, str]]:
@@ -72,7 +73,7 @@ def cached_matches(entry: CacheEntry, corpus: CorpusSource, d: DataConfig) -> Ma
     """Each of the entry's pairs' best match by data.memory (d.memory, on), read from the cache
     or computed (a progress bar, then the time it took, logged) and written there."""
     m = d.memory
-    key = short_hash([m.threshold, _source_key(m), RETRIEVAL])
+    key = short_hash([m.threshold, _source_key(m), RETRIEVAL, FORMAT])
     path = cache_root() / "matches" / f"{entry.path.name}.{key}.json"
     if path.is_file():
         return [tuple(x) if x else None for x in json.loads(path.read_text(encoding="utf-8"))]
@@ -99,7 +100,7 @@ def _best(pairs: Sequence[tuple[str, str]], threshold: float, memory: Memory | N
           progress: Callable[[int], None]) -> Matches:
     from mt.memory.training import best_matches
 
-    return [None if x is None else (round(x.score, 2), x.target)
+    return [None if x is None else (round(x.score, 2), x.target, x.source)
             for x in best_matches(pairs, threshold, memory, progress)]
 
 

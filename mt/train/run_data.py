@@ -18,6 +18,7 @@ from mt.mixing import MixedData
 from mt.token_cache import CachedCorpora, open_cached_corpora
 from mt.tokenizers import Tokenizer, tokenizer_files
 from mt.train.distributed import Group
+from mt.train.shortlist import related
 from mt.vocab import Vocab, start_id
 
 
@@ -81,6 +82,8 @@ def load_run_data(cfg: Config, run_dir: Path, resume: bool, group: Group,
     starters = learn_starters(cache.entries) if group.main else []
     train = mixed_data(cache, src_vocab, tgt_vocab, cfg.train.buckets)
     dropped = train.filter_length(d.max_len)
+    if d.memory is not None and d.memory.mask:
+        train.mask_repairs(related(train, src_vocab, tgt_vocab))
     # The weight first: a lone corpus whose weight draws nothing has pairs left all the same
     for i, part in enumerate(train.parts):
         if len(part.variants[0]) and not part.drawn():
