@@ -42,10 +42,22 @@ def test_info_json(cli, tiny_run):
     assert {c["name"]: (c["bytes"], c["step"]) for c in info["checkpoints"]} == {
         "best.pt": ((tiny_run / "best.pt").stat().st_size, run.step),
         "last.pt": ((tiny_run / "last.pt").stat().st_size, last)}
+    # trained to read nothing beside its sources; its shortlist's size
+    assert info["reads"]["memory"] is None and info["reads"]["terminology"] is False
+    per = len(run.shortlist.ids) / (len(run.shortlist.offsets) - 1)
+    assert info["reads"]["shortlist"] == int(per) > 0
     text = cli("info", str(tiny_run / "last.pt"))
     assert text.code == 0, text.err
     assert "parameters:" in text.out and f"steps trained: {last}" in text.out
     assert "best:" in text.out and "last.pt:" in text.out and "MiB" in text.out
+    assert "reads:" not in text.out and "shortlist:" in text.out
+
+
+def test_info_says_a_memory_trained_run_reads_a_memory(tiny_run):
+    info = run_info(tiny_run)
+    info["reads"]["memory"] = {"threshold": 70.0, "prob": 0.5, "mask": True}
+    assert ("reads:         a memory's best match of 70% or more (data.memory, prob 0.5, "
+            "unrelated words masked): translate with --memory") in format_info(info)
 
 
 def test_info_of_a_run_older_than_tokenizer_sections(tiny_run, tmp_path):

@@ -56,8 +56,21 @@ def run_info(path: Path) -> dict:
         "lineage": chain(run.lineage, sha256_of(ckpt), run.step),
         "calibration": calibration_info(ckpt, run.step),
         "starters": run.starters,
+        "reads": reads_info(d, run),
     }
     return info
+
+
+def reads_info(d: DataConfig, run) -> dict:
+    """What the run was trained to read beside a source, so what to translate it with: a
+    memory's best match (data.memory), glossary terms written in (data.terminology); and the
+    size of its lexical shortlist (--shortlist on)."""
+    m = d.memory
+    return {"memory": None if m is None else {"threshold": m.threshold, "prob": m.prob,
+                                              "mask": m.mask},
+            "terminology": bool(d.terminology.glossary),
+            "shortlist": None if run.shortlist is None else
+            int(len(run.shortlist.ids) / max(1, len(run.shortlist.offsets) - 1))}
 
 
 def data_info(d: DataConfig, lineage: dict | None) -> dict | None:
@@ -157,6 +170,18 @@ def format_info(info: dict) -> str:
                       f"{cal['lines']} lines ({cal['data']})" + (
                           "" if cal["applies"] else f"; for {cal['checkpoint']} at step "
                           f"{cal['step']}, not this checkpoint: not used")))
+    reads = info.get("reads") or {}
+    if mem := reads.get("memory"):
+        lines.append(("reads", f"a memory's best match of {mem['threshold']:g}% or more "
+                      f"(data.memory, prob {mem['prob']:g}"
+                      + (", unrelated words masked" if mem["mask"] else "")
+                      + "): translate with --memory"))
+    if reads.get("terminology"):
+        lines.append(("reads", "glossary terms written into its sources (data.terminology): "
+                      "translate with --glossary FILE --glossary-mode annotate (or both)"))
+    if reads.get("shortlist"):
+        lines.append(("shortlist", f"{reads['shortlist']} target tokens per source "
+                      "token on average, learned from its training pairs (--shortlist on)"))
     if info["starters"]:
         shown = info["starters"][:10]
         lines.append(("starters", ", ".join(shown) + (
