@@ -15,10 +15,11 @@ from test_terminology import sources  # every training source as an epoch's batc
 
 from conftest import CONFIG, assert_user_error, straight_and_resumed
 from mt import Translator
-from mt.cached_mix import mixed_data, run_vocabs
+from mt.cached_mix import fuzzy_repair, mixed_data, run_vocabs
 from mt.checkpoint import Run
 from mt.config import load_config
 from mt.decoding.engines import ModelEngine
+from mt.errors import DataError
 from mt.fuzzy_repair import GAP, MARKER, masked, unrelated
 from mt.memory import open_memory
 from mt.model import make_model
@@ -26,6 +27,7 @@ from mt.token_cache import matches as match_cache
 from mt.token_cache import open_cached_corpora
 from mt.token_cache.keys import cache_root
 from mt.train.shortlist import learn_run, related
+from mt.vocab import Vocab
 
 PAIRS = [("Save the file", "Datei speichern"), ("Save the files", "Dateien speichern"),
          ("Open the window", "Fenster öffnen")]
@@ -113,6 +115,17 @@ def test_the_masked_corpus_shows_where_to_repair(tmp_path):
     assert masked_sources(cache) == ["Save the file <tm> <tm-gap> speichern",
                                      "Save the files <tm> <tm-gap> speichern", "Open the window"]
     assert run_vocabs(cache)[0].itos[-2:] == [MARKER, GAP]
+
+
+def test_an_inherited_vocabulary_without_the_markers_is_one_data_error(tmp_path):
+    """A run fine-tuned from one trained without data.memory (or without its mask) has no id
+    for the marker it would write: a DataError naming it, before any step."""
+    _, cache = corpus(tmp_path, PAIRS, "data.memory.mask=true")
+    src, _ = run_vocabs(cache)
+    for missing in (MARKER, GAP):
+        inherited = Vocab([t for t in src.itos if t != missing])
+        with pytest.raises(DataError, match=missing):
+            fuzzy_repair(cache, inherited)
 
 
 def test_augmenting_keeps_sources_within_max_len(tmp_path):
