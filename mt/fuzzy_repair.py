@@ -20,8 +20,8 @@ one GAP:
     Save the document <tm> <tm-gap> speichern             (match: "Save the file" 75%)
 
 A match-source token the input lacks (counted: one "the" for each the input has fewer of)
-masks the first unmasked target token among its translations, the first RELATED of its
-lexical shortlist row (mt.shortlist: Dice of co-occurrence in the run's training pairs), and
+masks the first unmasked target token among its translations, the first mt.config.RELATED
+of its lexical shortlist row (mt.shortlist: Dice of co-occurrence in the run's training pairs), and
 with it the rest of that token's word (a subword piece masks its whole word). Training learns
 the table from its training pairs as the checkpoint's shortlist is learned, so translating
 reads the same rows from the checkpoint.
@@ -42,7 +42,6 @@ from mt.vocab import Vocab
 
 MARKER = "<tm>"  # reserved in the source vocabulary: what follows is the match's target
 GAP = "<tm-gap>"  # reserved with data.memory.mask: masked tokens of the match's target
-RELATED = 3  # a token's translations: the first of its lexical shortlist row (best first)
 T = TypeVar("T")
 
 

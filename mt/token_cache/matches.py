@@ -1,7 +1,7 @@
 """data.memory's matches, computed once per corpus and cached beside its token cache entry:
-each of the entry's pairs' best match (its score, target and source) at or above the threshold, from
-the training corpus itself (a pair never its own match: mt.memory.training), a memory, or a
-corpus file made a memory for the purpose.
+each of the entry's pairs' best match (its score, target and source) at or above the
+threshold, from the training corpus itself (a pair never its own match: mt.memory.training), a
+memory, or a corpus file made a memory for the purpose.
 
 $MT_CACHE_DIR/matches/<entry>.<key>.json, key: a hash of the threshold, where the matches
 come from (a memory's or a file's identity: its path, size and modification time) and how they
