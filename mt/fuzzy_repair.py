@@ -21,10 +21,10 @@ one GAP:
 
 A match-source token the input lacks (counted: one "the" for each the input has fewer of)
 masks the first unmasked target token among its translations, the first mt.config.RELATED
-of its lexical shortlist row (mt.shortlist: Dice of co-occurrence in the run's training pairs), and
-with it the rest of that token's word (a subword piece masks its whole word). Training learns
-the table from its training pairs as the checkpoint's shortlist is learned, so translating
-reads the same rows from the checkpoint.
+of its lexical shortlist row (mt.shortlist: Dice of co-occurrence in the run's training
+pairs), and with it the rest of that token's word (a subword piece masks its whole word).
+Training masks with the very table it puts in its checkpoints, so translating reads the same
+rows.
 """
 
 from __future__ import annotations
@@ -36,13 +36,20 @@ from typing import TypeVar
 
 import numpy as np
 
+from mt.config import RELATED
 from mt.decoding.align import token_words
+from mt.shortlist import Shortlist
 from mt.tokenizers import Tokenizer
 from mt.vocab import Vocab
 
 MARKER = "<tm>"  # reserved in the source vocabulary: what follows is the match's target
 GAP = "<tm-gap>"  # reserved with data.memory.mask: masked tokens of the match's target
 T = TypeVar("T")
+
+
+def lexicon(table: Shortlist) -> Callable[[int], list[int]]:
+    """The lexicon masking reads: each source id's first RELATED target ids of its row."""
+    return lambda s: table.row(s)[:RELATED]
 
 
 def augment(tokens: Sequence[T], match: Sequence[T], marker: T) -> list[T]:

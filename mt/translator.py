@@ -18,7 +18,7 @@ from mt import confidence, own_words, unknowns
 from mt.attention import Searched, attend, labels, memory_rows
 from mt.checkpoint import Run, load_run
 from mt.compatibility import OWN_SEARCH, own_search_only
-from mt.config import RELATED, DecodeConfig, corpus_configs, with_decode
+from mt.config import DecodeConfig, corpus_configs, with_decode
 from mt.data import group_bounds, pad
 from mt.decoding.align import token_words
 from mt.decoding.engines import ENGINES, Engine, ModelEngine, search_with
@@ -27,7 +27,7 @@ from mt.decoding.precision import decoding_model, inference_layout
 from mt.decoding.request import Hypothesis, SearchRequest
 from mt.ensemble import Ensemble
 from mt.errors import ConfigError, DataError
-from mt.fuzzy_repair import GAP, MARKER, augment, masked, unrelated
+from mt.fuzzy_repair import GAP, MARKER, augment, lexicon, masked, unrelated
 from mt.glossary import (
     Glossary,
     GlossaryLike,
@@ -555,7 +555,7 @@ class Translator:
         sources = iter(self.src_tok.tokenize_many([m.source for m, u in zip(found, use) if u]))
         return [masked(target, unrelated(vocab.encode(line), vocab.encode(next(sources)),
                                          vocab.encode(target),
-                                         lambda s: table.row(s)[:RELATED]), GAP,
+                                         lexicon(table)), GAP,
                        token_words(target, self.tgt_tok))
                 if u else [] for line, target, u in zip(lines, repairs, use)]
 

@@ -20,13 +20,13 @@ from mt.checkpoint import Run
 from mt.config import load_config
 from mt.decoding.engines import ModelEngine
 from mt.errors import DataError
-from mt.fuzzy_repair import GAP, MARKER, masked, unrelated
+from mt.fuzzy_repair import GAP, MARKER, lexicon, masked, unrelated
 from mt.memory import open_memory
 from mt.model import make_model
 from mt.token_cache import matches as match_cache
 from mt.token_cache import open_cached_corpora
 from mt.token_cache.keys import cache_root
-from mt.train.shortlist import learn_run, related
+from mt.train.shortlist import learn_run
 from mt.vocab import Vocab
 
 PAIRS = [("Save the file", "Datei speichern"), ("Save the files", "Dateien speichern"),
@@ -82,7 +82,7 @@ def masked_sources(cache, seed=1, epoch=0) -> list[str]:
     vocabs = run_vocabs(cache)
     data = mixed_data(cache, *vocabs)
     data.filter_length(100)
-    data.mask_repairs(related(data, *vocabs))
+    data.mask_repairs(lexicon(learn_run(data, *vocabs, load_config(None).train.shortlist)))
     data.plan(1000, seed, epoch)
     rows = data.collate(data.parts[0].variants[0].pairs).src.tolist()
     return [" ".join(vocabs[0].itos[i] for i in row if i) for row in rows]

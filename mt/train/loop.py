@@ -35,7 +35,6 @@ from mt.train.memory import format_peak, peak_memory, release_freed
 from mt.train.metrics_log import TrainingLog, read_metrics
 from mt.train.run_data import RunData, load_run_data
 from mt.train.run_dir import Claim, claim_run_dir, prune_step_checkpoints, write_run_files
-from mt.train.shortlist import learn_run
 from mt.train.state import Clock, Progress, resumable_state, resume_from
 from mt.train.step import StepResult, UpdateStep
 from mt.train.stopping import Stopping, StopReason
@@ -72,7 +71,6 @@ class Trainer:
         self.update: UpdateStep | None = None
         self.ema: EMA | None = None  # with train.ema_decay
         self.lineage: dict | None = None  # what every checkpoint records (mt.train.lineage)
-        self.shortlist: dict | None = None  # the data's (mt.shortlist), learned at the first save
 
     # What tests and benchmarks read.
     rank = property(lambda self: self.group.rank)
@@ -161,11 +159,8 @@ class Trainer:
         state = run_state(weights, self.cfg, d.src_vocab, d.tgt_vocab, self.progress.step,
                           d.tok_files, d.starters)
         state["lineage"] = self.lineage
-        if self.shortlist is None:  # the data's alone, so learned once (in seconds)
-            table = learn_run(d.train, d.src_vocab, d.tgt_vocab, self.cfg.train.shortlist)
-            self.shortlist = {} if table is None else table.to_state()
-        if self.shortlist:
-            state["shortlist"] = self.shortlist
+        if d.shortlist is not None:
+            state["shortlist"] = d.shortlist.to_state()
         if full:
             state.update(resumable_state(self.optimizer, self.progress, self.update.scaler,
                                          self.world, self.clock, self.ema))

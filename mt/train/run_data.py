@@ -14,11 +14,13 @@ from mt.corpus_formats import CorpusSource
 from mt.data import ParallelData, read_pairs, split_source
 from mt.document.starters import learn as learn_starters
 from mt.errors import DataError
+from mt.fuzzy_repair import lexicon
 from mt.mixing import MixedData
+from mt.shortlist import Shortlist
 from mt.token_cache import CachedCorpora, open_cached_corpora
 from mt.tokenizers import Tokenizer, tokenizer_files
 from mt.train.distributed import Group
-from mt.train.shortlist import related
+from mt.train.shortlist import learn_run
 from mt.vocab import Vocab, start_id
 
 
@@ -36,6 +38,7 @@ class RunData:
     val_ref: list[str]
     tok_files: dict[str, bytes]  # what checkpoints carry of the tokenizers (rank 0 only)
     starters: list[str]  # the training sources' sentence starters (rank 0 only)
+    shortlist: Shortlist | None  # of the training pairs (rank 0, and every rank that masks)
     fingerprint: str  # of the training data as tokenized: its token cache entries' names
     mix: list[dict]  # each corpus's pairs, weight, tag and share of an epoch (mix_shares)
 
@@ -82,8 +85,6 @@ def load_run_data(cfg: Config, run_dir: Path, resume: bool, group: Group,
     starters = learn_starters(cache.entries) if group.main else []
     train = mixed_data(cache, src_vocab, tgt_vocab, cfg.train.buckets)
     dropped = train.filter_length(d.max_len)
-    if d.memory is not None and d.memory.mask:
-        train.mask_repairs(related(train, src_vocab, tgt_vocab))
     # The weight first: a lone corpus whose weight draws nothing has pairs left all the same
     for i, part in enumerate(train.parts):
         if len(part.variants[0]) and not part.drawn():
@@ -94,6 +95,13 @@ def load_run_data(cfg: Config, run_dir: Path, resume: bool, group: Group,
         raise DataError(f"{' and '.join(map(str, cache.sources))}: no training pairs left "
                         f"after dropping empty ones and those over data.max_len={d.max_len} "
                         "tokens")
+    # Learned once, before masking: data.memory.mask reads its rows, as translating reads
+    # the checkpoint's copy of the same table, so a line is masked as training masked it
+    mask = d.memory is not None and d.memory.mask
+    shortlist = (learn_run(train, src_vocab, tgt_vocab, cfg.train.shortlist)
+                 if group.main or mask else None)
+    if mask:
+        train.mask_repairs(lexicon(shortlist))
     val_src, val_ref = read_pairs(split_source(d, "val"))
     val = ParallelData.from_text(val_src, val_ref, src_tok, tgt_tok, src_vocab, tgt_vocab)
     val.filter_length(cfg.model.max_positions - 2)
@@ -105,7 +113,8 @@ def load_run_data(cfg: Config, run_dir: Path, resume: bool, group: Group,
     if len(train.parts) > 1 or train.parts[0].weight != 1 or train.parts[0].tag:
         log.info(f"data: mix: {format_mix(shares)}")
     return RunData(src_vocab, tgt_vocab, src_tok, tgt_tok, train, val, val_src, val_ref,
-                  tok_files, starters, "+".join(e.path.name for e in cache.entries), shares)
+                  tok_files, starters, shortlist, "+".join(e.path.name for e in cache.entries),
+                  shares)
 
 
 def mix_shares(train: MixedData, sources: list[CorpusSource]) -> list[dict]:

@@ -5,13 +5,12 @@ which puts it in every checkpoint it writes, and by `mt shortlist RUN` for a run
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
 from pathlib import Path
 
 from mt import log
 from mt.cached_mix import mixed_data
 from mt.checkpoint import Run
-from mt.config import RELATED, DataConfig, ShortlistConfig
+from mt.config import DataConfig, ShortlistConfig
 from mt.mixing import MixedData
 from mt.shortlist import Shortlist, learn
 from mt.token_cache import open_cached_corpora
@@ -29,14 +28,6 @@ def learn_run(data: MixedData, src_vocab: Vocab, tgt_vocab: Vocab, cfg: Shortlis
     log.info(f"shortlist: {cfg.k} target tokens per source token (of {len(src_vocab)}), "
              f"{len(table.frequent)} frequent; {len(table.ids)} entries")
     return table
-
-
-def related(data: MixedData, src_vocab: Vocab, tgt_vocab: Vocab) -> Callable[[int], list[int]]:
-    """data.memory.mask's lexicon: each source token's first RELATED target tokens, the rows
-    of the shortlist learn_run gives these pairs, best first (what translating reads from
-    the checkpoint), whatever train.shortlist.k (at least RELATED: config)."""
-    corpora = [(part.variants[0], *part.remap) for part in data.parts]
-    return learn(corpora, len(src_vocab), len(tgt_vocab), RELATED, 0).row
 
 
 def corpus_config(d: DataConfig, corpus: Path | None) -> DataConfig:
