@@ -181,7 +181,7 @@ class ModelConfig:
 
 @dataclass
 class ShortlistConfig:
-    """The lexical shortlist learned at the end of training (mt.shortlist), Marian's defaults
+    """The lexical shortlist learned as training starts (mt.shortlist), Marian's defaults
     (`--shortlist lex.s2t 100 100`; the Bergamot students' are 50 50: faster, riskier)."""
 
     k: int = 100  # target tokens listed per source token, best first; 0: no shortlist
