@@ -855,11 +855,15 @@ def _fail(message: str, code: int) -> None:
 
 def _literal_help(command):
     """The click command with its help texts shown as written: Typer renders them as Rich
-    markup, which would drop `[ctranslate2]` from `pip install "mt[ctranslate2]"`. And a flag
+    markup, which would drop `[ctranslate2]` from `pip install "mt[ctranslate2]"`; a command's
+    first paragraph on one line in the list of commands. And a flag
     shown without a type: Typer labels it `<bool>`, which reads as if it took a value
     (`--align true`, then "true" is read as a RUN)."""
     from rich.markup import escape
 
+    if command.help and not command.short_help:  # its line in the list of commands: Typer's
+        # rich mode would keep the docstring's line breaks there
+        command.short_help = " ".join(command.help.split("\n\n")[0].split())
     for item in (command, *command.params, command.get_help_option(typer.Context(command))):
         for attr in ("help", "short_help", "epilog"):
             if getattr(item, attr, None):

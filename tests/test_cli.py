@@ -156,6 +156,27 @@ def test_every_help_text_is_shown_as_written(cli, monkeypatch):
             assert " ".join(line.split()) in shown[path], (path, line)
 
 
+def test_each_command_is_one_line_in_the_list_of_commands(cli, monkeypatch):
+    """A docstring's first paragraph wraps in the source; in `mt --help` (wide enough) it is
+    one line, not the source's line breaks."""
+    import typer
+
+    from mt.cli import app
+
+    monkeypatch.setenv("COLUMNS", "1000")
+    group = typer.main.get_command(app)
+    groups = [((), group)] + [((n,), c) for n, c in group.commands.items()
+                              if hasattr(c, "commands")]
+    firsts = {}
+    for path, sub in groups:
+        shown = [" ".join(line.strip("│ ").split())
+                 for line in cli(*path, "--help").out.splitlines()]
+        for name, command in sub.commands.items():
+            firsts[name] = command.help.split("\n\n")[0]
+            assert f"{name} {' '.join(firsts[name].split())}" in shown, (path, name)
+    assert any("\n" in first for first in firsts.values())  # what the test is about is there
+
+
 def test_mt_version_prints_the_packages_version(cli):
     from mt import __version__
 
