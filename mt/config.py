@@ -276,7 +276,7 @@ LINES = ("translate", "serve", REQUEST)
 COMMANDS = ("translate", "serve", "eval", "calibrate")
 TEACHING = (*EVERYWHERE, "distill")  # mt distill's teachers: beam, batch_tokens, dtype
 # the kinds of placeholder a paragraph takes out (mt.document.placeholders.KINDS: the same)
-PLACEHOLDERS = ("template", "url", "email", "number")
+PLACEHOLDERS = ("template", "url", "email", "number", "option")
 
 
 def option(default: object, help: str, *, helps: typing.Mapping[str, str] | None = None,
@@ -667,7 +667,7 @@ def _mask_from_no_mask(decode: dict) -> dict:
     left = decode.pop("no_mask")
     if "mask" not in decode and isinstance(left, str):
         gone = {k.strip() for k in left.split(",")}
-        decode["mask"] = ",".join(k for k in PLACEHOLDERS if k not in gone)
+        decode["mask"] = ",".join(k for k in PLACEHOLDERS[:4] if k not in gone)  # then's kinds
     return decode
 
 

@@ -9,6 +9,7 @@ from document_fakes import every_other, identity, reversed_words, unaligned
 
 from mt.document.paragraph import Paragraph, Settings
 from mt.document.placeholders import compile_keep
+from mt.records import Translation
 
 EN = Settings("en")
 
@@ -20,6 +21,25 @@ def test_sentences_are_put_back_with_the_whitespace_between_them():
     assert not p.marked
     assert p.render(reversed_words(p.inputs)) == (
         "  RUNS. DOG ONE   SLEEP! CATS TWO\tSING. BIRDS THREE\n")
+
+
+def test_a_cell_after_a_column_gap_is_put_back_at_its_column():
+    """`--help` lines: the options kept whole (nothing else in their cell to translate), each
+    description where it started, however long the cell before it came back; two spaces at
+    least; a gap after a sentence's full stop and a tab are left as they were."""
+    text = "  -v, --verbose      be verbose\n  -q, --quiet        say less\n"
+    p = Paragraph(text, EN)
+    assert p.inputs == ["", "be verbose", "", "say less"]
+    assert p.render(reversed_words(p.inputs)) == (
+        "  -v, --verbose      VERBOSE BE\n  -q, --quiet        LESS SAY\n")
+    p = Paragraph("Name      Size  Owner", EN)  # cells shorter and longer than their source
+    shorter = [Translation("N", 0.0, "0-0"), Translation("Größe in Bytes", 0.0, "0-0 0-1 0-2"),
+               Translation("Eigentümer", 0.0, "0-0")]
+    assert p.render(shorter) == "N         Größe in Bytes  Eigentümer"
+    p = Paragraph("Done.  Next\tthing", EN)
+    assert p.render(reversed_words(p.inputs)) == "DONE.  NEXT\tTHING"
+    html = Paragraph(text, Settings("en", lines=False))  # no lines: no columns
+    assert len(html.inputs) == 1 and not html.columns
 
 
 def test_a_placeholder_follows_the_word_it_followed():

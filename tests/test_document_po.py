@@ -9,11 +9,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_l10n_po import DATA, real_po
 
-from mt.document import translate_document
+from mt.document import translate_document, translate_inputs
 from mt.document.document import Document
-from mt.document.paragraph import Settings
+from mt.document.paragraph import Paragraph, Settings
 from mt.l10n import po
 from mt.l10n.format_strings import unkept
+from mt.records import Translation
 from mt.translator import Translator
 
 ORIGIN = "toy/best.pt, step 10"
@@ -68,6 +69,49 @@ def test_translated_entries_are_kept_unless_overwrite():
     assert every.entries[6].po.msgstr == "Старая строка"  # obsolete: never
     assert every.entries[3].po.msgstr_plural == {k: "%d FILES" for k in range(3)}
     assert every.text.startswith(source[:source.index("#: src")])  # the header: as it was
+
+
+class Directives:
+    """A translator that writes each directive back, or drops those of "Close" (a model
+    that has not learned them), and says what it was given."""
+
+    model = None  # no alignments: the words are taken to follow in order
+    WORDS = {"Open": "Öffne", "Close": "Schließe", "now": "jetzt"}
+
+    def __init__(self):
+        self.calls = []
+
+    def translate_nbest(self, inputs, **decode):
+        self.calls.append(list(inputs))
+        out = []
+        for x in inputs:
+            words = [self.WORDS.get(w, w) for w in x.split()]
+            if words[0] == "Schließe":
+                words = [w for w in words if "%" not in w]
+            out.append([Translation(" ".join(words), 0.0)])
+        return out
+
+
+def test_a_directive_is_left_to_the_model_unless_its_translation_loses_it():
+    """Soft directives (mt.document.settings): a c-format entry's directives reach the model,
+    which places them itself; an entry whose translation loses one (or changes its order, or
+    adds a directive) is translated again without them, and they are put back."""
+    pot = ('msgid ""\nmsgstr ""\n"Content-Type: text/plain; charset=UTF-8\\n"\n\n'
+           '#, c-format\nmsgid "Open %s now"\nmsgstr ""\n\n'
+           '#, c-format\nmsgid "Close %s now"\nmsgstr ""\n')
+    fake = Directives()
+    doc = Document(pot, "po", Settings("en", target="de", origin=ORIGIN, soft=True))
+    out = po.read(doc.render(translate_inputs(fake, [doc])).text, "out").entries
+    assert fake.calls == [["Open %s now", "Close %s now"], ["Close now"]]
+    assert out[0].po.msgstr == "Öffne %s jetzt"  # as the model wrote it
+    assert unkept("Close %s now", out[1].po.msgstr, ["c-format"]) == []  # put back
+    assert out[1].po.msgstr.replace("%s", "").split() == ["Schließe", "jetzt"]
+    p = Paragraph("Open %s with %d", Settings("en", soft=True), spans=[(5, 7), (13, 15)])
+    assert p.inputs == ["Open %s with %d"] and p.required == [["%s", "%d"]]
+    for text, kept in [("%s mit %d", True), ("%d mit %s", False), ("%s mit %s %d", False),
+                       ("%s mit {x} %d", False), ("%s mit", False)]:
+        assert p.keeps([Translation(text, 0.0)]) is kept, text
+    assert not Paragraph("Open %s", Settings("en"), spans=[(5, 7)]).required[0]  # hard
 
 
 @msgfmt

@@ -30,6 +30,15 @@ def test_a_line_break_ends_a_sentence_in_plain_text_but_not_in_html():
                                                            "Another one."]
 
 
+def test_a_column_gap_ends_a_sentence_in_plain_text_but_not_in_html():
+    """A program's --help: two spaces or more (or a tab) between words of a line are a
+    column's edge; one space, or a gap at a line's start, is not."""
+    text = "  -v, --verbose      verbose mode\nName\tSize  (bytes)\nA line with one gap."
+    assert texts(text, split(text, "en")) == ["-v, --verbose", "verbose mode", "Name", "Size",
+                                              "(bytes)", "A line with one gap."]
+    assert texts(text, split(text, "en", lines=False)) == [text.strip()]
+
+
 def test_a_boundary_inside_a_placeholder_moves_to_its_start():
     text = "We saw dogs. {name} has cats."
     start = text.index("{")

@@ -41,7 +41,10 @@ class Documents:
 
     def __init__(self, docs: Sequence[Document]):
         self.docs = list(docs)
-        self.inputs = [x for d in self.docs for x in d.inputs]
+
+    @property
+    def inputs(self) -> list[str]:  # the documents' own: harden changes them
+        return [x for d in self.docs for x in d.inputs]
 
     @classmethod
     def read(cls, texts: Sequence[str | bytes], format: str, settings: Settings,
@@ -65,6 +68,12 @@ class Documents:
         for d in self.docs:
             yield d, found[done:done + len(d.inputs)]
             done += len(d.inputs)
+
+    def harden(self, found: Sequence[Translation | None]) -> list[Translation | None]:
+        """Given one translation per input: each document's paragraphs that lost a directive
+        left to the model made again without it (Document.harden); the translations, None
+        for each input to translate now."""
+        return [t for d, mine in self.shares(found) for t in d.harden(mine)]
 
     def render(self, found: Sequence[Translation]) -> Iterator[DocumentTranslation]:
         """Each document from one translation per input, in order."""
@@ -99,7 +108,7 @@ def settings(translator: Translator, keep: Sequence[re.Pattern] = (),
     if cfg.memory and cfg.memory_exact == "reuse":
         reuse = functools.partial(stored, translator, cfg)
     return Settings(data.src_lang, True, too_long, tuple(keep), str, begins, masked,
-                    data.tgt_lang, cfg.overwrite, origin(translator), reuse)
+                    data.tgt_lang, cfg.overwrite, origin(translator), reuse, soft=True)
 
 
 def stored(translator: Translator, cfg: DecodeConfig, text: str) -> Match | None:
@@ -140,18 +149,21 @@ def translate_inputs(translator: Translator, documents: Sequence[Document],
     teacher-forced pass of the decoder) and the engine gives them. glossaries: each
     document's own glossary (added to decode's `glossary` for its sentences), or None."""
     batch = Documents(documents)
-    inputs = batch.inputs
-    aligned = [x and translator.model is not None for d in documents for x in d.aligned]
-    own = None if glossaries is None else batch.per_input(glossaries)
-    out: list[Translation | None] = [None] * len(inputs)
-    for want in (False, True):
-        rows = [i for i, x in enumerate(aligned) if x == want]
-        if rows:
-            more = {} if own is None else {"glossaries": [own[i] for i in rows]}
-            found = translator.translate_nbest([inputs[i] for i in rows], **more,
-                                               **{**decode, **({"align": True} if want else {})})
-            for i, f in zip(rows, found, strict=True):
-                out[i] = f[0]
+    out: list[Translation | None] = [None] * len(batch.inputs)
+    for _ in range(2):  # again for the paragraphs that lost a placeholder left in (harden)
+        inputs = batch.inputs
+        aligned = [x and translator.model is not None for d in documents for x in d.aligned]
+        own = None if glossaries is None else batch.per_input(glossaries)
+        for want in (False, True):
+            rows = [i for i, x in enumerate(aligned) if x == want and out[i] is None]
+            if rows:
+                more = {} if own is None else {"glossaries": [own[i] for i in rows]}
+                found = translator.translate_nbest(
+                    [inputs[i] for i in rows], **more,
+                    **{**decode, **({"align": True} if want else {})})
+                for i, f in zip(rows, found, strict=True):
+                    out[i] = f[0]
+        out = batch.harden(out)
     return out
 
 

@@ -54,6 +54,9 @@ class Document:
         settings = self.format.settings(settings)
         self.parts = [p if isinstance(p, str) else Paragraph(p.text, settings, p.root, p.spans)
                       for p in self.blocks]
+        self._gather()
+
+    def _gather(self) -> None:
         paragraphs = self.paragraphs
         self.inputs = [x for p in paragraphs for x in p.inputs]
         self.written = [x for p in paragraphs for x in p.written]  # each input as written
@@ -63,6 +66,24 @@ class Document:
     @property
     def paragraphs(self) -> list[Paragraph]:
         return [p for p in self.parts if isinstance(p, Paragraph)]
+
+    def harden(self, translations: Sequence[Translation | None]) -> list[Translation | None]:
+        """Given one translation per input: each paragraph whose translation did not give
+        back a placeholder left to the model (Paragraph.keeps) made again with every
+        placeholder taken out; the translations of the others, and None for each input of
+        those made again (the document's inputs are theirs now)."""
+        out, done = [], 0
+        for i, p in enumerate(self.parts):
+            if isinstance(p, str):
+                continue
+            mine = list(translations[done:done + len(p.inputs)])
+            done += len(p.inputs)
+            if not p.keeps(mine):
+                self.parts[i] = p.hardened()
+                mine = [None] * len(self.parts[i].inputs)
+            out += mine
+        self._gather()
+        return out
 
     def render(self, translations: Sequence[Translation]) -> DocumentTranslation:
         """The document from one translation per input, in order."""

@@ -5,16 +5,19 @@ alignment puts them (mt.document.placement)."""
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from mt.config import PLACEHOLDERS
-from mt.document.placeholders import find, mask
+from mt.document.placeholders import KINDS, find, mask
 from mt.document.placement import Anchor, Element, Layout, Leaf, Source, place, render
-from mt.document.segment import split
+from mt.document.segment import columns, split
 from mt.memory.match import Match
 from mt.records import Translation
+
+WORD = re.compile(r"\w")
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,11 @@ class Settings:
     overwrite: bool = False
     origin: str = ""
     reuse: Callable[[str], Match | None] | None = None
+    # a format's own directives (a PO entry's) left to the model, which writes them where they
+    # go (a model of software strings has seen them), and taken out only from a paragraph
+    # whose translation does not give each back (Paragraph.keeps): for a caller that
+    # translates again what Documents.harden gives back (mt.document.translate_inputs does)
+    soft: bool = False
 
 
 class Paragraph:
@@ -53,11 +61,25 @@ class Paragraph:
         """spans: what the format keeps whole in text besides the placeholders settings
         mask (a PO entry's format directives)."""
         self.text, self.escape = text, settings.escape
-        spans = find(text, settings.keep, settings.masked, spans)
-        self.sentences = split(text, settings.lang, settings.lines, settings.too_long, spans,
+        given, every = spans, find(text, settings.keep, settings.masked, spans)
+        self.sentences = split(text, settings.lang, settings.lines, settings.too_long, every,
                                settings.begins)
-        found = [[(a - s.start, b - s.start) for a, b in spans if s.start <= a < s.end]
-                 for s in self.sentences]
+        left = {(a, b) for a, b in given if (a, b) in set(every) and text[a:b].isprintable()
+                } if settings.soft else set()  # a tab is the format's to keep
+        # the placeholders left in each sentence, in order: its translation must give them back
+        self.required = [[text[a:b] for a, b in every if (a, b) in left and s.start <= a < s.end]
+                         for s in self.sentences]
+        # what hardened() makes again with every placeholder taken out (the markup as given:
+        # this one's gets the placeholders' leaves)
+        self._again = None if not left else (text, replace(settings, soft=False),
+                                             copy.deepcopy(root), given)
+        found = [[(a - s.start, b - s.start) for a, b in every
+                  if s.start <= a < s.end and (a, b) not in left] for s in self.sentences]
+        # a sentence with no word left besides its placeholders (`-v, --verbose`: a comma)
+        # has nothing to translate: it is kept whole, not given to the model as punctuation
+        found = [[(0, s.end - s.start)] if at and not WORD.search(mask(text[s.start:s.end],
+                                                                       at).text) else at
+                 for s, at in zip(self.sentences, found)]
         masked = [mask(text[s.start:s.end], spans) for s, spans in zip(self.sentences, found)]
         self.source = Source(self.sentences, masked)
         self.root = root or Element(0, len(text))
@@ -74,6 +96,25 @@ class Paragraph:
         self.aligned = [False] * len(self.inputs)
         _aligned(self.root, self.source, self.aligned)
         self.cut = sum(s.cut for s in self.sentences)
+        self.columns = columns(text, self.sentences) if settings.lines else {}
+
+    def keeps(self, translations: Sequence[Translation]) -> bool:
+        """Whether each sentence's translation gives back the placeholders left in it, each
+        as often and in the same order, and writes no template variable of its own."""
+        for required, t in zip(self.required, translations, strict=True):
+            if not required:
+                continue
+            either = re.compile("|".join(map(re.escape, sorted(set(required), key=len,
+                                                                reverse=True))))
+            at = {m.start(): m.group() for m in KINDS["template"].finditer(t.text)}
+            at.update({m.start(): m.group() for m in either.finditer(t.text)})
+            if [at[i] for i in sorted(at)] != required:
+                return False
+        return True
+
+    def hardened(self) -> Paragraph:
+        """This paragraph with every placeholder taken out (itself where none was left in)."""
+        return self if self._again is None else Paragraph(*self._again)
 
     def render(self, translations: Sequence[Translation]) -> str:
         """The translated paragraph, from one translation per input (with its alignment when
@@ -84,7 +125,8 @@ class Paragraph:
         layout = Layout(words, links)
         bounds = [0] + [x for s in self.sentences for x in (s.start, s.end)] + [len(self.text)]
         gaps = [self.escape(self.text[a:b]) for a, b in zip(bounds[::2], bounds[1::2])]
-        return render(layout, gaps, place(self.root, self.source, layout), self.escape)
+        return render(layout, gaps, place(self.root, self.source, layout), self.escape,
+                      self.columns)
 
 
 def _anchor(node: Element, source: Source, text: str) -> None:

@@ -1,5 +1,6 @@
 """What a model must not translate: URLs, e-mail addresses, numbers (with their separators and
-units), template variables (`{name}`, `{{ var }}`, `%s`, `%(name)d`) and what a user's --keep
+units), template variables (`{name}`, `{{ var }}`, `%s`, `%(name)d`), a program's command-line
+options (`-v`, `--username=NAME`, `--output[=FILE]`, `--pid <PID>`) and what a user's --keep
 patterns match. Each is taken out of the sentence before translation (the model never sees
 it) and put back, exactly as it was, where the word alignment puts the word it followed
 (mt.document.placement).
@@ -26,6 +27,10 @@ KINDS: dict[str, re.Pattern] = {
     "number": re.compile(r"(?:[$€£¥]\s?)?(?<![\w.,])[-+]?"
                          r"(?:\d{1,3}(?:[,.\u00a0\u202f' ]\d{3}(?!\d))+|\d+)"
                          r"(?:[.,]\d+|\.(?=\s+\w))?(?:\s?(?:" + UNITS + r")(?!\w))?"),
+    # a dash or two and a letter not inside a word (`e-mail`, `a - b` and `-5` are not), with
+    # its value's name
+    "option": re.compile(r"(?<![\w/-])(?:--[A-Za-z][\w-]*|-[A-Za-z?](?![\w-]))"
+                         r"(?:\[?=[\w<>.:-]+\]?| <[\w-]+>)?(?![\w-])"),
 }
 TRAILING = ".,;:!?'\""  # a URL's or address's last characters that end the sentence instead
 # A --keep pattern is the user's: one that backtracks without end ('(a+)+$') must not hang the

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mt.document.placeholders import Masked
-from mt.document.segment import Sentence
+from mt.document.segment import LINE_BREAK, Sentence, width
 
 WORD = re.compile(r"\S+")
 PUNCT = re.compile(r"(\W*)(.*?)(\W*)", re.S)  # a word's leading punctuation, core, trailing
@@ -205,9 +205,10 @@ def place(root: Element, source: Source, layout: Layout) -> list[tuple[int, str]
 
 
 def render(layout: Layout, gaps: list[str], inserts: list[tuple[int, str]],
-           escape: Callable[[str], str]) -> str:
+           escape: Callable[[str], str], columns: dict[int, int] | None = None) -> str:
     """The translated paragraph: gaps[k] before sentence k (gaps[-1] after the last), the
-    sentences' words (escaped) joined by spaces, and the inserts at their positions."""
+    sentences' words (escaped) joined by spaces, and the inserts at their positions. A
+    sentence k in columns starts at that column of its line, after two spaces at least."""
     at: dict[int, list[str]] = {}
     for pos, text in sorted(inserts, key=lambda x: x[0]):  # stable: in the order written
         at.setdefault(pos, []).append(text)
@@ -217,7 +218,11 @@ def render(layout: Layout, gaps: list[str], inserts: list[tuple[int, str]],
 
     out = []
     for k, words in enumerate(layout.words):
-        out += [gaps[k], put(layout.start(k))]
+        gap = gaps[k]
+        if columns and k in columns:
+            line = LINE_BREAK.split("".join(out))[-1]
+            gap = " " * max(2, columns[k] - width(line))
+        out += [gap, put(layout.start(k))]
         for j, word in enumerate(words):
             lead, core, trail = PUNCT.fullmatch(word).groups()
             parts = [" " if j else "", put(layout.slot(k, j, 0)), escape(lead),

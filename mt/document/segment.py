@@ -5,7 +5,10 @@ spaCy's rule-based `sentencizer` on `spacy.blank(lang)` splits after sentence-fi
 (docs/documents.md: why, and what it gets wrong); where the run learned its sentence starters
 (mt.document.starters), a starter right after a word also begins a sentence, for sentences
 without final punctuation. A line break always ends a sentence in plain
-text (a title, a list item), not in HTML, where it is only whitespace. A sentence longer than
+text (a title, a list item), not in HTML, where it is only whitespace; so does a column gap in
+plain text, a tab or two spaces or more between two words of a line (`  -v, --verbose    verbose
+mode`, a program's --help: each cell is translated alone, and the paragraph puts the next cell
+back at its column). A sentence longer than
 the model takes is cut at the clause boundary nearest its middle (a comma, semicolon, colon or
 dash before a space), else at the space nearest its middle, until every piece fits; each piece
 says it was cut.
@@ -15,12 +18,15 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 CLAUSE = re.compile(r"(?<=[,;:])\s+|\s+(?=[–—-]\s)")  # a cut goes where this whitespace is
 SPACE = re.compile(r"\s+")
 WORD_GAP = re.compile(r"(?<=\w)\s+(?=(\S+))")  # whitespace after a word, and the word after it
+LINE_BREAK = re.compile(r"\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
+COLUMN = re.compile(r"(?<=\S)(?:\t|  )[ \t]*(?=\S)")  # a column gap inside a line
 
 
 @dataclass(frozen=True)
@@ -49,7 +55,8 @@ def split(text: str, lang: str, lines: bool = True,
           too_long: Callable[[str], bool] | None = None,
           whole: Sequence[tuple[int, int]] = (),
           begins: Callable[[str], bool] | None = None) -> list[Sentence]:
-    """The sentences of text, in order. lines: a line break ends a sentence. too_long: whether
+    """The sentences of text, in order. lines: a line break ends a sentence, and so does a
+    column gap. too_long: whether
     a sentence is longer than the model takes (then it is cut). whole: (start, end) spans no
     sentence boundary may fall in (a placeholder's: a boundary there moves to its start).
     begins: whether a word begins a sentence after another word without punctuation between
@@ -58,6 +65,7 @@ def split(text: str, lang: str, lines: bool = True,
     for a, b in _line_spans(text) if lines else [(0, len(text))]:
         if text[a:b].strip():
             starts += [a + s.start_char for s in sentencizer(lang)(text[a:b]).sents]
+            starts += [m.end() for m in COLUMN.finditer(text, a, b)] if lines else []
             starts.append(b)
     starts = sorted({next((x for x, y in whole if x < start < y), start) for start in starts})
     if begins is not None:
@@ -69,9 +77,29 @@ def split(text: str, lang: str, lines: bool = True,
     return [piece for s in found for piece in cut(text, s, too_long, whole)]
 
 
+def columns(text: str, sentences: Sequence[Sentence]) -> dict[int, int]:
+    """The column each sentence after a column gap of spaces starts at (display width since
+    its line's start), by index: where its translation is put back. Not after a sentence's
+    final punctuation, where two spaces are typing, not layout; a tab aligns by itself."""
+    found = {}
+    for k, s in enumerate(sentences[1:], 1):
+        end = sentences[k - 1].end
+        if len(text[end:s.start]) >= 2 and text[end:s.start].strip(" ") == "" \
+                and text[end - 1] not in ".!?":
+            found[k] = width(LINE_BREAK.split(text[:s.start])[-1])
+    return found
+
+
+def width(text: str) -> int:
+    """The columns a terminal gives text: two for a wide East Asian character, none for a
+    combining mark."""
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF"
+               else 1 for c in text)
+
+
 def _line_spans(text: str) -> list[tuple[int, int]]:
     spans, start = [], 0
-    for m in re.finditer(r"\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]", text):
+    for m in LINE_BREAK.finditer(text):
         spans.append((start, m.start()))
         start = m.end()
     return [*spans, (start, len(text))]

@@ -18,6 +18,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from mt.config import DecodeConfig
+from mt.document import Documents
 from mt.document.document import DocumentTranslation
 from mt.errors import FileSystemError
 from mt.glossary import Glossary
@@ -107,25 +108,42 @@ async def translated(pair: Pair, ask: Ask, cfg: DecodeConfig,
     their sentences) are looked up through the memory thread where they are not among them,
     and go to the translator with their matches, so that none is looked up twice."""
     translator, lines = pair.translator, ask.lines
-    docs, own = None, ask.glossaries
-    if documents.wanted(ask.format, ask.split, ask.prefix is not None, cfg):
-        docs = await asyncio.to_thread(documents.prepare, translator, lines, ask.format, cfg)
-        job = Job(docs.inputs, {**ask.options, **docs.options(translator)}, None,
-                  ask.attention, ask.glossary, own and docs.per_input(own))
-    else:
-        job = Job(lines, ask.options, ask.prefix, ask.attention, ask.glossary, own)
-    if known is not None:
-        missing = list(dict.fromkeys(x for x in job.lines if x not in known))
-        if missing:  # a line's sentences, where it has more than one
-            found = await pair.memory_thread.matches(missing, cfg.memory_threshold)
-            known = {**known, **dict(zip(missing, found, strict=True))}
-        job.matches = [known[x] for x in job.lines]
-    found = await asyncio.wrap_future(pair.batcher.submit(job))
-    if docs is not None:
-        terms = [ask.glossary is not None or bool(g) for g in own or [None] * len(lines)]
-        return documents.records(lines, docs, found, terms)
-    nbest = lists(cfg)
-    return [record(src, ts, nbest) for src, ts in zip(lines, found, strict=True)]
+    own = ask.glossaries
+
+    async def submit(job: Job) -> list[list[Translation]]:
+        nonlocal known
+        if known is not None:
+            missing = list(dict.fromkeys(x for x in job.lines if x not in known))
+            if missing:  # a line's sentences, where it has more than one
+                found = await pair.memory_thread.matches(missing, cfg.memory_threshold)
+                known = {**known, **dict(zip(missing, found, strict=True))}
+            job.matches = [known[x] for x in job.lines]
+        return await asyncio.wrap_future(pair.batcher.submit(job))
+
+    if not documents.wanted(ask.format, ask.split, ask.prefix is not None, cfg):
+        found = await submit(Job(lines, ask.options, ask.prefix, ask.attention, ask.glossary,
+                                 own))
+        nbest = lists(cfg)
+        return [record(src, ts, nbest) for src, ts in zip(lines, found, strict=True)]
+    docs = await asyncio.to_thread(documents.prepare, translator, lines, ask.format, cfg)
+    found = await submit(Job(docs.inputs, {**ask.options, **docs.options(translator)}, None,
+                             ask.attention, ask.glossary, own and docs.per_input(own)))
+    found = await hardened(docs, found, lambda rows: submit(Job(
+        [docs.inputs[i] for i in rows], {**ask.options, **docs.options(translator)}, None,
+        ask.attention, ask.glossary, own and [docs.per_input(own)[i] for i in rows])))
+    terms = [ask.glossary is not None or bool(g) for g in own or [None] * len(lines)]
+    return documents.records(lines, docs, found, terms)
+
+
+async def hardened(docs: Documents, found: list[list[Translation]], translate
+                   ) -> list[list[Translation]]:
+    """found (per input of docs) with the paragraphs that lost a directive left to the model
+    translated again without it (Documents.harden): translate(rows) translates those inputs
+    of docs (awaited)."""
+    merged: list = docs.harden([ts[0] for ts in found])
+    rows = [i for i, t in enumerate(merged) if t is None]
+    more = iter(await translate(rows) if rows else [])
+    return [next(more) if t is None else [t] for t in merged]
 
 
 def only(ask: Ask, keep: list[int]) -> Ask:
@@ -155,6 +173,9 @@ async def translate_file(served: Served, pair: Pair, client: str, data: bytes, f
     served.access.admit(client, len(docs.inputs))
     found = await asyncio.wrap_future(pair.batcher.submit(
         Job(docs.inputs, {**options, **docs.options(translator)}, None, False, glossary)))
+    found = await hardened(docs, found, lambda rows: asyncio.wrap_future(pair.batcher.submit(
+        Job([docs.inputs[i] for i in rows], {**options, **docs.options(translator)}, None,
+            False, glossary))))
     done = await asyncio.to_thread(docs.docs[0].render, [ts[0] for ts in found])
     return done, len(docs.inputs)
 

@@ -14,9 +14,10 @@ wants wherever a form serves several numbers: Russian's form 0 also serves 21). 
 Language, Plural-Forms and charset=UTF-8 (mt writes UTF-8): a POT in gives a PO out.
 
 Each msgid is a paragraph whose lines are its lines (a leading or trailing line break stays
-where it is); its flags' format directives (mt.l10n.format_strings) are kept whole and put back
-by the word alignment, and an accelerator mark goes on the word aligned to the marked one
-(`with_mark`)."""
+where it is); its flags' format directives (mt.l10n.format_strings) are its spans: left to the
+model where mt.document.settings says so (Settings.soft), taken out and put back by the word
+alignment where its translation loses one (Document.harden); an accelerator mark goes on the
+word aligned to the marked one (`with_mark`)."""
 
 from __future__ import annotations
 
