@@ -4,6 +4,7 @@ without MT, the translation memory's suggestion, overall and by fuzzy-match band
     python -m benchmarks.bench_software --data data/software_en_de [--split val]
         [--hyp runs/sw/val.hyp ...] [--band 0.7]
         [--memory tm.db [--run RUN] [--memory-run RUN ...] [--reuse 70 80 90] [--threads 2]]
+    python -m benchmarks.bench_software --data DIR --paragraphs RUN [--mask KINDS ...]
     python -m benchmarks.bench_software --po DIR   # PO files mt wrote: msgfmt, placeholders
     python -m benchmarks.bench_software --speed RUN --pot FILE [--beam B] [--rounds 2]
     python -m benchmarks.bench_software --smoke    # a corpus of six tiny catalogues
@@ -37,6 +38,20 @@ BLEU and chrF and its paired bootstrap p-value (--bootstrap resamples, sacreBLEU
 as `mt eval --compare` runs it, seed 12345): a band of a few dozen entries moves by several
 points between two equally good systems, so a difference there is a difference only where p is
 small (0.05 or less, say). A band where a system's outputs are mt's says so instead of a p.
+
+--paragraphs RUN translates the split as a PO file is translated (`mt translate --doc-format
+po`): a POT of its msgids (unescaped; each its own msgctxt, so that none merges with another),
+each msgid a paragraph (a line break, and a column gap of two spaces or more, end a sentence;
+placeholders taken out; printf directives left to the model unless its translation loses one,
+docs/documents.md#po-files), beside the same run's plain lines (the escaped line as one
+sentence, as `mt translate` without --doc-format reads it), the PO path with every directive
+taken out (as before soft directives), and the PO path with each --mask KINDS (decode.mask:
+the placeholder kinds; "" for none). Printed: BLEU and chrF, then what a localizer checks:
+the columns (the display column each cell after a gap starts at, line by line) as the
+reference has them, over the entries whose reference keeps the msgid's columns; every
+command-line option of the msgid (the `option` placeholder kind) in the translation; and the
+format directives as `msgfmt --check` wants them (mt.l10n.format_strings.unkept), over the
+entries that have any.
 
 --po DIR reads the PO files mt wrote (`mt translate --doc-format po`, one a package) and prints
 how many pass GNU gettext's `msgfmt --check --use-fuzzy` (mt marks its translations fuzzy,
@@ -278,6 +293,10 @@ def main() -> None:
                     help="with --memory: rows with decode.memory_reuse at these percentages")
     ap.add_argument("--memory-run", type=Path, nargs="*", default=[],
                     help="with --memory: runs trained with data.memory (--reuse: the last)")
+    ap.add_argument("--paragraphs", type=Path, help="a run: entries as paragraphs (columns, "
+                    "placeholders) against plain lines")
+    ap.add_argument("--mask", nargs="*", default=[],
+                    help="with --paragraphs: a row per decode.mask (comma-separated kinds)")
     ap.add_argument("--bootstrap", type=int, default=1000,
                     help="with --memory and --run: paired bootstrap resamples (0: no test)")
     args = parse(ap, {})
@@ -294,8 +313,71 @@ def main() -> None:
             report(args)
     elif args.data is None:
         ap.error("give --data (or --smoke)")
+    elif args.paragraphs is not None:
+        layout(args)
     else:
         report(args)
+
+
+def columns(text: str) -> list[list[int]]:
+    """Each line's cells after a column gap: the display column each starts at."""
+    from mt.document.segment import COLUMN, LINE_BREAK, width
+
+    return [[width(line[:m.end()]) for m in COLUMN.finditer(line) if "\t" not in m.group()]
+            for line in LINE_BREAK.split(text)]
+
+
+def layout(args) -> None:
+    """--paragraphs: the split's entries through the document path against plain lines."""
+    from dataclasses import replace
+
+    import polib
+
+    from mt import Translator
+    from mt.corpora.software import escape, unescape
+    from mt.document import Document, settings, translate_inputs
+    from mt.document.placeholders import KINDS
+    from mt.l10n.format_strings import unkept
+
+    about = json.loads((args.data / "manifest.json").read_text(encoding="utf-8"))
+    src, ref = (read_lines(args.data / f"{args.split}.{lang}") for lang in (about["src"],
+                                                                           about["tgt"]))
+    raw_src, raw_ref = [unescape(x) for x in src], [unescape(x) for x in ref]
+    t = Translator.load(args.paragraphs, threads=args.threads)
+    pot = polib.POFile()
+    pot.metadata = {"Content-Type": "text/plain; charset=UTF-8"}
+    for i, x in enumerate(raw_src):
+        pot.append(polib.POEntry(msgctxt=str(i), msgid=x, msgstr=""))
+
+    def through_po(soft: bool, **decode) -> list[str]:
+        doc = Document(str(pot), "po", replace(settings(t, cfg=t.check_options(**decode)),
+                                                soft=soft))
+        out = polib.pofile(doc.render(translate_inputs(t, [doc], **decode)).text)
+        return [e.msgstr for e in sorted(out, key=lambda e: int(e.msgctxt))]
+
+    systems = {"plain lines": [unescape(x) for x in t.translate(src)],
+               "PO, every directive taken out": through_po(False)}
+    for mask in args.mask or [None]:
+        decode = {} if mask is None else {"mask": mask}
+        systems["PO" + ("" if mask is None else f", mask {mask!r}")] = through_po(True, **decode)
+    kept = [i for i, x in enumerate(raw_src) if any(columns(x)) and
+            columns(x) == columns(raw_ref[i])]
+    options = [i for i, x in enumerate(raw_src) if KINDS["option"].search(x)]
+    formats = [i for i, x in enumerate(raw_src) if placeholders(x)]  # printf directives
+    print(f"{args.data} {args.split}: {len(src):,} entries; {len(kept)} whose reference keeps "
+          f"the msgid's columns; {len(options)} with a command-line option; {args.paragraphs}\n")
+    rows = []
+    for name, hyp in systems.items():
+        scores = score([escape(h) for h in hyp], ref, about["tgt"])
+        lined = sum(columns(hyp[i]) == columns(raw_ref[i]) for i in kept)
+        opts = sum(Counter(KINDS["option"].findall(hyp[i])) ==
+                   Counter(KINDS["option"].findall(raw_src[i])) for i in options)
+        directives = sum(not unkept(raw_src[i], hyp[i]) for i in formats)
+        rows.append([name, f"{scores['bleu']:.2f}", f"{scores['chrf']:.2f}",
+                     f"{lined} of {len(kept)}", f"{opts} of {len(options)}",
+                     f"{directives} of {len(formats)}"])
+    print(markdown(["system", "BLEU", "chrF", "columns as the reference", "options kept",
+                    "format directives kept"], rows))
 
 
 def report(args) -> None:
