@@ -132,6 +132,16 @@ def test_every_entry_not_translated_comes_back_byte_for_byte(tmp_path, lang, pac
             assert after.text[b.start:b.end] == before.text[a.start:a.end]
 
 
+def test_a_po_file_given_as_lines_is_translated_so_with_a_hint(cli, tiny_run, tmp_path):
+    (tmp_path / "in.po").write_text('msgid "Open"\nmsgstr ""\n', encoding="utf-8")
+    r = cli("translate", tiny_run, "-i", tmp_path / "in.po", "--threads", "1")
+    assert r.code == 0 and len(r.out.splitlines()) == 2  # a line each, as asked
+    assert "line by line" in r.err and "--doc-format auto" in r.err and "po document" in r.err
+    r = cli("translate", tiny_run, "-i", tmp_path / "in.po", "--doc-format", "auto",
+            "--threads", "1")
+    assert r.code == 0 and "line by line" not in r.err
+
+
 def test_a_po_file_through_mt_translate_passes_msgfmt(cli, tiny_run, tmp_path):
     if shutil.which("msgfmt") is None:
         pytest.skip("needs gettext's msgfmt")

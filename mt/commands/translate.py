@@ -78,6 +78,12 @@ def translate(runs: Paths, src: str, out: str, options: TranslateOptions,
         return translate_documents(runs, src, out, options, prompted)
     refuse("workers", "--workers", {"engine": (f"--engine {options.engine}",
                                                options.workers > 1 and options.engine != "mt")})
+    if src != "-" and options.input_format == "text":
+        from mt.document import format_of_path
+
+        if (found := format_of_path(src)) not in (None, "text"):  # a file with markup
+            warn(f"{src}: translated line by line, markup and all; --doc-format auto "
+                 f"translates it as a {found} document (docs/documents.md)")
     return translate_file(runs, src, out, options, nbest)
 
 
