@@ -667,7 +667,8 @@ def _mask_from_no_mask(decode: dict) -> dict:
     left = decode.pop("no_mask")
     if "mask" not in decode and isinstance(left, str):
         gone = {k.strip() for k in left.split(",")}
-        decode["mask"] = ",".join(k for k in PLACEHOLDERS[:4] if k not in gone)  # then's kinds
+        then = ("template", "url", "email", "number")  # the kinds there were: not "option"
+        decode["mask"] = ",".join(k for k in then if k not in gone)
     return decode
 
 

@@ -64,7 +64,7 @@ class Paragraph:
         given, every = spans, find(text, settings.keep, settings.masked, spans)
         self.sentences = split(text, settings.lang, settings.lines, settings.too_long, every,
                                settings.begins)
-        left = {(a, b) for a, b in given if (a, b) in set(every) and text[a:b].isprintable()
+        left = {(a, b) for a, b in set(given) & set(every) if text[a:b].isprintable()
                 } if settings.soft else set()  # a tab is the format's to keep
         # the placeholders left in each sentence, in order: its translation must give them back
         self.required = [[text[a:b] for a, b in every if (a, b) in left and s.start <= a < s.end]

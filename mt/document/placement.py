@@ -220,8 +220,7 @@ def render(layout: Layout, gaps: list[str], inserts: list[tuple[int, str]],
     for k, words in enumerate(layout.words):
         gap = gaps[k]
         if columns and k in columns:
-            line = LINE_BREAK.split("".join(out))[-1]
-            gap = " " * max(2, columns[k] - width(line))
+            gap = " " * max(2, columns[k] - width(_last_line(out)))
         out += [gap, put(layout.start(k))]
         for j, word in enumerate(words):
             lead, core, trail = PUNCT.fullmatch(word).groups()
@@ -232,3 +231,15 @@ def render(layout: Layout, gaps: list[str], inserts: list[tuple[int, str]],
         out.append(put(layout.end(k)))
     out.append(gaps[-1])
     return "".join(out)
+
+
+def _last_line(pieces: list[str]) -> str:
+    """The text since the last line break of the pieces written so far (read back from the
+    end only: a paragraph of a thousand --help lines is not joined again at each column)."""
+    tail = []
+    for piece in reversed(pieces):
+        *before, last = LINE_BREAK.split(piece)
+        tail.append(last)
+        if before:
+            break
+    return "".join(reversed(tail))

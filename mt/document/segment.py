@@ -16,6 +16,7 @@ says it was cut.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import unicodedata
@@ -81,12 +82,12 @@ def columns(text: str, sentences: Sequence[Sentence]) -> dict[int, int]:
     """The column each sentence after a column gap of spaces starts at (display width since
     its line's start), by index: where its translation is put back. Not after a sentence's
     final punctuation, where two spaces are typing, not layout; a tab aligns by itself."""
-    found = {}
+    found, lines = {}, [0] + [m.end() for m in LINE_BREAK.finditer(text)]
     for k, s in enumerate(sentences[1:], 1):
         end = sentences[k - 1].end
         if len(text[end:s.start]) >= 2 and text[end:s.start].strip(" ") == "" \
                 and text[end - 1] not in ".!?":
-            found[k] = width(LINE_BREAK.split(text[:s.start])[-1])
+            found[k] = width(text[lines[bisect.bisect_right(lines, s.start) - 1]:s.start])
     return found
 
 

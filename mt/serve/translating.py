@@ -128,9 +128,14 @@ async def translated(pair: Pair, ask: Ask, cfg: DecodeConfig,
     docs = await asyncio.to_thread(documents.prepare, translator, lines, ask.format, cfg)
     found = await submit(Job(docs.inputs, {**ask.options, **docs.options(translator)}, None,
                              ask.attention, ask.glossary, own and docs.per_input(own)))
-    found = await hardened(docs, found, lambda rows: submit(Job(
-        [docs.inputs[i] for i in rows], {**ask.options, **docs.options(translator)}, None,
-        ask.attention, ask.glossary, own and [docs.per_input(own)[i] for i in rows])))
+
+    def again(rows: list[int]):  # the inputs of the paragraphs made again, and their glossaries
+        mine = own and docs.per_input(own)
+        return submit(Job([docs.inputs[i] for i in rows],
+                          {**ask.options, **docs.options(translator)}, None, ask.attention,
+                          ask.glossary, mine and [mine[i] for i in rows]))
+
+    found = await hardened(docs, found, again)
     terms = [ask.glossary is not None or bool(g) for g in own or [None] * len(lines)]
     return documents.records(lines, docs, found, terms)
 
