@@ -29,7 +29,8 @@ docs/memory.md: >= 90, 70-90, 50-70, below 50, and all): the memory's suggestion
 match's target; empty where it has none), and given --run, that run's translations without the
 memory ("mt") and with it ("mt + exact reuse": exact matches reused, decode.memory), and given
 --memory-run (runs trained with data.memory, several to compare their settings), their
-translations with the memory, which they read.
+translations with the memory, which they read: with exact matches reused, and with none
+reused ("no exact reuse": decode.memory_exact translate, every line read by the model).
 --reuse N ... adds a row per N for the last of those runs with decode.memory_reuse N: each
 entry whose best match scores N or more is the match's target, the others that run's
 translation with the memory (so composed, not decoded again: a reused line is never decoded).
@@ -132,6 +133,10 @@ def memory_systems(args, src: list[str]) -> tuple[dict[str, list[str]], list[flo
         t = Translator.load(run, threads=args.threads)
         named = f" ({run.name})" if len(args.memory_run) > 1 else ""
         systems[f"mt trained with data.memory{named} + memory"] = t.translate(src, memory=where)
+        # every line through the model, its exact matches read as close ones: a model trained
+        # long enough writes the corpus's usual translation where the memory holds another
+        systems[f"mt trained with data.memory{named} + memory, no exact reuse"] = t.translate(
+            src, memory=where, memory_exact="translate")
     name, last = list(systems.items())[-1]
     for n in args.reuse if len(systems) > 1 else ():  # decode.memory_reuse n, composed
         systems[f"{name}, reuse >= {n:g}"] = [f.target if f and f.score >= n else hyp
