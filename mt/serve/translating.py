@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import secrets
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from starlette.requests import ClientDisconnect, Request
@@ -126,16 +127,14 @@ async def translated(pair: Pair, ask: Ask, cfg: DecodeConfig,
         nbest = lists(cfg)
         return [record(src, ts, nbest) for src, ts in zip(lines, found, strict=True)]
     docs = await asyncio.to_thread(documents.prepare, translator, lines, ask.format, cfg)
-    found = await submit(Job(docs.inputs, {**ask.options, **docs.options(translator)}, None,
-                             ask.attention, ask.glossary, own and docs.per_input(own)))
 
-    def again(rows: list[int]):  # the inputs of the paragraphs made again, and their glossaries
+    def job(rows: Sequence[int]) -> Job:  # docs' inputs at rows (read now: harden remakes them)
         mine = own and docs.per_input(own)
-        return submit(Job([docs.inputs[i] for i in rows],
-                          {**ask.options, **docs.options(translator)}, None, ask.attention,
-                          ask.glossary, mine and [mine[i] for i in rows]))
+        return Job([docs.inputs[i] for i in rows], {**ask.options, **docs.options(translator)},
+                   None, ask.attention, ask.glossary, mine and [mine[i] for i in rows])
 
-    found = await hardened(docs, found, again)
+    found = await submit(job(range(len(docs.inputs))))
+    found = await hardened(docs, found, lambda rows: submit(job(rows)))
     terms = [ask.glossary is not None or bool(g) for g in own or [None] * len(lines)]
     return documents.records(lines, docs, found, terms)
 
@@ -176,11 +175,13 @@ async def translate_file(served: Served, pair: Pair, client: str, data: bytes, f
         request.state.lines = len(docs.inputs)
     check_limits(docs.inputs, None, served.limits, "the document", lines_too=False)
     served.access.admit(client, len(docs.inputs))
-    found = await asyncio.wrap_future(pair.batcher.submit(
-        Job(docs.inputs, {**options, **docs.options(translator)}, None, False, glossary)))
-    found = await hardened(docs, found, lambda rows: asyncio.wrap_future(pair.batcher.submit(
-        Job([docs.inputs[i] for i in rows], {**options, **docs.options(translator)}, None,
-            False, glossary))))
+
+    def submit(rows: Sequence[int]):  # docs' inputs at rows (read now: harden remakes them)
+        return asyncio.wrap_future(pair.batcher.submit(Job(
+            [docs.inputs[i] for i in rows], {**options, **docs.options(translator)}, None,
+            False, glossary)))
+
+    found = await hardened(docs, await submit(range(len(docs.inputs))), submit)
     done = await asyncio.to_thread(docs.docs[0].render, [ts[0] for ts in found])
     return done, len(docs.inputs)
 
