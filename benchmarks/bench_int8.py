@@ -4,11 +4,13 @@ each thread count; sentences/s and BLEU. With --students, each student run (mt d
 decodes greedily in each dtype beside them, against RUN (the teacher) with beam search in
 float32: its speed ratio, BLEU difference, layers, d_model and size. With --shortlist, each of
 mt's contenders also decodes over the run's lexical shortlist (decode.shortlist on), and
-CTranslate2 over the same table as its vocabulary map (use_vmap).
+CTranslate2 over the same table as its vocabulary map (use_vmap). With --batch-tokens N,N each
+contender decodes at each decode.batch_tokens, and mt's best is set against CTranslate2's best,
+each at its own fastest size.
 
     python -m benchmarks.bench_int8 RUN [--src FILE --ref FILE] [--limit N] [--beam 5]
         [--threads 1,2] [--rounds 3] [--dtypes float32,bf16,int8] [--students RUN,RUN]
-        [--shortlist] [--streams]
+        [--shortlist] [--streams] [--batch-tokens N,N]
     python -m benchmarks.bench_int8 RUN --smoke     # 16 toy sentences, 1 round, no CTranslate2
 
 Defaults to Multi30k test_2016_flickr (1000 sentences, de -> en). Contenders take turns, each
@@ -44,6 +46,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--threads", default="1,2", help="thread counts, comma-separated")
     p.add_argument("--dtypes", default="float32,bf16,int8", help="mt's decode.dtype contenders")
     p.add_argument("--no-ct2", action="store_true", help="leave CTranslate2 out")
+    p.add_argument("--batch-tokens", default="",
+                   help="decode.batch_tokens, comma-separated: each contender at each, "
+                   "CTranslate2 too, named '@N' (default: the run's)")
     p.add_argument("--students", default="", help="student runs, comma-separated")
     p.add_argument("--streams", action="store_true",
                    help="at N threads, N streams of one thread each, as `mt translate` runs "
@@ -62,8 +67,12 @@ def main(argv: list[str] | None = None) -> None:
     if args.shortlist and run.shortlist is None:
         sys.exit(f"{args.run}: no lexical shortlist to time; learn one: mt shortlist RUN")
     searches = {"greedy": "decode.beam=1", f"beam {args.beam}": f"decode.beam={args.beam}"}
-    cfgs = {k: override(run.cfg, ["decode.nbest=1", "decode.shortlist=off", v], "bench").decode
-            for k, v in searches.items()}
+    sizes = [int(b) for b in args.batch_tokens.split(",") if b]
+    # each search at each batch size, named "... @N" where there are several
+    at = {f" @{b}" if len(sizes) > 1 else "": [f"decode.batch_tokens={b}"] for b in sizes}
+    cfgs = {f"{k}{tail}": override(run.cfg, ["decode.nbest=1", "decode.shortlist=off", *size,
+                                             v], "bench").decode
+            for tail, size in (at or {"": []}).items() for k, v in searches.items()}
     if args.shortlist:  # the same searches over the shortlist, named "... listed"
         cfgs |= {f"listed {k}": dataclasses.replace(c, shortlist="on") for k, c in cfgs.items()}
     dtypes = [d for d in args.dtypes.split(",") if d]
@@ -121,17 +130,17 @@ def main(argv: list[str] | None = None) -> None:
                 if use_ct2:
                     notes.append(f"{n} thread(s) {k}: mt {d} / CTranslate2 int8 sentences/s "
                                  f"{rate[f'mt {d} {k}'] / rate[f'CTranslate2 int8 {k}']:.2f}")
-        if use_ct2:  # issue 60's targets: mt's best mode against CTranslate2 int8's
-            for k in searches:
-                ct2 = {"": rate[f"CTranslate2 int8 {k}"]}
+        if use_ct2:  # issue 60's targets: mt's best mode against CTranslate2 int8's, each
+            for k in searches:  # at its best batch size
+                ct2 = {"": fastest(rate, f"CTranslate2 int8 {k}", k)}
                 if args.shortlist:
-                    ct2["with its vocabulary map "] = rate[f"CTranslate2 int8 listed {k}"]
-                best = max((m for m in rate if m.startswith("mt ") and m.endswith(k)),
-                           key=rate.get)
+                    ct2["with its vocabulary map "] = fastest(
+                        rate, f"CTranslate2 int8 listed {k}", k)
+                best = fastest(rate, "mt ", k)
                 for what, theirs in ct2.items():
                     notes.append(f"{n} thread(s) {k}: mt's best ({best}) / CTranslate2 int8 "
-                                 f"{what}{rate[best] / theirs:.2f}")
-        teacher = f"mt float32 beam {args.beam}"
+                                 f"{what}({theirs}) {rate[best] / rate[theirs]:.2f}")
+        teacher = f"mt float32 beam {args.beam}{next(iter(at), '')}"  # at the first size
         for (path, d) in students:
             name = f"student {path.name} {d} greedy"
             notes.append(f"{n} thread(s): {name} / teacher beam {args.beam} float32: speed "
@@ -149,6 +158,13 @@ def main(argv: list[str] | None = None) -> None:
                          f"{sum(t.numel() for t in r.model.parameters()) * 4 / 1e6:.1f}"]
                         for p, r in sizes]))
     tmp.cleanup()
+
+
+def fastest(rate: dict[str, float], prefix: str, search: str) -> str:
+    """The fastest contender named `prefix`... whose search is `search` (greedy, beam K), at
+    any batch size (a name's " @N")."""
+    return max((m for m in rate if m.startswith(prefix)
+                and m.split(" @")[0].endswith(search)), key=rate.get)
 
 
 if __name__ == "__main__":
