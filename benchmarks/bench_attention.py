@@ -30,6 +30,9 @@ SHAPES = [
     ("train, longer", 60, 40, 40, False),
     ("decode step, greedy", 100, 1, 25, False),
     ("decode step, beam 5", 500, 1, 25, False),
+    # beam search's cross-attention: a sentence's 5 hypotheses as 5 queries of its one source
+    ("decode step, beam 5, cross-attention", 100, 5, 25, False),
+    ("encode short sentences", 200, 10, 10, False),
     ("encode / validate", 100, 25, 25, False),
 ]
 

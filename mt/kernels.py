@@ -98,6 +98,9 @@ class Dropout(nn.Module):
         return dropout(x, self.p, self.training)
 
 
+FEW_QUERIES = 16  # the most queries a row for which reduced precision takes the hand-written form
+
+
 def fused_is_faster(q: torch.Tensor, p: float) -> bool:
     """The rule by which `attention` picks its form: True for torch's fused kernel
     (F.scaled_dot_product_attention), False for the hand-written one below.
@@ -105,16 +108,25 @@ def fused_is_faster(q: torch.Tensor, p: float) -> bool:
     On GPUs the fused kernel is always taken. On CPU neither form wins everywhere: the fused
     kernel is faster for float32 with gradients (training) and for reduced precision (bf16
     under autocast) without them (translating), the hand-written form for float32 without
-    gradients and for reduced precision with them. With dropout torch's CPU kernel falls back
-    to the same computation as the hand-written form, with a slower mask, so dropout always
-    takes the hand-written form. The rule follows benchmarks/bench_attention.py, which times
-    both forms on Multi30k-sized shapes and reports whether the rule picks the faster one;
-    rerun it after a torch upgrade. (Judge a change by whole translations, as
-    benchmarks/bench_decode.py times them, not by one decoding step alone.)
+    gradients, for reduced precision with them, and for reduced precision without them where
+    a row holds 2 to FEW_QUERIES queries (beam search's cross-attention, short sentences).
+    With dropout torch's CPU kernel falls back to the same computation as the hand-written
+    form, with a slower mask, so dropout always takes the hand-written form. The rule follows
+    benchmarks/bench_attention.py, which times both forms on Multi30k-sized shapes and
+    reports whether the rule picks the faster one; rerun it after a torch upgrade. (Judge a
+    change by whole translations, as benchmarks/bench_decode.py times them, not by one
+    decoding step alone.)
     """
     if q.device.type != "cpu":
         return True
-    return p == 0.0 and torch.is_grad_enabled() == (q.dtype == torch.float32)
+    if p != 0.0:
+        return False
+    if torch.is_grad_enabled():
+        return q.dtype == torch.float32
+    # a few queries a row: beam search's cross-attention (its K hypotheses of a sentence
+    # against their one source) and short sentences, where the fused kernel's work per row
+    # outweighs its fusion in reduced precision
+    return q.dtype != torch.float32 and not 1 < q.size(-2) <= FEW_QUERIES
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
