@@ -10,7 +10,7 @@ each at its own fastest size.
 
     python -m benchmarks.bench_int8 RUN [--src FILE --ref FILE] [--limit N] [--beam 5]
         [--threads 1,2] [--rounds 3] [--dtypes float32,bf16,int8] [--students RUN,RUN]
-        [--shortlist] [--streams] [--batch-tokens N,N]
+        [--shortlist] [--streams] [--processes] [--batch-tokens N,N]
     python -m benchmarks.bench_int8 RUN --smoke     # 16 toy sentences, 1 round, no CTranslate2
 
 Defaults to Multi30k test_2016_flickr (1000 sentences, de -> en). Contenders take turns, each
@@ -21,8 +21,11 @@ keeps its fastest round (noise only ever adds time); times include tokenizing. C
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
 import sys
 import tempfile
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import torch
@@ -54,6 +57,10 @@ def main(argv: list[str] | None = None) -> None:
                    help="at N threads, N streams of one thread each, as `mt translate` runs "
                    "on N cores (mt.threads.Streams), and CTranslate2 as N replicas of one "
                    "thread (inter_threads N); else one stream of N threads each")
+    p.add_argument("--processes", action="store_true",
+                   help="at N > 1 threads, each of mt's contenders also as N processes of one "
+                   "thread each, the lines shared out in N parts, as `mt translate --workers N` "
+                   "runs (a pool started once, its models loaded once)")
     p.add_argument("--shortlist", action="store_true",
                    help="each contender also over the run's lexical shortlist (CTranslate2: "
                    "its vocabulary map)")
@@ -105,6 +112,11 @@ def main(argv: list[str] | None = None) -> None:
         for tr in [*mine.values(), *students.values()]:
             tr.streams = streams
         contenders = {f"mt {d} {k}": (tr.translate, src) for (d, k), tr in mine.items()}
+        pool = None
+        if args.processes and n > 1:
+            pool = Processes(args.run, n, {(d, k): tr.decoding for (d, k), tr in mine.items()})
+            contenders |= {f"mt {d} {k} x{n} processes": (pool.translator((d, k)), src)
+                           for d, k in mine}
         for (path, d), tr in students.items():
             contenders[f"student {path.name} {d} greedy"] = (tr.translate, src)
         if use_ct2:
@@ -114,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
                 contenders[f"CTranslate2 int8 {k}"] = (tr.translate, src)
         models = [tr.model for tr in [*mine.values(), *students.values()]]
         results = timed(contenders, models, device, args.rounds)
+        if pool is not None:
+            pool.pool.shutdown()
         rate = {name: len(src) / results[name][1] for name in contenders}
         out = {name: results[name][0] for name in contenders}
         bleu = {name: score(out[name], ref)["bleu"] for name in contenders}
@@ -158,6 +172,39 @@ def main(argv: list[str] | None = None) -> None:
                          f"{sum(t.numel() for t in r.model.parameters()) * 4 / 1e6:.1f}"]
                         for p, r in sizes]))
     tmp.cleanup()
+
+
+class Processes:
+    """N processes (spawned, as mt translate --workers starts them), each holding one
+    Translator per contender of the run, of one torch thread: `translator(key)` translates
+    lines in N contiguous parts, one a process."""
+
+    def __init__(self, run: str, n: int, cfgs: dict):
+        ctx = multiprocessing.get_context("spawn")
+        self.n, self.pool = n, ProcessPoolExecutor(n, mp_context=ctx, initializer=_load,
+                                                   initargs=(run, cfgs))
+
+    def translator(self, key) -> Callable[[list[str]], list[str]]:
+        def translate(lines: list[str]) -> list[str]:
+            size = -(-len(lines) // self.n)
+            parts = [self.pool.submit(_translate, key, lines[i: i + size])
+                     for i in range(0, len(lines), size)]
+            return [t for part in parts for t in part.result()]
+        return translate
+
+
+_translators: dict = {}  # a process's own (Processes)
+
+
+def _load(run: str, cfgs: dict) -> None:
+    torch.set_num_threads(1)
+    loaded = load_run(run, "cpu")
+    inference_layout(loaded.model)
+    _translators.update({key: Translator(loaded, cfg) for key, cfg in cfgs.items()})
+
+
+def _translate(key, lines: list[str]) -> list[str]:
+    return _translators[key].translate(lines)
 
 
 def fastest(rate: dict[str, float], prefix: str, search: str) -> str:

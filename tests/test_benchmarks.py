@@ -187,9 +187,11 @@ def test_bench_contention_runs_in_smoke_mode(run_benchmark, tiny_run):
 
 def test_bench_int8_runs_in_smoke_mode(run_benchmark, tiny_run):
     out = run_benchmark("bench_int8", str(tiny_run), "--students", str(tiny_run),
-                        "--threads", "2", "--streams", "--shortlist", "--batch-tokens", "64,4096")
+                        "--threads", "2", "--streams", "--processes", "--shortlist",
+                        "--batch-tokens", "64,4096")
     assert "greedy @64: int8 - float32 BLEU" in out and "| 2 | mt int8 beam 2 @4096 |" in out
     assert "| 2 | mt bf16 listed greedy @64 |" in out  # over the run's shortlist, each size
+    assert "| 2 | mt int8 beam 2 @64 x2 processes |" in out  # and in two processes
     assert "fastest of 1 rounds; " in out  # and the CPU's name
     assert "teacher beam 2 float32: speed" in out and "| tiny | 2 | 2 | 64 |" in out
 
