@@ -1,5 +1,6 @@
 """CPU-aware kernels the model is built from: dropout with a cheaper CPU mask, attention that
-picks torch's fused kernel or the hand-written form by the rule `fused_is_faster`, and the
+picks torch's fused kernel or the hand-written form by the rule `fused_is_faster`, a history
+reordered and extended in one copy (`extend`: the decoder's cache, a search's record), and the
 log-softmax with its entropy that a traced search takes (mt.decoding.record).
 
 Shapes: B batch, H heads, T queries, L keys, Dh head dim.
@@ -149,6 +150,24 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Ten
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = scores.softmax(dim=-1)
     return dropout(weights, p) @ v, (weights if need_weights else None)
+
+
+def extend(past: torch.Tensor, order: torch.Tensor | None, new: torch.Tensor, dim: int
+           ) -> torch.Tensor:
+    """past's rows (dim 0) picked by order (None: all, as they are), then new appended along
+    dim: a decoder's self-attention keys (B, H, P, Dh) extended by a step's (B, H, 1, Dh) at dim
+    2, a search's record of attention (r, t, S) by a step's (r, 1, S) at dim 1. The picked rows
+    are written straight into the result, so a reordered history is copied once a step, not
+    once to reorder and once to grow."""
+    if order is None:
+        return torch.cat([past, new], dim=dim)
+    P = past.size(dim)
+    shape = list(new.shape)
+    shape[dim] += P
+    out = new.new_empty(shape)
+    torch.index_select(past, 0, order, out=out.narrow(dim, 0, P))
+    out.narrow(dim, P, new.size(dim)).copy_(new)
+    return out
 
 
 # rows at a time: a slice still in the cache when the next pass reads it (one buffer; two for

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from mt.config import ModelConfig
-from mt.kernels import Dropout, attention, logsumexp, logsumexp_entropy, relu_dropout
+from mt.kernels import Dropout, attention, extend, logsumexp, logsumexp_entropy, relu_dropout
 from mt.static_cache import KV, StaticCache
 from mt.vocab import PAD
 
@@ -160,7 +160,7 @@ class DecoderLayer(nn.Module):
         y = self.res[0].pre(x)
         k, v = self.self_attn.project_kv(y)  # (B, H, T, Dh) each
         if past is not None:
-            k, v = _extend(past[0], order, k), _extend(past[1], order, v)  # (B, H, P+T, Dh)
+            k, v = extend(past[0], order, k, 2), extend(past[1], order, v, 2)  # (B, H, P+T, Dh)
         x = self.res[0].post(x, self.self_attn(y, (k, v), self_mask, is_causal)[0])
         x, weights = self._cross_ff(x, cross, src_mask, need_weights)
         return x, (k, v), weights
@@ -197,21 +197,6 @@ def _pick(kv: KV, index: torch.Tensor) -> KV:
     # advanced-indexing path, slower for whole rows (benchmarks/bench_decode.py --profile
     # reports the time of cache reorders)
     return kv[0].index_select(0, index), kv[1].index_select(0, index)
-
-
-def _extend(past: torch.Tensor, order: torch.Tensor | None, new: torch.Tensor) -> torch.Tensor:
-    """past (B0, H, P, Dh) rows picked by order (B,) (None: all, as they are), then new
-    (B, H, T, Dh) appended: (B, H, P+T, Dh). The picked rows are written straight into the
-    result, so a reordered cache is copied once per step, not once to reorder and once to grow.
-    """
-    if order is None:
-        return torch.cat([past, new], dim=2)
-    B, H, T, Dh = new.shape
-    P = past.size(2)
-    out = new.new_empty(B, H, P + T, Dh)
-    torch.index_select(past, 0, order, out=out[:, :, :P])
-    out[:, :, P:] = new
-    return out
 
 
 @dataclass

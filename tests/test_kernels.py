@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mt.kernels import _keep_mask, attention, dropout, relu_dropout
+from mt.kernels import _keep_mask, attention, dropout, extend, relu_dropout
 
 
 @pytest.mark.parametrize("dtype, tol", [(torch.float32, 1e-5), (torch.bfloat16, 3e-2)])
@@ -106,3 +106,17 @@ def _trained(fn, x0, seed):
         y = fn(x)
     (y * torch.linspace(-1, 1, y.numel()).view_as(y)).sum().backward()
     return y.detach(), x.grad, sum(saved)
+
+
+@pytest.mark.parametrize("dim", [1, 2])
+def test_extend_is_reorder_then_append_in_one_result(dim):
+    # the decoder's cache (dim 2) and a search's attention record (dim 1) grow this way
+    torch.manual_seed(0)
+    past = torch.randn(4, 3, 5, 2)
+    new_shape = [6, 3, 5, 2]
+    new_shape[dim] = 1
+    new = torch.randn(new_shape)
+    order = torch.tensor([3, 0, 0, 2, 1, 3])  # rows repeat and move, as beams do
+    got = extend(past, order, new, dim)
+    assert torch.equal(got, torch.cat([past[order], new], dim=dim))
+    assert torch.equal(extend(past, None, new[:4], dim), torch.cat([past, new[:4]], dim=dim))

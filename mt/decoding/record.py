@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from mt.kernels import extend
 from mt.vocab import EOS
 
 
@@ -158,9 +159,7 @@ class Recorder:
         if self.seen is None and self.traced is None:
             return
         if self.seen is not None:  # moved None: nothing to pick, the rows as they are
-            seen, now = ((self.seen, self.last.attention) if moved is None else
-                         (self.seen.index_select(0, moved),
-                          self.last.attention.index_select(0, moved)))
-            self.seen = torch.cat([seen, now[:, None]], dim=1)
+            now = self.last.attention if moved is None else self.last.attention[moved]
+            self.seen = extend(self.seen, moved, now[:, None], 1)
         if self.traced is not None:
             self.traced = self.traced.extend(moved, self.last, tokens)
