@@ -159,7 +159,8 @@ class Recorder:
         if self.seen is None and self.traced is None:
             return
         if self.seen is not None:  # moved None: nothing to pick, the rows as they are
-            now = self.last.attention if moved is None else self.last.attention[moved]
+            now = (self.last.attention if moved is None
+                   else self.last.attention.index_select(0, moved))
             self.seen = extend(self.seen, moved, now[:, None], 1)
         if self.traced is not None:
             self.traced = self.traced.extend(moved, self.last, tokens)
