@@ -127,23 +127,27 @@ async def translated(pair: Pair, ask: Ask, cfg: DecodeConfig,
         nbest = lists(cfg)
         return [record(src, ts, nbest) for src, ts in zip(lines, found, strict=True)]
     docs = await asyncio.to_thread(documents.prepare, translator, lines, ask.format, cfg)
-
-    def job(rows: Sequence[int]) -> Job:  # docs' inputs at rows (read now: harden remakes them)
-        mine = own and docs.per_input(own)
-        return Job([docs.inputs[i] for i in rows], {**ask.options, **docs.options(translator)},
-                   None, ask.attention, ask.glossary, mine and [mine[i] for i in rows])
-
-    found = await submit(job(range(len(docs.inputs))))
-    found = await hardened(docs, found, lambda rows: submit(job(rows)))
+    found = await hardened(docs, lambda rows: submit(docs_job(
+        docs, translator, rows, ask.options, ask.attention, ask.glossary, own)))
     terms = [ask.glossary is not None or bool(g) for g in own or [None] * len(lines)]
     return documents.records(lines, docs, found, terms)
 
 
-async def hardened(docs: Documents, found: list[list[Translation]], translate
-                   ) -> list[list[Translation]]:
-    """found (per input of docs) with the paragraphs that lost a directive left to the model
-    translated again without it (Documents.harden): translate(rows) translates those inputs
-    of docs (awaited)."""
+def docs_job(docs: Documents, translator, rows: Sequence[int], options: dict,
+             attention: bool = False, glossary: Glossary | None = None,
+             own: list[Glossary | None] | None = None) -> Job:
+    """The Job of docs' inputs at rows, read when called (Documents.harden remakes them), with
+    docs' options over `options`, and each input's glossary from its line's in own."""
+    mine = own and docs.per_input(own)
+    return Job([docs.inputs[i] for i in rows], {**options, **docs.options(translator)}, None,
+               attention, glossary, mine and [mine[i] for i in rows])
+
+
+async def hardened(docs: Documents, translate) -> list[list[Translation]]:
+    """docs' inputs translated, per input, with the paragraphs that lost a directive left to
+    the model translated again without it (Documents.harden): translate(rows) translates
+    those inputs of docs (awaited), all of them first."""
+    found = await translate(range(len(docs.inputs)))
     merged: list = docs.harden([ts[0] for ts in found])
     rows = [i for i, t in enumerate(merged) if t is None]
     more = iter(await translate(rows) if rows else [])
@@ -175,13 +179,8 @@ async def translate_file(served: Served, pair: Pair, client: str, data: bytes, f
         request.state.lines = len(docs.inputs)
     check_limits(docs.inputs, None, served.limits, "the document", lines_too=False)
     served.access.admit(client, len(docs.inputs))
-
-    def submit(rows: Sequence[int]):  # docs' inputs at rows (read now: harden remakes them)
-        return asyncio.wrap_future(pair.batcher.submit(Job(
-            [docs.inputs[i] for i in rows], {**options, **docs.options(translator)}, None,
-            False, glossary)))
-
-    found = await hardened(docs, await submit(range(len(docs.inputs))), submit)
+    found = await hardened(docs, lambda rows: asyncio.wrap_future(pair.batcher.submit(
+        docs_job(docs, translator, rows, options, glossary=glossary))))
     done = await asyncio.to_thread(docs.docs[0].render, [ts[0] for ts in found])
     return done, len(docs.inputs)
 
