@@ -1,14 +1,19 @@
 """A request's lines as paragraphs or HTML: when they are, and what each line's object
 holds."""
 
+import asyncio
+from types import SimpleNamespace
+
 import pytest
 from document_fakes import identity
 
 from mt.config import DecodeConfig
 from mt.document import Document, Documents
 from mt.document.paragraph import Settings
+from mt.records import Translation
 from mt.serve.access import ClientError
 from mt.serve.documents import records, wanted
+from mt.serve.translating import hardened
 
 
 def test_lines_are_split_by_default_unless_an_option_is_per_sentence():
@@ -69,3 +74,20 @@ def test_a_broken_srt_is_a_422_naming_its_line(tiny_run):
         prepare(Translator.load(tiny_run), ["1\n00:00:01,000 --> 00:00:02,000\nHi.\n",
                                             "1\n00:01 --> 00:02\nHi.\n"], "srt")
     assert e.value.status == 422
+
+
+def test_hardened_translates_every_input_then_only_those_harden_remade():
+    """mt.serve.translating.hardened: the first pass over all inputs, the second over the
+    inputs whose paragraphs lost a directive (None from Documents.harden), merged in order."""
+    asked = []
+
+    async def translate(rows):
+        asked.append(list(rows))
+        return [[Translation(f"pass {len(asked)} row {i}", 0.0)] for i in rows]
+
+    docs = SimpleNamespace(inputs=["a", "b", "c", "d"], harden=lambda found: [
+        found[0], None, found[2], None])
+    got = asyncio.run(hardened(docs, translate))
+    assert asked == [[0, 1, 2, 3], [1, 3]]
+    assert [ts[0].text for ts in got] == ["pass 1 row 0", "pass 2 row 1", "pass 1 row 2",
+                                          "pass 2 row 3"]
