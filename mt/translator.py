@@ -8,14 +8,14 @@ from __future__ import annotations
 import functools
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
 import torch
 
 from mt import confidence, own_words, unknowns
-from mt.attention import Searched, attend, labels, memory_rows
+from mt.attention import Searched, attend, labels
 from mt.checkpoint import Run, load_run
 from mt.compatibility import OWN_SEARCH, own_search_only
 from mt.config import DecodeConfig, corpus_configs, with_decode
@@ -125,11 +125,12 @@ class Plan:
     forced: list[list[int]] = field(default_factory=list)  # each prefix's ids; [] for none
     forced_tokens: list[list[str]] = field(default_factory=list)  # as forced says
 
-    def groups(self, rows: int, batch_tokens: int) -> list[list[int]]:
-        """The lines with a source, shortest first, in groups of at most batch_tokens tokens
-        (rows: the rows a line is decoded as)."""
-        order = sorted((i for i in range(len(self.ids)) if self.ids[i]),
-                       key=lambda i: len(self.ids[i]))
+    def groups(self, rows: int, batch_tokens: int, among: Iterable[int] | None = None
+               ) -> list[list[int]]:
+        """The lines with a source (of `among`: all if None), shortest first, in groups of at
+        most batch_tokens tokens (rows: the rows a line is decoded as)."""
+        lines = range(len(self.ids)) if among is None else among
+        order = sorted((i for i in lines if self.ids[i]), key=lambda i: len(self.ids[i]))
         sizes = np.array([rows * len(self.ids[i]) for i in order], dtype=np.int64)
         bounds = group_bounds(sizes, np.zeros_like(sizes), batch_tokens)
         return [order[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
@@ -489,8 +490,13 @@ class Translator:
                for m, r, empty in zip(found, reuse, ([] if g else None for g in plan.matchers))]
         # beam search decodes K rows per sentence, sampling one per sample: budget K x tokens
         groups = plan.groups(max(cfg.beam, cfg.samples), cfg.batch_tokens)
-        decode = functools.partial(self._decode, plan, cfg, scored, attention)
-        for group, done in zip(groups, self.streams.map(decode, groups), strict=True):
+        search = functools.partial(self._search, plan, cfg, scored, attention)
+        searched = list(self.streams.map(search, groups))
+        if self.model is not None and any(plan.constrained(g, cfg) for g in groups):
+            self._hold_terms(plan, cfg, scored, attention, groups, searched)
+        finish = functools.partial(self._finish, plan, cfg, attention)
+        for group, done in zip(groups, self.streams.map(finish, zip(groups, searched)),
+                               strict=True):
             for i, translations in zip(group, done, strict=True):
                 out[i] = translations
                 self._count_unkept(translations[0].missing, plan.matchers[i], cfg)
@@ -559,26 +565,35 @@ class Translator:
                        token_words(target, self.tgt_tok))
                 if u else [] for line, target, u in zip(lines, repairs, use)]
 
-    def _decode(self, plan: Plan, cfg: DecodeConfig, scored: bool,
-                attention: AttentionSpec | None, group: list[int]) -> list[list[Translation]]:
-        """One group of the plan's lines through the engine, and their translations with what
-        the call asked for: glossary terms, word alignments, attention, confidence."""
+    def _request(self, cfg: DecodeConfig, scored: bool, attention: AttentionSpec | None,
+                 src: torch.Tensor, prefix: torch.Tensor | None, terms: Terms | None,
+                 memory) -> SearchRequest:
+        """A search of src asking for what the call needs: the alignment's attention and the
+        confidence's record kept as it goes (no second pass), where the engine can."""
+        return SearchRequest(src, cfg, prefix, terms, memory, scored,
+                             attention=bool(cfg.align and not attention), trace=cfg.confidence)
+
+    def _search(self, plan: Plan, cfg: DecodeConfig, scored: bool,
+                attention: AttentionSpec | None, group: list[int]) -> Searched:
+        """One group of the plan's lines through the engine: without their terms where mt's
+        own search holds them (_hold_terms searches again the lines that lack one; not
+        CTranslate2's, which takes them whole)."""
         src, prefix = plan.source(group, self.device), plan.prefix(group, self.device)
         memory = None
-        # mt's own search first where lines have terms (not CTranslate2's: it takes them whole)
         first = self.model is not None and plan.constrained(group, cfg)
         if cfg.align or attention or cfg.confidence or first:  # encoded once for all
             with torch.no_grad():
                 memory = self.model.encode(src, self.model.src_mask(src))
-        # the search keeps the alignment's attention and the confidence's record as it goes
-        # (no second pass), where the engine can
-        request = SearchRequest(src, cfg, prefix, None if first else plan.terms(
-            group, cfg, self.device), memory, scored, attention=bool(cfg.align and not attention),
-            trace=cfg.confidence)
-        found = search_with(self.engine, request)
-        if first:
-            found = self._hold_terms(plan, cfg, group, request, found)
-        batch = Searched(src, len(plan.lead), memory, found, [])
+        terms = None if first else plan.terms(group, cfg, self.device)
+        request = self._request(cfg, scored, attention, src, prefix, terms, memory)
+        return Searched(src, len(plan.lead), memory, search_with(self.engine, request), [])
+
+    def _finish(self, plan: Plan, cfg: DecodeConfig, attention: AttentionSpec | None,
+                item: tuple[list[int], Searched]) -> list[list[Translation]]:
+        """A group's translations from its search, with what the call asked for: glossary
+        terms, word alignments, attention, confidence."""
+        group, batch = item
+        found = batch.found
         if cfg.unk == "show":
             written = [(self.run.tgt_vocab.decode(y), []) for y in batch.outputs]
         else:
@@ -599,37 +614,43 @@ class Translator:
                                self.run.tgt_vocab, self.tgt_tok)
         return done
 
-    def _hold_terms(self, plan: Plan, cfg: DecodeConfig, group: list[int], asked: SearchRequest,
-                    found: list[list[Hypothesis]]) -> list[list[Hypothesis]]:
-        """found (the model's search of the group without terms) where a line's outputs hold
-        its terms already; the other lines searched again holding them, with the words found
+    def _hold_terms(self, plan: Plan, cfg: DecodeConfig, scored: bool,
+                    attention: AttentionSpec | None, groups: list[list[int]],
+                    searched: list[Searched]) -> None:
+        """Keep each group's search (of its lines without terms) where a line's outputs hold
+        its terms already; search the other lines again holding them, with the words found
         wrote for each term's source blocked (decode.glossary_replace, mt.own_words). A
         constrained search changes what it need not: on Multi30k val, 72 of the 106 lines it
-        changed held their terms already, and lost 2 BLEU (docs/results.md)."""
-        need = [k for k, i in enumerate(group) if not plan.held(i, found[k], cfg)]
-        if not need:
-            return found
-        rows, src = [group[k] for k in need], asked.src[need]
-        memory = memory_rows(asked.memory, need)  # the rows' encoder output, not encoded again
-        blocked = None
-        if cfg.glossary_replace:  # the own words of the lines searched again only
-            first = [found[k][0].tokens for k in need]
-            spans = [plan.term_spans(i) for i in rows]
-            words = own_words.own_words(self.model, src, first, memory, len(plan.lead),
-                                        spans, self._casings)
-            # a term the output holds already is the model's own word: nothing to block
-            # ("parking lot" for Parkplatz -> parking: "lot" stays); one with <unk> in it is
-            # held by no output (any <unk> would match it)
-            blocked = [[[] if UNK not in term and occurrences(y, term) else own
-                        for (_, _, term), own in zip(row, mine, strict=True)]
-                       for y, row, mine in zip(first, spans, words, strict=True)]
-        prefix = None if asked.prefix is None else asked.prefix[need]
-        again = search_with(self.engine, replace(
-            asked, src=src, prefix=prefix, memory=memory,
-            terms=plan.terms(rows, cfg, self.device, blocked)))
-        for k, hyps in zip(need, again, strict=True):
-            found[k] = hyps
-        return found
+        changed held their terms already, and lost 2 BLEU (docs/results.md). The lines of all
+        groups are searched again together, batched as the call's groups are: each group's
+        few alone would pay a whole search's steps for a handful of rows."""
+        at = {i: (batch, k) for group, batch in zip(groups, searched)
+              for k, i in enumerate(group)}
+        need = [i for i, (batch, k) in at.items() if not plan.held(i, batch.found[k], cfg)]
+        for rows in plan.groups(max(cfg.beam, cfg.samples), cfg.batch_tokens, need):
+            src = plan.source(rows, self.device)
+            with torch.no_grad():
+                memory = self.model.encode(src, self.model.src_mask(src))
+            blocked = None
+            if cfg.glossary_replace:  # the own words of the lines searched again only
+                first = [at[i][0].found[at[i][1]][0].tokens for i in rows]
+                spans = [plan.term_spans(i) for i in rows]
+                words = own_words.own_words(self.model, src, first, memory, len(plan.lead),
+                                            spans, self._casings)
+                # a term the output holds already is the model's own word: nothing to block
+                # ("parking lot" for Parkplatz -> parking: "lot" stays); one with <unk> in it
+                # is held by no output (any <unk> would match it)
+                blocked = [[[] if UNK not in term and occurrences(y, term) else own
+                            for (_, _, term), own in zip(row, mine, strict=True)]
+                           for y, row, mine in zip(first, spans, words, strict=True)]
+            terms = plan.terms(rows, cfg, self.device, blocked)
+            again = search_with(self.engine, self._request(
+                cfg, scored, attention, src, plan.prefix(rows, self.device), terms, memory))
+            for i, hyps in zip(rows, again, strict=True):
+                batch, k = at[i]
+                # its attention and trace span this batch's padded source, not its group's:
+                # their readers cut them to the line's length
+                batch.found[k] = hyps
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 (one per Translator, ids are few)
     def _casings(self, i: int) -> frozenset[int]:

@@ -14,6 +14,7 @@ from conftest import TOY, assert_user_error
 from mt.errors import ConfigError, DataError
 from mt.glossary import occurrences
 from mt.translator import Translator
+from mt.vocab import PAD
 
 LINES = (TOY / "toy.test.en").read_text(encoding="utf-8").splitlines()[:24]
 WORDS = ["Katzen", "Hunde", "rote", "alte", "neue", "Häuser", "sieben", "Autos", "Vögel"]
@@ -69,6 +70,31 @@ def test_ordered_terms_come_in_source_order(translator):
 def test_a_batch_equals_each_line_alone(translator):
     glossary = random_glossary(random.Random(7))
     batch = translator.translate(LINES, glossary=glossary)
+    assert batch == [translator.translate([line], glossary=glossary)[0] for line in LINES]
+
+
+def test_lines_of_many_batches_that_lack_a_term_are_searched_again_together(translator,
+                                                                           monkeypatch):
+    """A small batch budget splits the lines into many groups; the lines that miss a term
+    are searched again batched among themselves (a search holding lines of several groups),
+    not group by group, and give what each line gives alone."""
+    import mt.translator as module
+
+    glossary = random_glossary(random.Random(3))
+    plain, constrained = [], []
+    real = module.search_with
+
+    def recorded(engine, request):
+        lines = {tuple(row[row != PAD].tolist()) for row in request.src}
+        (plain if request.terms is None else constrained).append(lines)
+        return real(engine, request)
+
+    monkeypatch.setattr(module, "search_with", recorded)
+    batch = translator.translate(LINES, glossary=glossary, batch_tokens=128)
+    group = {line: g for g, lines in enumerate(plain) for line in lines}
+    assert len(plain) > 3 and constrained
+    assert any(len({group[line] for line in lines}) > 1 for lines in constrained)
+    assert len(constrained) < len({group[line] for lines in constrained for line in lines})
     assert batch == [translator.translate([line], glossary=glossary)[0] for line in LINES]
 
 
