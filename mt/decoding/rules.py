@@ -70,7 +70,7 @@ class Greedy(Rule):
         return argmax(scores)
 
     def step(self, t: int, scores: Scores, hyp: torch.Tensor, rows: torch.Tensor) -> Moves:
-        tok = self.choose(self.constraints.apply(scores.logits, t, hyp, rows), rows, t)
+        tok = self.choose(self.constraints.apply(scores.ranked(), t, hyp, rows), rows, t)
         done = tok == EOS
         if not done.any():  # nothing moves: no reorder
             return Moves(tok)

@@ -81,6 +81,12 @@ class Scores:
     floats: torch.Tensor | None = None  # the logits in float32 (maybe the logits themselves)
     norm: torch.Tensor | None = None  # (r,) floats less it are the log-probabilities
 
+    def ranked(self) -> torch.Tensor:
+        """Scores (r, V) in the logits' order for an argmax, the rule's to change in place:
+        the float32 copy where a record made one (argmax would convert bf16 again), else the
+        logits."""
+        return self.logits if self.floats is None else self.floats
+
     def unnormalized(self) -> tuple[torch.Tensor, torch.Tensor]:
         """float32 scores (r, V) and the (r,) to subtract from each row for its
         log-probabilities (the record's, where it made them): the same ranking within a row,
