@@ -626,31 +626,40 @@ class Translator:
         few alone would pay a whole search's steps for a handful of rows."""
         at = {i: (batch, k) for group, batch in zip(groups, searched)
               for k, i in enumerate(group)}
-        need = [i for i, (batch, k) in at.items() if not plan.held(i, batch.found[k], cfg)]
-        for rows in plan.groups(max(cfg.beam, cfg.samples), cfg.batch_tokens, need):
-            src = plan.source(rows, self.device)
-            with torch.no_grad():
-                memory = self.model.encode(src, self.model.src_mask(src))
-            blocked = None
-            if cfg.glossary_replace:  # the own words of the lines searched again only
-                first = [at[i][0].found[at[i][1]][0].tokens for i in rows]
-                spans = [plan.term_spans(i) for i in rows]
-                words = own_words.own_words(self.model, src, first, memory, len(plan.lead),
-                                            spans, self._casings)
-                # a term the output holds already is the model's own word: nothing to block
-                # ("parking lot" for Parkplatz -> parking: "lot" stays); one with <unk> in it
-                # is held by no output (any <unk> would match it)
-                blocked = [[[] if UNK not in term and occurrences(y, term) else own
-                            for (_, _, term), own in zip(row, mine, strict=True)]
-                           for y, row, mine in zip(first, spans, words, strict=True)]
-            terms = plan.terms(rows, cfg, self.device, blocked)
-            again = search_with(self.engine, self._request(
-                cfg, scored, attention, src, plan.prefix(rows, self.device), terms, memory))
-            for i, hyps in zip(rows, again, strict=True):
+        first = {i: batch.found[k][0].tokens for i, (batch, k) in at.items()
+                 if not plan.held(i, batch.found[k], cfg)}
+        again = functools.partial(self._search_holding, plan, cfg, scored, attention, first)
+        regrouped = plan.groups(max(cfg.beam, cfg.samples), cfg.batch_tokens, first)
+        for rows, found in zip(regrouped, self.streams.map(again, regrouped), strict=True):
+            for i, hyps in zip(rows, found, strict=True):
                 batch, k = at[i]
                 # its attention and trace span this batch's padded source, not its group's:
                 # their readers cut them to the line's length
                 batch.found[k] = hyps
+
+    def _search_holding(self, plan: Plan, cfg: DecodeConfig, scored: bool,
+                        attention: AttentionSpec | None, first: dict[int, list[int]],
+                        rows: list[int]) -> list[list[Hypothesis]]:
+        """The plan's lines `rows` searched holding their terms (first: each one's best
+        output of the search without them, whose own words are blocked)."""
+        src = plan.source(rows, self.device)
+        with torch.no_grad():
+            memory = self.model.encode(src, self.model.src_mask(src))
+        blocked = None
+        if cfg.glossary_replace:  # the own words of the lines searched again only
+            outputs = [first[i] for i in rows]
+            spans = [plan.term_spans(i) for i in rows]
+            words = own_words.own_words(self.model, src, outputs, memory, len(plan.lead),
+                                        spans, self._casings)
+            # a term the output holds already is the model's own word: nothing to block
+            # ("parking lot" for Parkplatz -> parking: "lot" stays); one with <unk> in it is
+            # held by no output (any <unk> would match it)
+            blocked = [[[] if UNK not in term and occurrences(y, term) else own
+                        for (_, _, term), own in zip(row, mine, strict=True)]
+                       for y, row, mine in zip(outputs, spans, words, strict=True)]
+        terms = plan.terms(rows, cfg, self.device, blocked)
+        return search_with(self.engine, self._request(
+            cfg, scored, attention, src, plan.prefix(rows, self.device), terms, memory))
 
     @functools.lru_cache(maxsize=4096)  # noqa: B019 (one per Translator, ids are few)
     def _casings(self, i: int) -> frozenset[int]:
