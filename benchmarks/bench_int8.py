@@ -21,6 +21,7 @@ keeps its fastest round (noise only ever adds time); times include tokenizing. C
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import multiprocessing
 import sys
 import tempfile
@@ -33,6 +34,7 @@ import torch
 from benchmarks.bench_decode import add_test_set_args, ct2_translators, read_test_set, timed
 from benchmarks.harness import TOY, cpu_model, markdown, parse, parser
 from mt.checkpoint import load_run
+from mt.commands.parallel import balanced
 from mt.config import override
 from mt.decoding.precision import inference_layout
 from mt.device import pick_device
@@ -177,7 +179,8 @@ def main(argv: list[str] | None = None) -> None:
 class Processes:
     """N processes (spawned, as mt translate --workers starts them), each holding one
     Translator per contender of the run, of one torch thread: `translator(key)` translates
-    lines in N contiguous parts, one a process."""
+    lines in N contiguous parts of about equal characters, one a process, as mt translate
+    --workers cuts an input shorter than N chunks (mt.commands.parallel.balanced)."""
 
     def __init__(self, run: str, n: int, cfgs: dict):
         ctx = multiprocessing.get_context("spawn")
@@ -186,9 +189,9 @@ class Processes:
 
     def translator(self, key) -> Callable[[list[str]], list[str]]:
         def translate(lines: list[str]) -> list[str]:
-            size = -(-len(lines) // self.n)
-            parts = [self.pool.submit(_translate, key, lines[i: i + size])
-                     for i in range(0, len(lines), size)]
+            bounds = balanced(lines, self.n)
+            parts = [self.pool.submit(_translate, key, lines[a:z])
+                     for a, z in itertools.pairwise(bounds)]
             return [t for part in parts for t in part.result()]
         return translate
 
