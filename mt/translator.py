@@ -580,10 +580,10 @@ class Translator:
         CTranslate2's, which takes them whole)."""
         src, prefix = plan.source(group, self.device), plan.prefix(group, self.device)
         memory = None
-        first = self.model is not None and plan.constrained(group, cfg)
-        if cfg.align or attention or cfg.confidence or first:  # encoded once for all
+        if cfg.align or attention or cfg.confidence:  # encoded once, read again by _finish
             with torch.no_grad():
                 memory = self.model.encode(src, self.model.src_mask(src))
+        first = self.model is not None and plan.constrained(group, cfg)
         terms = None if first else plan.terms(group, cfg, self.device)
         request = self._request(cfg, scored, attention, src, prefix, terms, memory)
         return Searched(src, len(plan.lead), memory, search_with(self.engine, request), [])
