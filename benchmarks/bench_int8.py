@@ -20,6 +20,7 @@ keeps its fastest round (noise only ever adds time); times include tokenizing. C
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import itertools
 import multiprocessing
@@ -34,7 +35,6 @@ import torch
 from benchmarks.bench_decode import add_test_set_args, ct2_translators, read_test_set, timed
 from benchmarks.harness import TOY, cpu_model, markdown, parse, parser
 from mt.checkpoint import load_run
-from mt.commands.parallel import balanced
 from mt.config import override
 from mt.decoding.precision import inference_layout
 from mt.device import pick_device
@@ -179,8 +179,9 @@ def main(argv: list[str] | None = None) -> None:
 class Processes:
     """N processes (spawned, as mt translate --workers starts them), each holding one
     Translator per contender of the run, of one torch thread: `translator(key)` translates
-    lines in N contiguous parts of about equal characters, one a process, as mt translate
-    --workers cuts an input shorter than N chunks (mt.commands.parallel.balanced)."""
+    lines in N contiguous parts of about equal characters (`balanced`), one a process, as
+    mt translate --workers shares out a long input's chunks (a test set is shorter than one
+    chunk, which mt translate gives one process)."""
 
     def __init__(self, run: str, n: int, cfgs: dict):
         ctx = multiprocessing.get_context("spawn")
@@ -194,6 +195,21 @@ class Processes:
                      for a, z in itertools.pairwise(bounds)]
             return [t for part in parts for t in part.result()]
         return translate
+
+
+def balanced(lines: list[str], parts: int) -> list[int]:
+    """Bounds cutting lines into at most `parts` contiguous runs of about equal characters (a
+    line's work grows with its length), none empty: run k is lines[b[k]:b[k + 1]]."""
+    ends = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
+    cuts = [0]
+    for k in range(1, parts):
+        aim = ends[-1] * k / parts
+        cut = bisect.bisect_left(ends, aim)  # the first end at or past it
+        if cut > 0 and aim - ends[cut - 1] < ends[cut] - aim:  # or the one before, nearer
+            cut -= 1
+        if cuts[-1] < cut < len(lines):
+            cuts.append(cut)
+    return cuts + [len(lines)]
 
 
 _translators: dict = {}  # a process's own (Processes)

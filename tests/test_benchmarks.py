@@ -196,6 +196,21 @@ def test_bench_int8_runs_in_smoke_mode(run_benchmark, tiny_run):
     assert "teacher beam 2 float32: speed" in out and "| tiny | 2 | 2 | 64 |" in out
 
 
+def test_bench_int8_processes_get_parts_of_about_equal_characters():
+    from benchmarks.bench_int8 import balanced
+
+    lines = ["a" * n for n in (30, 1, 1, 1, 10, 10, 10, 1, 2, 40, 3)]
+    for parts in (2, 3, 4):
+        bounds = balanced(lines, parts)
+        assert bounds[0] == 0 and bounds[-1] == len(lines) and len(bounds) == parts + 1
+        assert all(a < z for a, z in zip(bounds, bounds[1:]))  # none empty
+        sizes = [sum(len(line) + 1 for line in lines[a:z]) for a, z in zip(bounds, bounds[1:])]
+        assert max(sizes) - min(sizes) <= 2 * 41, (parts, sizes)  # within two longest lines
+    # the cut nearest half the characters: 4 / 13, not the first past it (15 / 2)
+    assert balanced(["a", "b", "c" * 10, "d"], 2) == [0, 2, 4]
+    assert balanced(["x"], 4) == [0, 1]  # fewer lines than parts: one each
+
+
 def test_bench_software_suggests_the_closest_training_msgid():
     from benchmarks.bench_software import memory, suggestions
 

@@ -72,38 +72,6 @@ def test_the_end_warning_names_the_terms_and_the_cause_of_the_modes_used():
         "('a', 'b'): the model did not copy the annotated term (glossary_mode annotate)")
 
 
-def test_parts_are_contiguous_and_of_about_equal_characters():
-    from mt.commands.parallel import balanced
-
-    lines = ["a" * n for n in (30, 1, 1, 1, 10, 10, 10, 1, 2, 40, 3)]
-    for parts in (2, 3, 4):
-        bounds = balanced(lines, parts)
-        assert bounds[0] == 0 and bounds[-1] == len(lines) and len(bounds) == parts + 1
-        assert all(a < z for a, z in zip(bounds, bounds[1:]))  # none empty
-        sizes = [sum(len(line) + 1 for line in lines[a:z]) for a, z in zip(bounds, bounds[1:])]
-        assert max(sizes) - min(sizes) <= 2 * 41, (parts, sizes)  # within two longest lines
-    assert balanced(["x"], 4) == [0, 1]  # fewer lines than parts: one each
-    assert balanced(["ab", "c", "de"], 8) == [0, 1, 2, 3]
-
-
-def test_an_input_shorter_than_a_chunk_is_shared_by_every_worker():
-    """The input is read workers x CHUNK_LINES lines a round, each round cut into a part per
-    worker: a short input (or a long one's last round) does not leave all but one idle."""
-    from mt.commands.parallel import rounds
-    from mt.errors import DataError
-
-    lines = [f"line {i} " + "x" * (i % 7) for i in range(30)]
-    parts = list(rounds(iter(lines), iter(lines), None, 3, 2000))
-    assert len(parts) == 3 and [p[0] for p in parts] == [0, len(parts[0][1]),
-                                                        len(parts[0][1]) + len(parts[1][1])]
-    assert sum((p[1] for p in parts), []) == lines and all(p[2] == p[1] for p in parts)
-    long = list(rounds(iter(lines), None, None, 2, 4))  # rounds of 8 lines, then 6
-    assert [len(p[1]) for p in long[:2]] == [4, 4] and len(long) == 8
-    assert sum((p[1] for p in long), []) == lines
-    with pytest.raises(DataError):
-        list(rounds(iter(lines), iter(lines[:10]), None, 2, 2000))
-
-
 def test_workers_usage_errors(cli, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("one\n")

@@ -1,18 +1,14 @@
 """`mt translate --workers N`: chunks of the input translated in N processes, each with its own
-Translator, written in input order with a few chunks in flight, so memory stays bounded. The
-input is read N chunks at a time and each such round cut into N parts of about equal
-characters, so that an input shorter than N chunks (or a long one's last round) keeps every
-process busy rather than one."""
+Translator, written in input order with a few chunks in flight, so memory stays bounded."""
 
 from __future__ import annotations
 
-import bisect
 import collections
 import itertools
 import multiprocessing
 import signal
 from collections.abc import Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 
 import torch
@@ -35,8 +31,8 @@ def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterat
                        glossary: Glossary | None = None,
                        glossaries: Iterator[Glossary | None] | None = None
                        ) -> Iterator[list[str]]:
-    """What formats.formatted writes, one list per part of the input (`rounds`; one string
-    per line), in input order, from options.workers processes of options.threads torch
+    """What formats.formatted writes, one list per chunk of CHUNK_LINES input lines (one
+    string per line), in input order, from options.workers processes of options.threads torch
     threads each (0: mt.threads.threads_for); prefixes and glossaries: one per line; glossary:
     as there."""
     workers, output_format = options.workers, options.output_format
@@ -46,16 +42,25 @@ def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterat
                                initargs=(run_path, options.device, options.engine,
                                          options.overrides, options.decode,
                                          threads_for(options.threads, workers)))
-    truncated = unkept = max_src = 0  # summed over the parts, to warn once
+    pending: collections.deque = collections.deque()
+    size = mt.translator.CHUNK_LINES  # the chunks one process would translate
+    truncated = unkept = max_src = 0  # summed over the chunks, to warn once
     try:
-        submitted = (pool.submit(_translate_chunk, chunk, start, output_format, nbest, forced,
-                                 glossary, own)
-                     for start, chunk, forced, own in rounds(lines, prefixes, glossaries,
-                                                             workers, mt.translator.CHUNK_LINES))
-        for future in _ahead(submitted, 2 * workers):
-            texts, cut, missed, max_src = future.result()
-            truncated, unkept = truncated + cut, unkept + missed
-            yield texts
+        for start in itertools.count(0, size):
+            chunk = list(itertools.islice(lines, size))
+            forced = None if prefixes is None else list(itertools.islice(prefixes, size))
+            if forced is not None and len(forced) != len(chunk):
+                raise prefix_mismatch(start + len(chunk), start + len(forced))
+            own = None if glossaries is None else list(itertools.islice(glossaries, size))
+            if chunk:
+                pending.append(pool.submit(_translate_chunk, chunk, start, output_format, nbest,
+                                           forced, glossary, own))
+            while pending and (len(pending) > 2 * workers or not chunk):
+                texts, cut, missed, max_src = pending.popleft().result()
+                truncated, unkept = truncated + cut, unkept + missed
+                yield texts
+            if not chunk:
+                break
     except BrokenProcessPool:
         raise MTError("a translation worker process died (killed, or out of memory?); try "
                       "fewer --workers") from None
@@ -67,52 +72,6 @@ def parallel_formatted(run_path: Paths, options: TranslateOptions, lines: Iterat
         warn(unkept_message(unkept, max_src))
     if truncated:
         warn(f"{truncated} source line(s) longer than model.max_positions were truncated")
-
-
-def rounds(lines: Iterator[str], prefixes: Iterator[str] | None,
-           glossaries: Iterator[Glossary | None] | None, workers: int, size: int
-           ) -> Iterator[tuple[int, list[str], list[str] | None, list[Glossary | None] | None]]:
-    """The input read workers x size lines at a time, each round cut into `workers` parts
-    (`balanced`): (the first line's number, the lines, their prefixes, their glossaries) each,
-    None for what was not given. A DataError where the prefixes end before the lines or after."""
-    for start in itertools.count(0, workers * size):
-        chunk = list(itertools.islice(lines, workers * size))
-        forced = None if prefixes is None else list(itertools.islice(prefixes, workers * size))
-        if forced is not None and len(forced) != len(chunk):
-            raise prefix_mismatch(start + len(chunk), start + len(forced))
-        own = None if glossaries is None else list(itertools.islice(glossaries, workers * size))
-        if not chunk:
-            return
-        bounds = balanced(chunk, workers)
-        for a, z in itertools.pairwise(bounds):
-            yield (start + a, chunk[a:z], None if forced is None else forced[a:z],
-                   None if own is None else own[a:z])
-
-
-def _ahead(futures: Iterator[Future], n: int) -> Iterator[Future]:
-    """futures in order, each handed out once n more after it were submitted (or the input
-    ended): a few parts in flight, so memory stays bounded."""
-    pending: collections.deque = collections.deque()
-    for future in futures:
-        pending.append(future)
-        if len(pending) > n:
-            yield pending.popleft()
-    yield from pending
-
-
-def balanced(lines: list[str], parts: int) -> list[int]:
-    """Bounds cutting lines into at most `parts` contiguous runs of about equal characters (a
-    line's work grows with its length), none empty: run k is lines[b[k]:b[k + 1]]."""
-    ends = list(itertools.accumulate((len(line) + 1 for line in lines), initial=0))
-    total, cuts = ends[-1], [0]
-    for k in range(1, parts):
-        aim = total * k / parts
-        cut = bisect.bisect_left(ends, aim)  # the first end at or past it
-        if cut > 0 and aim - ends[cut - 1] < ends[cut] - aim:  # or the one before, nearer
-            cut -= 1
-        if cuts[-1] < cut < len(lines):
-            cuts.append(cut)
-    return cuts + [len(lines)]
 
 
 def _start_worker(run_path: Paths, device: str, engine: str, overrides: tuple[str, ...],
